@@ -1,0 +1,96 @@
+//! Configuration read from the environment once, at cold start.
+//!
+//! Every value is validated here so a misconfigured function fails its first
+//! invocation with a message that says what to change, instead of failing
+//! later in the middle of a transaction.
+
+use std::env;
+use std::str::FromStr;
+
+#[derive(Debug, thiserror::Error)]
+#[error("configuration error: {0}")]
+pub struct ConfigError(pub String);
+
+/// Reads `name`, or `default` when it is unset or empty.
+pub fn var_or(name: &str, default: &str) -> String {
+    match env::var(name) {
+        Ok(v) if !v.trim().is_empty() => v.trim().to_string(),
+        _ => default.to_string(),
+    }
+}
+
+/// Reads a required variable.
+pub fn required(name: &str, hint: &str) -> Result<String, ConfigError> {
+    match env::var(name) {
+        Ok(v) if !v.trim().is_empty() => Ok(v.trim().to_string()),
+        _ => Err(ConfigError(format!("{name} is not set; {hint}"))),
+    }
+}
+
+/// Reads and parses `name`, falling back to `default`.
+pub fn parsed_or<T: FromStr>(name: &str, default: T) -> Result<T, ConfigError>
+where
+    T::Err: std::fmt::Display,
+{
+    match env::var(name) {
+        Ok(v) if !v.trim().is_empty() => v
+            .trim()
+            .parse()
+            .map_err(|e| ConfigError(format!("{name}={v:?} is invalid: {e}"))),
+        _ => Ok(default),
+    }
+}
+
+/// How the booking API learns who is calling.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AuthMode {
+    /// Production: the `email` and `name` claims that API Gateway's JWT
+    /// authorizer put in the request context.
+    Jwt,
+    /// Local development only: `X-Dev-User-Email` / `X-Dev-User-Name`
+    /// headers are trusted. Must be switched on explicitly
+    /// (`AUTH_MODE=insecure-dev-headers`).
+    InsecureDevHeaders,
+}
+
+impl FromStr for AuthMode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "jwt" => Ok(AuthMode::Jwt),
+            "insecure-dev-headers" => Ok(AuthMode::InsecureDevHeaders),
+            other => Err(format!(
+                "unknown auth mode {other:?}; use \"jwt\" (default) or \"insecure-dev-headers\" (local development only)"
+            )),
+        }
+    }
+}
+
+/// Settings of the booking API function.
+#[derive(Debug, Clone)]
+pub struct ApiConfig {
+    pub auth_mode: AuthMode,
+    /// Requests with a larger body get 413 before anything is parsed.
+    pub max_body_bytes: usize,
+}
+
+impl ApiConfig {
+    pub const DEFAULT_MAX_BODY_BYTES: usize = 64 * 1024;
+
+    pub fn from_env() -> Result<Self, ConfigError> {
+        let auth_mode = parsed_or("AUTH_MODE", AuthMode::Jwt)?;
+        let max_body_bytes = parsed_or("API_MAX_BODY_BYTES", Self::DEFAULT_MAX_BODY_BYTES)?;
+        if max_body_bytes < 1024 {
+            return Err(ConfigError(format!(
+                "API_MAX_BODY_BYTES={max_body_bytes} is too small for a 50-attendee booking; use at least 1024"
+            )));
+        }
+        Ok(Self { auth_mode, max_body_bytes })
+    }
+}
+
+impl Default for ApiConfig {
+    fn default() -> Self {
+        Self { auth_mode: AuthMode::Jwt, max_body_bytes: Self::DEFAULT_MAX_BODY_BYTES }
+    }
+}
