@@ -1,0 +1,146 @@
+//! Request bodies: size and media-type checks, JSON parsing that names the
+//! offending field, and conversion into domain types.
+
+use lambda_http::http::{header, StatusCode};
+use lambda_http::Request;
+use serde::de::DeserializeOwned;
+use serde::Deserialize;
+
+use super::problem::{InvalidParam, Problem};
+use crate::booking::domain::{
+    self, Description, DisplayName, EmailAddress, Location, NewBooking, Person, TimeRange, Timezone, Title,
+    MAX_ATTENDEES,
+};
+
+/// Collects field errors so one response names all of them.
+#[derive(Default)]
+pub struct FieldErrors(Vec<InvalidParam>);
+
+impl FieldErrors {
+    pub fn check<T>(&mut self, field: impl Into<String>, r: Result<T, String>) -> Option<T> {
+        match r {
+            Ok(v) => Some(v),
+            Err(reason) => {
+                self.0.push(InvalidParam { name: field.into(), reason });
+                None
+            }
+        }
+    }
+
+    pub fn into_result(self) -> Result<(), Problem> {
+        if self.0.is_empty() {
+            Ok(())
+        } else {
+            Err(Problem::invalid(self.0))
+        }
+    }
+}
+
+/// Checks the size and media type, then parses the body into `T`.
+/// Returns the JSON value too (for idempotency hashing).
+pub fn parse_json<T: DeserializeOwned>(req: &Request, max_bytes: usize) -> Result<(serde_json::Value, T), Problem> {
+    let bytes: &[u8] = req.body().as_ref();
+    if bytes.len() > max_bytes {
+        return Err(Problem::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "payload-too-large",
+            "Request body too large",
+            format!("the body is {} bytes; the limit is {max_bytes}", bytes.len()),
+        ));
+    }
+    let content_type = req.headers().get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("");
+    let essence = content_type.split(';').next().unwrap_or("").trim().to_ascii_lowercase();
+    if essence != "application/json" {
+        return Err(Problem::new(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "unsupported-media-type",
+            "Unsupported media type",
+            format!("send Content-Type: application/json (got {content_type:?})"),
+        ));
+    }
+    let value: serde_json::Value = serde_json::from_slice(bytes).map_err(|e| {
+        Problem::new(StatusCode::BAD_REQUEST, "malformed-json", "Malformed JSON", format!("the body is not valid JSON: {e}"))
+    })?;
+    if !value.is_object() {
+        return Err(Problem::field("body", "must be a JSON object"));
+    }
+    let parsed = serde_path_to_error::deserialize(value.clone()).map_err(|e| {
+        let path = e.path().to_string();
+        let message = e.inner().to_string();
+        // A missing field is reported at its parent's path; name the field itself.
+        let name = match missing_field(&message) {
+            Some(field) if path == "." => field,
+            Some(field) => format!("{path}.{field}"),
+            None if path == "." => "body".to_string(),
+            None => path,
+        };
+        Problem::field(name, message)
+    })?;
+    Ok((value, parsed))
+}
+
+fn missing_field(message: &str) -> Option<String> {
+    message.strip_prefix("missing field `").and_then(|m| m.split('`').next()).map(str::to_string)
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AttendeeBody {
+    pub email: String,
+    pub name: String,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CreateBookingBody {
+    pub title: String,
+    pub start: String,
+    pub end: String,
+    pub timezone: String,
+    pub attendees: Vec<AttendeeBody>,
+    pub description: Option<String>,
+    pub location: Option<String>,
+}
+
+impl CreateBookingBody {
+    pub fn into_new_booking(self) -> Result<NewBooking, Problem> {
+        let mut errors = FieldErrors::default();
+        let title = errors.check("title", Title::parse(&self.title));
+        let start = errors.check("start", domain::parse_instant(&self.start));
+        let end = errors.check("end", domain::parse_instant(&self.end));
+        let range = match (start, end) {
+            (Some(s), Some(e)) => errors.check("end", TimeRange::new(s, e)),
+            _ => None,
+        };
+        let timezone = errors.check("timezone", Timezone::parse(&self.timezone));
+        let description = self.description.as_deref().and_then(|d| errors.check("description", Description::parse(d)));
+        let location = self.location.as_deref().and_then(|l| errors.check("location", Location::parse(l)));
+        if self.attendees.is_empty() || self.attendees.len() > MAX_ATTENDEES {
+            errors.check::<()>(
+                "attendees",
+                Err(format!("must list 1 to {MAX_ATTENDEES} attendees (got {})", self.attendees.len())),
+            );
+        }
+        let mut attendees: Vec<Person> = Vec::with_capacity(self.attendees.len());
+        for (i, a) in self.attendees.iter().enumerate() {
+            let email = errors.check(format!("attendees[{i}].email"), EmailAddress::parse(&a.email));
+            let name = errors.check(format!("attendees[{i}].name"), DisplayName::parse(&a.name));
+            if let (Some(email), Some(name)) = (email, name) {
+                if attendees.iter().any(|p| p.email == email) {
+                    errors.check::<()>(format!("attendees[{i}].email"), Err(format!("{email} is listed twice")));
+                } else {
+                    attendees.push(Person { email, name });
+                }
+            }
+        }
+        errors.into_result()?;
+        Ok(NewBooking {
+            title: title.expect("checked"),
+            description,
+            location,
+            timezone: timezone.expect("checked"),
+            range: range.expect("checked"),
+            attendees,
+        })
+    }
+}

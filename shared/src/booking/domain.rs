@@ -1,0 +1,301 @@
+//! Domain types for bookings. Parse, don't validate: each type can only be
+//! built through `parse`, so an address with a CR/LF in it or an end before
+//! its start cannot exist past the API edge.
+//!
+//! Fields that reach an email header (title → Subject, names → To/From
+//! display names, addresses) refuse every control character; that is what
+//! keeps a hostile title from adding or splitting a header.
+
+use std::fmt;
+
+use chrono::{DateTime, Duration, Utc};
+use serde::{Deserialize, Serialize};
+
+pub const MAX_TITLE_CHARS: usize = 200;
+pub const MAX_NAME_CHARS: usize = 100;
+pub const MAX_LOCATION_CHARS: usize = 500;
+pub const MAX_DESCRIPTION_CHARS: usize = 5000;
+pub const MAX_EMAIL_CHARS: usize = 254;
+pub const MAX_ATTENDEES: usize = 50;
+pub const MAX_DURATION_DAYS: i64 = 31;
+
+/// An email address, normalised to lower case so the same person written
+/// twice is one recipient.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct EmailAddress(String);
+
+impl EmailAddress {
+    pub fn parse(raw: &str) -> Result<Self, String> {
+        if raw.is_empty() {
+            return Err("must not be empty".into());
+        }
+        if raw.chars().count() > MAX_EMAIL_CHARS {
+            return Err(format!("must be at most {MAX_EMAIL_CHARS} characters"));
+        }
+        if raw.chars().any(char::is_control) {
+            return Err("must not contain control characters (such as CR or LF)".into());
+        }
+        // The crate accepts RFC 5322 oddities (quoted local parts, comments,
+        // domain literals) that have no place in a header we build; refuse
+        // the characters they need.
+        if let Some(c) = raw.chars().find(|c| c.is_whitespace() || "\"<>()[],;:\\".contains(*c)) {
+            return Err(format!("must be a plain address like alice@example.com (found {c:?})"));
+        }
+        let parsed: email_address::EmailAddress =
+            raw.parse().map_err(|e| format!("is not a valid email address: {e}"))?;
+        if !parsed.domain().contains('.') {
+            return Err("must have a domain with a dot, like alice@example.com".into());
+        }
+        Ok(Self(raw.to_lowercase()))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for EmailAddress {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+fn single_line(raw: &str, max_chars: usize, allow_empty: bool) -> Result<String, String> {
+    if raw.chars().any(char::is_control) {
+        return Err("must not contain control characters (such as CR, LF or TAB)".into());
+    }
+    let trimmed = raw.trim();
+    if trimmed.is_empty() && !allow_empty {
+        return Err("must not be empty".into());
+    }
+    if trimmed.chars().count() > max_chars {
+        return Err(format!("must be at most {max_chars} characters"));
+    }
+    Ok(trimmed.to_string())
+}
+
+macro_rules! text_type {
+    ($(#[$doc:meta])* $name:ident, $max:expr) => {
+        $(#[$doc])*
+        #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+        #[serde(transparent)]
+        pub struct $name(String);
+
+        impl $name {
+            pub fn parse(raw: &str) -> Result<Self, String> {
+                single_line(raw, $max, false).map(Self)
+            }
+            pub fn as_str(&self) -> &str {
+                &self.0
+            }
+        }
+    };
+}
+
+text_type!(
+    /// A booking title: it becomes the email Subject, so a single line.
+    Title,
+    MAX_TITLE_CHARS
+);
+text_type!(
+    /// A person's display name: it reaches To/From headers, so a single line.
+    DisplayName,
+    MAX_NAME_CHARS
+);
+text_type!(
+    /// Where the meeting is: a single line (iCalendar LOCATION).
+    Location,
+    MAX_LOCATION_CHARS
+);
+
+/// Free text for the invitation body. Line breaks and tabs are allowed here
+/// (it never reaches a header); other control characters are not.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct Description(String);
+
+impl Description {
+    pub fn parse(raw: &str) -> Result<Self, String> {
+        if raw.chars().any(|c| c.is_control() && !matches!(c, '\n' | '\r' | '\t')) {
+            return Err("must not contain control characters other than line breaks and tabs".into());
+        }
+        if raw.chars().count() > MAX_DESCRIPTION_CHARS {
+            return Err(format!("must be at most {MAX_DESCRIPTION_CHARS} characters"));
+        }
+        Ok(Self(raw.replace("\r\n", "\n")))
+    }
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+/// An IANA time zone name that exists in the tz database.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Timezone(chrono_tz::Tz);
+
+impl Timezone {
+    pub fn parse(raw: &str) -> Result<Self, String> {
+        if raw.chars().any(char::is_control) {
+            return Err("must not contain control characters".into());
+        }
+        raw.parse::<chrono_tz::Tz>()
+            .map(Self)
+            .map_err(|_| format!("{raw:?} is not an IANA time zone name (like Europe/Paris)"))
+    }
+    pub fn name(&self) -> &'static str {
+        self.0.name()
+    }
+    pub fn tz(&self) -> chrono_tz::Tz {
+        self.0
+    }
+}
+
+/// Parses an RFC 3339 timestamp (offset required) into UTC.
+pub fn parse_instant(raw: &str) -> Result<DateTime<Utc>, String> {
+    DateTime::parse_from_rfc3339(raw)
+        .map(|t| t.with_timezone(&Utc))
+        .map_err(|e| format!("must be an RFC 3339 timestamp with an offset, like 2026-12-01T09:00:00Z ({e})"))
+}
+
+/// A half-open time range `[start, end)` with `end > start`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TimeRange {
+    start: DateTime<Utc>,
+    end: DateTime<Utc>,
+}
+
+impl TimeRange {
+    pub fn new(start: DateTime<Utc>, end: DateTime<Utc>) -> Result<Self, String> {
+        if end <= start {
+            return Err("must be after start".into());
+        }
+        if end - start > Duration::days(MAX_DURATION_DAYS) {
+            return Err(format!("must be at most {MAX_DURATION_DAYS} days after start"));
+        }
+        Ok(Self { start, end })
+    }
+    pub fn start(&self) -> DateTime<Utc> {
+        self.start
+    }
+    pub fn end(&self) -> DateTime<Utc> {
+        self.end
+    }
+}
+
+/// A person: an address and a display name.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Person {
+    pub email: EmailAddress,
+    pub name: DisplayName,
+}
+
+/// A validated request to create a booking.
+#[derive(Debug, Clone)]
+pub struct NewBooking {
+    pub title: Title,
+    pub description: Option<Description>,
+    pub location: Option<Location>,
+    pub timezone: Timezone,
+    pub range: TimeRange,
+    pub attendees: Vec<Person>,
+}
+
+/// Booking status as stored.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum BookingStatus {
+    Confirmed,
+    Cancelled,
+}
+
+impl BookingStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BookingStatus::Confirmed => "CONFIRMED",
+            BookingStatus::Cancelled => "CANCELLED",
+        }
+    }
+    pub fn from_db(s: &str) -> Self {
+        if s == "CANCELLED" {
+            BookingStatus::Cancelled
+        } else {
+            BookingStatus::Confirmed
+        }
+    }
+}
+
+/// A stored booking, as the API returns it and as outbox payloads carry it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Booking {
+    pub id: uuid::Uuid,
+    pub title: String,
+    pub description: Option<String>,
+    pub location: Option<String>,
+    pub start: DateTime<Utc>,
+    pub end: DateTime<Utc>,
+    pub timezone: String,
+    pub organizer: Person,
+    pub attendees: Vec<Person>,
+    pub status: BookingStatus,
+    pub version: i32,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+impl Booking {
+    /// The organizer and the attendees may see a booking; nobody else may
+    /// even learn that it exists.
+    pub fn visible_to(&self, caller: &EmailAddress) -> bool {
+        self.organizer.email == *caller || self.attendees.iter().any(|a| a.email == *caller)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn email_refuses_header_injection_and_oddities() {
+        assert_eq!(EmailAddress::parse("Alice@Example.COM").unwrap().as_str(), "alice@example.com");
+        for bad in [
+            "alice@example.com\r\nBcc: eve@evil.test",
+            "alice@example.com\n",
+            "\"a b\"@example.com",
+            "Alice <alice@example.com>",
+            "alice",
+            "alice@localhost",
+            "a,b@example.com",
+            "",
+        ] {
+            assert!(EmailAddress::parse(bad).is_err(), "{bad:?} accepted");
+        }
+    }
+
+    #[test]
+    fn titles_are_single_bounded_lines() {
+        assert_eq!(Title::parse("  Standup ").unwrap().as_str(), "Standup");
+        assert!(Title::parse("Standup\r\nBcc: x@y.z").is_err());
+        assert!(Title::parse("tab\there").is_err());
+        assert!(Title::parse("   ").is_err());
+        assert!(Title::parse(&"x".repeat(MAX_TITLE_CHARS + 1)).is_err());
+        assert!(Title::parse(&"é".repeat(MAX_TITLE_CHARS)).is_ok());
+    }
+
+    #[test]
+    fn description_allows_line_breaks_only() {
+        assert_eq!(Description::parse("a\r\nb").unwrap().as_str(), "a\nb");
+        assert!(Description::parse("a\u{0}b").is_err());
+    }
+
+    #[test]
+    fn time_ranges_and_zones() {
+        let t = |s| parse_instant(s).unwrap();
+        assert!(TimeRange::new(t("2026-12-01T10:00:00Z"), t("2026-12-01T10:00:00Z")).is_err());
+        assert!(TimeRange::new(t("2026-12-01T10:00:00Z"), t("2026-12-01T09:00:00Z")).is_err());
+        assert!(TimeRange::new(t("2026-12-01T10:00:00+01:00"), t("2026-12-01T09:30:00Z")).is_ok());
+        assert!(parse_instant("2026-12-01 10:00").is_err());
+        assert!(Timezone::parse("Europe/Paris").is_ok());
+        assert!(Timezone::parse("Mars/Olympus_Mons").is_err());
+    }
+}

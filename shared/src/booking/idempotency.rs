@@ -1,0 +1,83 @@
+//! SQL owned by `idempotency_keys`: the `Idempotency-Key` header of
+//! `POST /bookings`.
+//!
+//! The key row is inserted as the first statement of the booking's own
+//! transaction. A concurrent request with the same key blocks on the primary
+//! key until the first transaction ends: if it committed, the second sees the
+//! stored response; if it rolled back, the second proceeds as if first.
+
+use deadpool_postgres::GenericClient;
+use uuid::Uuid;
+
+use super::BookingError;
+
+/// The stored outcome of an earlier request with the same key.
+#[derive(Debug, Clone)]
+pub struct StoredResponse {
+    pub request_hash: Vec<u8>,
+    pub status: u16,
+    pub body: serde_json::Value,
+    pub booking_id: Option<Uuid>,
+}
+
+pub enum Begin {
+    /// This transaction owns the key; complete it before commit.
+    Fresh,
+    /// An earlier request with this key committed.
+    Replay(StoredResponse),
+}
+
+pub async fn begin(
+    tx: &impl GenericClient,
+    caller: &str,
+    key: &str,
+    request_hash: &[u8],
+) -> Result<Begin, BookingError> {
+    let inserted = tx
+        .execute(
+            "INSERT INTO idempotency_keys (caller_email, idempotency_key, request_hash) \
+             VALUES ($1, $2, $3) ON CONFLICT DO NOTHING",
+            &[&caller, &key, &request_hash],
+        )
+        .await?;
+    if inserted == 1 {
+        return Ok(Begin::Fresh);
+    }
+    let row = tx
+        .query_one(
+            "SELECT request_hash, response_status, response_body, booking_id FROM idempotency_keys \
+             WHERE caller_email = $1 AND idempotency_key = $2",
+            &[&caller, &key],
+        )
+        .await?;
+    let status: Option<i16> = row.get("response_status");
+    let body: Option<serde_json::Value> = row.get("response_body");
+    match (status, body) {
+        (Some(status), Some(body)) => Ok(Begin::Replay(StoredResponse {
+            request_hash: row.get("request_hash"),
+            status: status as u16,
+            body,
+            booking_id: row.get("booking_id"),
+        })),
+        // Unreachable while `complete` runs in the same transaction as
+        // `begin`; refuse rather than guess if someone breaks that.
+        _ => Err(BookingError::Corrupt(format!("idempotency key {key:?} has no stored response"))),
+    }
+}
+
+pub async fn complete(
+    tx: &impl GenericClient,
+    caller: &str,
+    key: &str,
+    status: u16,
+    body: &serde_json::Value,
+    booking_id: Uuid,
+) -> Result<(), BookingError> {
+    tx.execute(
+        "UPDATE idempotency_keys SET response_status = $3, response_body = $4, booking_id = $5 \
+         WHERE caller_email = $1 AND idempotency_key = $2",
+        &[&caller, &key, &(status as i16), body, &booking_id],
+    )
+    .await?;
+    Ok(())
+}

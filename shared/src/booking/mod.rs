@@ -1,0 +1,36 @@
+//! Bookings: the business operations and the tables they own.
+//!
+//! Every operation that changes a booking writes its outbox event in the same
+//! transaction (see [`service`]). That is the first guarantee of the design
+//! story: the booking and the promise to notify exist together or not at all.
+
+pub mod domain;
+pub mod idempotency;
+pub mod service;
+pub mod store;
+
+/// Why a booking operation did not happen.
+#[derive(Debug, thiserror::Error)]
+pub enum BookingError {
+    #[error("booking not found")]
+    NotFound,
+    /// The caller may see the booking but may not change it.
+    #[error("only the organizer may change this booking")]
+    NotOrganizer,
+    #[error("the organizer already has an active booking overlapping this time range")]
+    Overlap,
+    #[error("the booking is at version {current}, not {expected}")]
+    VersionConflict { expected: i32, current: i32 },
+    #[error("the booking is cancelled and cannot be rescheduled")]
+    Cancelled,
+    #[error("this Idempotency-Key was already used with a different request")]
+    IdempotencyKeyMismatch,
+    #[error("database unavailable: {0}")]
+    Unavailable(#[from] deadpool_postgres::PoolError),
+    #[error("database error: {0}")]
+    Db(#[from] tokio_postgres::Error),
+    #[error("stored data is invalid: {0}")]
+    Corrupt(String),
+    #[error(transparent)]
+    Fault(#[from] crate::fault::FaultError),
+}

@@ -1,0 +1,155 @@
+//! The booking operations. Each is one Postgres transaction that changes the
+//! booking and inserts its outbox event; nothing outside the database is
+//! called here (notifications are the outbox worker's job).
+
+use deadpool_postgres::Pool;
+use uuid::Uuid;
+
+use super::domain::{Booking, BookingStatus, EmailAddress, NewBooking, Person, Timezone, TimeRange};
+use super::idempotency::{self, Begin, StoredResponse};
+use super::{store, BookingError};
+use crate::fault::Faults;
+use crate::outbox::events::{self, EventPayload, EventType};
+
+/// Fault point between the booking insert and the outbox insert.
+pub const FAULT_CREATE_BETWEEN_INSERTS: &str = "booking.create.between_inserts";
+/// Fault point between the booking update and the outbox insert (cancel, reschedule).
+pub const FAULT_CHANGE_BETWEEN_WRITES: &str = "booking.change.between_writes";
+
+/// An `Idempotency-Key` and the hash of the request it came with.
+#[derive(Debug, Clone)]
+pub struct IdempotencyRequest {
+    pub key: String,
+    pub request_hash: Vec<u8>,
+}
+
+pub enum CreateOutcome {
+    Created(Booking),
+    /// Same key, same request: the original response, nothing created.
+    Replayed(StoredResponse),
+}
+
+/// The result of a cancel or reschedule: the booking, and whether this call
+/// changed it (cancelling a cancelled booking changes nothing).
+pub struct Changed {
+    pub booking: Booking,
+    pub changed: bool,
+}
+
+#[derive(Clone)]
+pub struct BookingService {
+    pool: Pool,
+    faults: Faults,
+}
+
+impl BookingService {
+    pub fn new(pool: Pool, faults: Faults) -> Self {
+        Self { pool, faults }
+    }
+
+    #[tracing::instrument(skip_all, fields(booking_id, organizer = %crate::telemetry::mask_email(organizer.email.as_str())))]
+    pub async fn create(
+        &self,
+        organizer: &Person,
+        new: NewBooking,
+        idem: Option<IdempotencyRequest>,
+    ) -> Result<CreateOutcome, BookingError> {
+        let mut client = self.pool.get().await?;
+        let tx = client.transaction().await?;
+        if let Some(idem) = &idem {
+            match idempotency::begin(&tx, organizer.email.as_str(), &idem.key, &idem.request_hash).await? {
+                Begin::Fresh => {}
+                Begin::Replay(stored) if stored.request_hash == idem.request_hash => {
+                    return Ok(CreateOutcome::Replayed(stored));
+                }
+                Begin::Replay(_) => return Err(BookingError::IdempotencyKeyMismatch),
+            }
+        }
+        let booking = store::insert(&tx, Uuid::now_v7(), organizer, &new).await?;
+        tracing::Span::current().record("booking_id", tracing::field::display(booking.id));
+        self.faults.hit(FAULT_CREATE_BETWEEN_INSERTS)?;
+        let payload = EventPayload { booking, previous_start: None, previous_end: None };
+        let event_id = events::insert(&tx, EventType::BookingConfirmed, &payload).await?;
+        if let Some(idem) = &idem {
+            let body = serde_json::to_value(&payload.booking).expect("booking serialises");
+            idempotency::complete(&tx, organizer.email.as_str(), &idem.key, 201, &body, payload.booking.id)
+                .await?;
+        }
+        tx.commit().await?;
+        tracing::info!(%event_id, "booking created");
+        Ok(CreateOutcome::Created(payload.booking))
+    }
+
+    /// Reads a booking the caller may see; anyone else gets `NotFound`.
+    pub async fn get(&self, caller: &EmailAddress, id: Uuid) -> Result<Booking, BookingError> {
+        let client = self.pool.get().await?;
+        match store::get(&client, id).await? {
+            Some(b) if b.visible_to(caller) => Ok(b),
+            _ => Err(BookingError::NotFound),
+        }
+    }
+
+    #[tracing::instrument(skip_all, fields(booking_id = %id))]
+    pub async fn cancel(&self, caller: &EmailAddress, id: Uuid) -> Result<Changed, BookingError> {
+        let mut client = self.pool.get().await?;
+        let tx = client.transaction().await?;
+        let current = Self::lock_for_change(&tx, caller, id).await?;
+        if current.status == BookingStatus::Cancelled {
+            return Ok(Changed { booking: current, changed: false });
+        }
+        let booking = store::mark_cancelled(&tx, id).await?;
+        self.faults.hit(FAULT_CHANGE_BETWEEN_WRITES)?;
+        let payload = EventPayload { booking, previous_start: None, previous_end: None };
+        let event_id = events::insert(&tx, EventType::BookingCancelled, &payload).await?;
+        tx.commit().await?;
+        tracing::info!(%event_id, "booking cancelled");
+        Ok(Changed { booking: payload.booking, changed: true })
+    }
+
+    /// Moves a booking to a new range, if the caller has seen its current
+    /// version (optimistic concurrency).
+    #[tracing::instrument(skip_all, fields(booking_id = %id))]
+    pub async fn reschedule(
+        &self,
+        caller: &EmailAddress,
+        id: Uuid,
+        range: TimeRange,
+        timezone: Option<Timezone>,
+        expected_version: i32,
+    ) -> Result<Changed, BookingError> {
+        let mut client = self.pool.get().await?;
+        let tx = client.transaction().await?;
+        let current = Self::lock_for_change(&tx, caller, id).await?;
+        if current.version != expected_version {
+            return Err(BookingError::VersionConflict { expected: expected_version, current: current.version });
+        }
+        if current.status == BookingStatus::Cancelled {
+            return Err(BookingError::Cancelled);
+        }
+        let tz = timezone.map(|t| t.name().to_string()).unwrap_or_else(|| current.timezone.clone());
+        let booking = store::reschedule(&tx, id, range.start(), range.end(), &tz).await?;
+        self.faults.hit(FAULT_CHANGE_BETWEEN_WRITES)?;
+        let payload = EventPayload {
+            booking,
+            previous_start: Some(current.start),
+            previous_end: Some(current.end),
+        };
+        let event_id = events::insert(&tx, EventType::BookingRescheduled, &payload).await?;
+        tx.commit().await?;
+        tracing::info!(%event_id, "booking rescheduled");
+        Ok(Changed { booking: payload.booking, changed: true })
+    }
+
+    async fn lock_for_change(
+        tx: &deadpool_postgres::Transaction<'_>,
+        caller: &EmailAddress,
+        id: Uuid,
+    ) -> Result<Booking, BookingError> {
+        match store::get_for_update(tx, id).await? {
+            Some(b) if b.organizer.email == *caller => Ok(b),
+            Some(b) if b.visible_to(caller) => Err(BookingError::NotOrganizer),
+            _ => Err(BookingError::NotFound),
+        }
+    }
+}
+

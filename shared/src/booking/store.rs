@@ -1,0 +1,123 @@
+//! SQL owned by the `bookings` table. Every function takes a transaction (or
+//! any `GenericClient`) so the caller decides what commits together.
+
+use chrono::{DateTime, Utc};
+use deadpool_postgres::GenericClient;
+use tokio_postgres::Row;
+use uuid::Uuid;
+
+use super::domain::{Booking, BookingStatus, DisplayName, EmailAddress, NewBooking, Person};
+use super::BookingError;
+
+const COLUMNS: &str = "id, organizer_email, organizer_name, title, description, location, timezone, \
+                       starts_at, ends_at, attendees, status, version, created_at, updated_at";
+
+/// Name of the exclusion constraint that forbids overlapping active bookings.
+pub const NO_OVERLAP_CONSTRAINT: &str = "bookings_no_overlapping_active";
+
+fn from_row(row: &Row) -> Result<Booking, BookingError> {
+    let attendees: serde_json::Value = row.get("attendees");
+    let attendees: Vec<Person> = serde_json::from_value(attendees)
+        .map_err(|e| BookingError::Corrupt(format!("bookings.attendees: {e}")))?;
+    let organizer_email: String = row.get("organizer_email");
+    let organizer_name: String = row.get("organizer_name");
+    Ok(Booking {
+        id: row.get("id"),
+        title: row.get("title"),
+        description: row.get("description"),
+        location: row.get("location"),
+        start: row.get("starts_at"),
+        end: row.get("ends_at"),
+        timezone: row.get("timezone"),
+        organizer: Person {
+            // Stored values were parsed on the way in; re-parsing keeps the
+            // type honest if someone edits the table by hand.
+            email: EmailAddress::parse(&organizer_email).map_err(|e| BookingError::Corrupt(e))?,
+            name: DisplayName::parse(&organizer_name).map_err(|e| BookingError::Corrupt(e))?,
+        },
+        attendees,
+        status: BookingStatus::from_db(row.get("status")),
+        version: row.get("version"),
+        created_at: row.get("created_at"),
+        updated_at: row.get("updated_at"),
+    })
+}
+
+/// Maps the exclusion-constraint violation to a domain conflict.
+fn overlap_or(e: tokio_postgres::Error) -> BookingError {
+    if let Some(db) = e.as_db_error() {
+        if db.constraint() == Some(NO_OVERLAP_CONSTRAINT) {
+            return BookingError::Overlap;
+        }
+    }
+    BookingError::Db(e)
+}
+
+pub async fn insert(
+    tx: &impl GenericClient,
+    id: Uuid,
+    organizer: &Person,
+    new: &NewBooking,
+) -> Result<Booking, BookingError> {
+    let attendees = serde_json::to_value(&new.attendees).expect("attendees serialise");
+    let sql = format!(
+        "INSERT INTO bookings (id, organizer_email, organizer_name, title, description, location, \
+                               timezone, starts_at, ends_at, attendees) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) RETURNING {COLUMNS}"
+    );
+    let row = tx
+        .query_one(
+            &sql,
+            &[
+                &id,
+                &organizer.email.as_str(),
+                &organizer.name.as_str(),
+                &new.title.as_str(),
+                &new.description.as_ref().map(|d| d.as_str()),
+                &new.location.as_ref().map(|l| l.as_str()),
+                &new.timezone.name(),
+                &new.range.start(),
+                &new.range.end(),
+                &attendees,
+            ],
+        )
+        .await
+        .map_err(overlap_or)?;
+    from_row(&row)
+}
+
+pub async fn get(client: &impl GenericClient, id: Uuid) -> Result<Option<Booking>, BookingError> {
+    let sql = format!("SELECT {COLUMNS} FROM bookings WHERE id = $1");
+    client.query_opt(&sql, &[&id]).await?.as_ref().map(from_row).transpose()
+}
+
+/// Reads and row-locks a booking, so changes to one booking (and the outbox
+/// events they write) are serialised in version order.
+pub async fn get_for_update(tx: &impl GenericClient, id: Uuid) -> Result<Option<Booking>, BookingError> {
+    let sql = format!("SELECT {COLUMNS} FROM bookings WHERE id = $1 FOR UPDATE");
+    tx.query_opt(&sql, &[&id]).await?.as_ref().map(from_row).transpose()
+}
+
+pub async fn mark_cancelled(tx: &impl GenericClient, id: Uuid) -> Result<Booking, BookingError> {
+    let sql = format!(
+        "UPDATE bookings SET status = 'CANCELLED', version = version + 1, updated_at = now() \
+         WHERE id = $1 RETURNING {COLUMNS}"
+    );
+    from_row(&tx.query_one(&sql, &[&id]).await?)
+}
+
+pub async fn reschedule(
+    tx: &impl GenericClient,
+    id: Uuid,
+    start: DateTime<Utc>,
+    end: DateTime<Utc>,
+    timezone: &str,
+) -> Result<Booking, BookingError> {
+    let sql = format!(
+        "UPDATE bookings SET starts_at = $2, ends_at = $3, timezone = $4, version = version + 1, \
+                             updated_at = now() \
+         WHERE id = $1 RETURNING {COLUMNS}"
+    );
+    let row = tx.query_one(&sql, &[&id, &start, &end, &timezone]).await.map_err(overlap_or)?;
+    from_row(&row)
+}
