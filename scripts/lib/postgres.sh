@@ -1,0 +1,64 @@
+# Postgres helpers shared by scripts/test.sh and scripts/dev.sh (sourced).
+# A cluster is a data directory plus a port on 127.0.0.1; as root the server
+# runs as the `postgres` user, because postgres refuses to run as root.
+
+PG_BIN="${PG_BIN:-/usr/lib/postgresql/15/bin}"
+
+pg_ensure_installed() {
+  if [ -x "$PG_BIN/initdb" ]; then return 0; fi
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "error: Postgres 15 binaries are missing at $PG_BIN; install postgresql-15 (apt) or set PG_BIN" >&2
+    return 1
+  fi
+  echo "==> installing postgresql-15 with apt" >&2
+  DEBIAN_FRONTEND=noninteractive apt-get update -qq >&2
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql-15 postgresql-contrib-15 >&2 \
+    || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql-15 >&2
+  [ -x "$PG_BIN/initdb" ] || { echo "error: apt did not install $PG_BIN/initdb" >&2; return 1; }
+}
+
+# Runs a command as the server's user: `postgres` when we are root.
+pg_as_owner() {
+  if [ "$(id -u)" -eq 0 ]; then
+    runuser -u postgres -- "$@"
+  else
+    "$@"
+  fi
+}
+
+free_port() {
+  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()'
+}
+
+port_in_use() {
+  python3 - "$1" <<'PY'
+import socket, sys
+s = socket.socket()
+try:
+    s.bind(("127.0.0.1", int(sys.argv[1])))
+except OSError:
+    sys.exit(0)
+sys.exit(1)
+PY
+}
+
+# pg_start DATADIR PORT [extra postgres -c settings...]
+pg_start() {
+  local dir="$1" port="$2"; shift 2
+  mkdir -p "$dir"
+  if [ "$(id -u)" -eq 0 ]; then chown postgres:postgres "$dir"; chmod 700 "$dir"; fi
+  if [ ! -f "$dir/PG_VERSION" ]; then
+    pg_as_owner "$PG_BIN/initdb" -D "$dir" -U postgres -A trust -E UTF8 --locale=C.UTF-8 >"$dir.initdb.log" 2>&1 \
+      || { cat "$dir.initdb.log" >&2; return 1; }
+  fi
+  local opts="-c listen_addresses=127.0.0.1 -p $port -k $dir -c max_connections=200"
+  for setting in "$@"; do opts="$opts -c $setting"; done
+  pg_as_owner "$PG_BIN/pg_ctl" -D "$dir" -l "$dir/server.log" -o "$opts" -w -t 60 start >/dev/null \
+    || { tail -n 30 "$dir/server.log" >&2; return 1; }
+}
+
+pg_stop() {
+  local dir="$1"
+  [ -f "$dir/postmaster.pid" ] || return 0
+  pg_as_owner "$PG_BIN/pg_ctl" -D "$dir" -m fast -w stop >/dev/null 2>&1 || true
+}

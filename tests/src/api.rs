@@ -1,0 +1,127 @@
+//! Drives `shared::api::Api` through the same path Lambda uses: an API
+//! Gateway HTTP API (v2) event as JSON, deserialised by lambda_http.
+
+use lambda_http::http::HeaderMap;
+use serde_json::{json, Value};
+use shared::api::Api;
+use shared::config::{ApiConfig, AuthMode};
+use shared::fault::Faults;
+
+use crate::TestDb;
+
+pub struct TestApi {
+    pub api: Api,
+}
+
+/// The JWT claims API Gateway's authorizer would pass.
+#[derive(Clone, Copy)]
+pub struct Caller<'a> {
+    pub email: &'a str,
+    pub name: &'a str,
+}
+
+pub const BOB: Caller<'static> = Caller { email: "bob@example.com", name: "Bob Organizer" };
+pub const ALICE: Caller<'static> = Caller { email: "alice@example.com", name: "Alice Attendee" };
+pub const EVE: Caller<'static> = Caller { email: "eve@example.com", name: "Eve Stranger" };
+
+pub struct TestResponse {
+    pub status: u16,
+    pub headers: HeaderMap,
+    pub body: Value,
+}
+
+impl TestResponse {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).and_then(|v| v.to_str().ok())
+    }
+}
+
+impl TestApi {
+    pub fn new(db: &TestDb) -> Self {
+        Self::with(db, Faults::none(), ApiConfig::default())
+    }
+
+    pub fn with(db: &TestDb, faults: Faults, config: ApiConfig) -> Self {
+        Self { api: Api::new(db.pool.clone(), faults, config) }
+    }
+
+    pub fn dev_mode(db: &TestDb) -> Self {
+        Self::with(db, Faults::none(), ApiConfig { auth_mode: AuthMode::InsecureDevHeaders, ..ApiConfig::default() })
+    }
+
+    /// Sends a request with a JSON body (or raw text when `body` is a string).
+    pub async fn send(
+        &self,
+        method: &str,
+        path: &str,
+        caller: Option<Caller<'_>>,
+        headers: &[(&str, &str)],
+        body: Option<&str>,
+    ) -> TestResponse {
+        let mut hdrs = serde_json::Map::new();
+        hdrs.insert("content-type".into(), json!("application/json"));
+        for (k, v) in headers {
+            hdrs.insert(k.to_ascii_lowercase(), json!(v));
+        }
+        let authorizer = caller.map(|c| json!({"jwt": {"claims": {"email": c.email, "name": c.name}, "scopes": null}}));
+        let mut event = json!({
+            "version": "2.0",
+            "routeKey": "$default",
+            "rawPath": path,
+            "rawQueryString": "",
+            "headers": hdrs,
+            "requestContext": {
+                "accountId": "123456789012",
+                "apiId": "api",
+                "domainName": "api.example.test",
+                "domainPrefix": "api",
+                "http": {"method": method, "path": path, "protocol": "HTTP/1.1", "sourceIp": "127.0.0.1", "userAgent": "test"},
+                "requestId": uuid::Uuid::new_v4().to_string(),
+                "routeKey": "$default",
+                "stage": "$default",
+                "time": "30/Nov/2026:12:00:00 +0000",
+                "timeEpoch": 1_796_040_000_000u64
+            },
+            "body": body,
+            "isBase64Encoded": false
+        });
+        if let Some(authorizer) = authorizer {
+            event["requestContext"]["authorizer"] = authorizer;
+        }
+        let req = lambda_http::request::from_str(&event.to_string()).expect("valid API Gateway v2 event");
+        let resp = self.api.handle(req).await;
+        let status = resp.status().as_u16();
+        let headers = resp.headers().clone();
+        let bytes: &[u8] = resp.body().as_ref();
+        let body = if bytes.is_empty() { Value::Null } else { serde_json::from_slice(bytes).expect("JSON response body") };
+        if status >= 400 {
+            assert_eq!(
+                headers.get("content-type").and_then(|v| v.to_str().ok()),
+                Some("application/problem+json"),
+                "errors are problem+json: {body}"
+            );
+        }
+        TestResponse { status, headers, body }
+    }
+
+    pub async fn post(&self, path: &str, caller: Caller<'_>, body: &Value) -> TestResponse {
+        self.send("POST", path, Some(caller), &[], Some(&body.to_string())).await
+    }
+
+    pub async fn get(&self, path: &str, caller: Caller<'_>) -> TestResponse {
+        self.send("GET", path, Some(caller), &[], None).await
+    }
+}
+
+/// A valid booking body: tomorrow-ish, 30 minutes, Alice invited.
+pub fn booking_body(start_hour: u32) -> Value {
+    json!({
+        "title": "Design review",
+        "start": format!("2026-12-01T{start_hour:02}:00:00Z"),
+        "end": format!("2026-12-01T{start_hour:02}:30:00Z"),
+        "timezone": "Europe/Paris",
+        "attendees": [{"email": "alice@example.com", "name": "Alice Attendee"}],
+        "description": "Agenda:\n- outbox",
+        "location": "Room 4"
+    })
+}

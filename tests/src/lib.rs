@@ -1,0 +1,124 @@
+//! Test harness: a fresh database per test on a real Postgres server, and a
+//! client that drives the booking API through real API Gateway v2 events.
+//!
+//! `DATABASE_URL` names a server where the harness may create databases;
+//! `scripts/test.sh` starts a throwaway cluster and sets it.
+
+pub mod api;
+
+use std::time::Duration;
+
+use deadpool_postgres::Pool;
+use shared::db::DbConfig;
+use tokio_postgres::NoTls;
+
+/// A database created for one test and dropped when the test ends.
+pub struct TestDb {
+    pub name: String,
+    pub url: String,
+    pub pool: Pool,
+    admin_url: String,
+}
+
+fn admin_url() -> String {
+    std::env::var("DATABASE_URL").expect(
+        "DATABASE_URL is not set: run the tests with ./scripts/test.sh, which starts a throwaway Postgres",
+    )
+}
+
+/// Replaces the database name of a postgres:// URL.
+fn with_database(url: &str, db: &str) -> String {
+    let (base, query) = match url.split_once('?') {
+        Some((b, q)) => (b, Some(q)),
+        None => (url, None),
+    };
+    let scheme_end = base.find("://").map(|i| i + 3).unwrap_or(0);
+    let base = match base[scheme_end..].find('/') {
+        Some(i) => &base[..scheme_end + i],
+        None => base,
+    };
+    match query {
+        Some(q) => format!("{base}/{db}?{q}"),
+        None => format!("{base}/{db}"),
+    }
+}
+
+async fn admin_exec(admin_url: &str, sql: &str) {
+    let (client, conn) = tokio_postgres::connect(admin_url, NoTls).await.expect("connect to DATABASE_URL");
+    let task = tokio::spawn(conn);
+    client.batch_execute(sql).await.unwrap_or_else(|e| panic!("{sql}: {e}"));
+    drop(client);
+    let _ = task.await;
+}
+
+impl TestDb {
+    /// Creates an empty, migrated database.
+    pub async fn create() -> Self {
+        let db = Self::create_unmigrated().await;
+        shared::db::migrate(&db.pool).await.expect("migrations apply");
+        db
+    }
+
+    pub async fn create_unmigrated() -> Self {
+        let admin_url = admin_url();
+        let name = format!("outbox_test_{}", uuid::Uuid::new_v4().simple());
+        admin_exec(&admin_url, &format!("CREATE DATABASE {name}")).await;
+        let url = with_database(&admin_url, &name);
+        let pool = Self::pool_for(&url, 16);
+        Self { name, url, pool, admin_url }
+    }
+
+    pub fn pool_for(url: &str, size: usize) -> Pool {
+        DbConfig::from_url(url, size, Duration::from_secs(5)).unwrap().build_pool().unwrap()
+    }
+
+    /// One value from a query (`SELECT count(*) ...`).
+    pub async fn scalar<T>(&self, sql: &str) -> T
+    where
+        T: for<'a> tokio_postgres::types::FromSql<'a>,
+    {
+        let client = self.pool.get().await.unwrap();
+        client.query_one(sql, &[]).await.unwrap_or_else(|e| panic!("{sql}: {e}")).get(0)
+    }
+
+    pub async fn count(&self, table: &str) -> i64 {
+        self.scalar(&format!("SELECT count(*) FROM {table}")).await
+    }
+
+    /// Row counts of every table a request could write to.
+    pub async fn written_rows(&self) -> i64 {
+        self.scalar(
+            "SELECT (SELECT count(*) FROM bookings) + (SELECT count(*) FROM outbox_events) \
+                  + (SELECT count(*) FROM idempotency_keys)",
+        )
+        .await
+    }
+}
+
+impl Drop for TestDb {
+    fn drop(&mut self) {
+        self.pool.close();
+        let admin_url = self.admin_url.clone();
+        let sql = format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", self.name);
+        // Drop runs inside the test's runtime; use a thread with its own.
+        let _ = std::thread::spawn(move || {
+            tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap()
+                .block_on(admin_exec(&admin_url, &sql))
+        })
+        .join();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn replaces_database_in_urls() {
+        use super::with_database;
+        assert_eq!(with_database("postgres://u@h:1/postgres", "x"), "postgres://u@h:1/x");
+        assert_eq!(with_database("postgres://u@h:1", "x"), "postgres://u@h:1/x");
+        assert_eq!(with_database("postgres://u@h:1/p?sslmode=disable", "x"), "postgres://u@h:1/x?sslmode=disable");
+    }
+}

@@ -1,0 +1,188 @@
+//! Every class of bad input gets a 4xx problem+json that names the field,
+//! writes nothing, and never produces a 500.
+
+use serde_json::{json, Value};
+use shared::config::ApiConfig;
+use outbox_tests::api::{booking_body, TestApi, BOB};
+use outbox_tests::TestDb;
+
+/// Sends `body` raw and checks the status, the named field and that nothing
+/// was written.
+async fn refused(api: &TestApi, db: &TestDb, body: &str, status: u16, field: Option<&str>) -> Value {
+    let resp = api.send("POST", "/bookings", Some(BOB), &[], Some(body)).await;
+    assert_eq!(resp.status, status, "body {body:.200} → {}", resp.body);
+    if let Some(field) = field {
+        let names: Vec<&str> =
+            resp.body["invalid_params"].as_array().unwrap().iter().map(|p| p["name"].as_str().unwrap()).collect();
+        assert!(names.contains(&field), "expected {field} in {names:?}");
+    }
+    assert!(resp.body["detail"].as_str().is_some_and(|d| !d.is_empty()));
+    assert_eq!(db.written_rows().await, 0, "bad input wrote nothing");
+    resp.body
+}
+
+fn with(field: &str, value: Value) -> String {
+    let mut b = booking_body(9);
+    b[field] = value;
+    b.to_string()
+}
+
+#[tokio::test]
+async fn malformed_json_is_400() {
+    let db = TestDb::create().await;
+    let api = TestApi::new(&db);
+    refused(&api, &db, "{\"title\": ", 400, None).await;
+    refused(&api, &db, "not json at all", 400, None).await;
+    refused(&api, &db, "", 400, None).await;
+    refused(&api, &db, "[1,2]", 422, Some("body")).await;
+}
+
+#[tokio::test]
+async fn wrong_types_name_the_field() {
+    let db = TestDb::create().await;
+    let api = TestApi::new(&db);
+    refused(&api, &db, &with("title", json!(42)), 422, Some("title")).await;
+    refused(&api, &db, &with("attendees", json!("alice@example.com")), 422, Some("attendees")).await;
+    refused(&api, &db, &with("attendees", json!([{"email": 1, "name": "A"}])), 422, Some("attendees[0].email")).await;
+    let mut missing = booking_body(9);
+    missing.as_object_mut().unwrap().remove("start");
+    refused(&api, &db, &missing.to_string(), 422, Some("start")).await;
+}
+
+#[tokio::test]
+async fn unknown_fields_are_refused() {
+    let db = TestDb::create().await;
+    let api = TestApi::new(&db);
+    refused(&api, &db, &with("organizer", json!("mallory@example.com")), 422, Some("organizer")).await;
+    refused(&api, &db, &with("attendees", json!([{"email": "a@example.com", "name": "A", "role": "x"}])), 422, Some("attendees[0].role")).await;
+}
+
+#[tokio::test]
+async fn end_not_after_start_is_refused() {
+    let db = TestDb::create().await;
+    let api = TestApi::new(&db);
+    refused(&api, &db, &with("end", json!("2026-12-01T09:00:00Z")), 422, Some("end")).await;
+    refused(&api, &db, &with("end", json!("2026-12-01T08:00:00Z")), 422, Some("end")).await;
+    refused(&api, &db, &with("start", json!("tomorrow at nine")), 422, Some("start")).await;
+    refused(&api, &db, &with("start", json!("2026-12-01T09:00:00")), 422, Some("start")).await;
+}
+
+#[tokio::test]
+async fn empty_or_overlong_title_is_refused() {
+    let db = TestDb::create().await;
+    let api = TestApi::new(&db);
+    refused(&api, &db, &with("title", json!("")), 422, Some("title")).await;
+    refused(&api, &db, &with("title", json!("    ")), 422, Some("title")).await;
+    refused(&api, &db, &with("title", json!("x".repeat(201))), 422, Some("title")).await;
+}
+
+#[tokio::test]
+async fn invalid_email_is_refused() {
+    let db = TestDb::create().await;
+    let api = TestApi::new(&db);
+    for bad in ["alice", "alice@", "@example.com", "alice@@example.com", "Alice <alice@example.com>", "alice@localhost"] {
+        refused(&api, &db, &with("attendees", json!([{"email": bad, "name": "A"}])), 422, Some("attendees[0].email")).await;
+    }
+}
+
+#[tokio::test]
+async fn duplicate_attendees_are_refused() {
+    let db = TestDb::create().await;
+    let api = TestApi::new(&db);
+    let attendees = json!([
+        {"email": "alice@example.com", "name": "Alice"},
+        {"email": "carol@example.com", "name": "Carol"},
+        {"email": "ALICE@example.com", "name": "Alice again"}
+    ]);
+    refused(&api, &db, &with("attendees", attendees), 422, Some("attendees[2].email")).await;
+}
+
+#[tokio::test]
+async fn attendee_count_outside_1_to_50_is_refused() {
+    let db = TestDb::create().await;
+    let api = TestApi::new(&db);
+    refused(&api, &db, &with("attendees", json!([])), 422, Some("attendees")).await;
+    let many: Vec<Value> = (0..51).map(|i| json!({"email": format!("p{i}@example.com"), "name": format!("P {i}")})).collect();
+    refused(&api, &db, &with("attendees", Value::Array(many.clone())), 422, Some("attendees")).await;
+    // Exactly 50 is allowed.
+    let resp = api.send("POST", "/bookings", Some(BOB), &[], Some(&with("attendees", Value::Array(many[..50].to_vec())))).await;
+    assert_eq!(resp.status, 201);
+}
+
+#[tokio::test]
+async fn nonexistent_timezone_is_refused() {
+    let db = TestDb::create().await;
+    let api = TestApi::new(&db);
+    refused(&api, &db, &with("timezone", json!("Mars/Olympus_Mons")), 422, Some("timezone")).await;
+    refused(&api, &db, &with("timezone", json!("")), 422, Some("timezone")).await;
+}
+
+#[tokio::test]
+async fn control_characters_in_header_bound_fields_are_refused() {
+    let db = TestDb::create().await;
+    let api = TestApi::new(&db);
+    let injection = "Standup\r\nBcc: eve@evil.example";
+    refused(&api, &db, &with("title", json!(injection)), 422, Some("title")).await;
+    refused(&api, &db, &with("title", json!("Standup\nX")), 422, Some("title")).await;
+    refused(&api, &db, &with("title", json!("null\u{0}byte")), 422, Some("title")).await;
+    refused(&api, &db, &with("location", json!("Room 4\r\nX-Evil: 1")), 422, Some("location")).await;
+    refused(&api, &db, &with("attendees", json!([{"email": "alice@example.com\r\nBcc: eve@evil.example", "name": "A"}])), 422, Some("attendees[0].email")).await;
+    refused(&api, &db, &with("attendees", json!([{"email": "alice@example.com", "name": "Alice\r\nBcc: eve@evil.example"}])), 422, Some("attendees[0].name")).await;
+    refused(&api, &db, &with("description", json!("bell \u{7}")), 422, Some("description")).await;
+    // Line breaks are fine in the description, which never reaches a header.
+    let resp = api.send("POST", "/bookings", Some(BOB), &[], Some(&with("description", json!("line 1\r\nline 2")))).await;
+    assert_eq!(resp.status, 201);
+    assert_eq!(resp.body["description"], "line 1\nline 2");
+}
+
+#[tokio::test]
+async fn body_over_the_size_limit_is_413() {
+    let db = TestDb::create().await;
+    let api = TestApi::new(&db);
+    let big = with("description", json!("x".repeat(ApiConfig::DEFAULT_MAX_BODY_BYTES)));
+    refused(&api, &db, &big, 413, None).await;
+}
+
+#[tokio::test]
+async fn wrong_content_type_is_415() {
+    let db = TestDb::create().await;
+    let api = TestApi::new(&db);
+    let resp = api
+        .send("POST", "/bookings", Some(BOB), &[("Content-Type", "text/plain")], Some(&booking_body(9).to_string()))
+        .await;
+    assert_eq!(resp.status, 415);
+    assert_eq!(db.written_rows().await, 0);
+}
+
+#[tokio::test]
+async fn bad_idempotency_key_is_400() {
+    let db = TestDb::create().await;
+    let api = TestApi::new(&db);
+    let long = "k".repeat(256);
+    for key in ["", "has space", long.as_str()] {
+        let resp = api.send("POST", "/bookings", Some(BOB), &[("Idempotency-Key", key)], Some(&booking_body(9).to_string())).await;
+        assert_eq!(resp.status, 400, "key {key:?}");
+    }
+    assert_eq!(db.written_rows().await, 0);
+}
+
+#[tokio::test]
+async fn bad_reschedule_bodies_are_refused_and_change_nothing() {
+    let db = TestDb::create().await;
+    let api = TestApi::new(&db);
+    let created = api.post("/bookings", BOB, &booking_body(9)).await;
+    let path = format!("/bookings/{}", created.body["id"].as_str().unwrap());
+    for (body, status) in [
+        (json!({"start": "2026-12-02T10:00:00Z", "end": "2026-12-02T09:00:00Z", "version": 1}).to_string(), 422),
+        (json!({"start": "2026-12-02T10:00:00Z", "end": "2026-12-02T11:00:00Z"}).to_string(), 422),
+        (json!({"start": "2026-12-02T10:00:00Z", "end": "2026-12-02T11:00:00Z", "version": "1"}).to_string(), 422),
+        (json!({"start": "2026-12-02T10:00:00Z", "end": "2026-12-02T11:00:00Z", "version": 1, "title": "x"}).to_string(), 422),
+        (json!({"start": "2026-12-02T10:00:00Z", "end": "2026-12-02T11:00:00Z", "version": 1, "timezone": "Nowhere/City"}).to_string(), 422),
+        ("{".to_string(), 400),
+    ] {
+        let resp = api.send("PATCH", &path, Some(BOB), &[], Some(&body)).await;
+        assert_eq!(resp.status, status, "{body} → {}", resp.body);
+    }
+    assert_eq!(api.get(&path, BOB).await.body["version"], 1);
+    assert_eq!(db.count("outbox_events").await, 1);
+}

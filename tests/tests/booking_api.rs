@@ -1,0 +1,326 @@
+//! The booking API on a real Postgres: one transaction for the booking and its
+//! outbox event, idempotency keys, access rules, overlap and concurrency.
+
+use serde_json::{json, Value};
+use shared::config::ApiConfig;
+use shared::fault::{FaultAction, Faults};
+use outbox_tests::api::{booking_body, Caller, TestApi, ALICE, BOB, EVE};
+use outbox_tests::TestDb;
+
+async fn create(api: &TestApi, hour: u32) -> Value {
+    let resp = api.post("/bookings", BOB, &booking_body(hour)).await;
+    assert_eq!(resp.status, 201, "{}", resp.body);
+    resp.body
+}
+
+#[tokio::test]
+async fn create_writes_booking_and_confirmed_event_in_one_transaction() {
+    let db = TestDb::create().await;
+    let api = TestApi::new(&db);
+    let resp = api.post("/bookings", BOB, &booking_body(9)).await;
+    assert_eq!(resp.status, 201, "{}", resp.body);
+    let id = resp.body["id"].as_str().unwrap().to_string();
+    assert_eq!(resp.header("location"), Some(format!("/bookings/{id}").as_str()));
+    assert_eq!(uuid::Uuid::parse_str(&id).unwrap().get_version_num(), 7, "ids are UUIDv7");
+    assert_eq!(resp.body["organizer"], json!({"email": "bob@example.com", "name": "Bob Organizer"}));
+    assert_eq!(resp.body["status"], "CONFIRMED");
+    assert_eq!(resp.body["version"], 1);
+    assert_eq!(resp.body["start"], "2026-12-01T09:00:00Z");
+
+    let client = db.pool.get().await.unwrap();
+    let row = client
+        .query_one(
+            "SELECT aggregate_id::text, aggregate_version, event_type, status, attempts, payload \
+             FROM outbox_events",
+            &[],
+        )
+        .await
+        .unwrap();
+    assert_eq!(row.get::<_, String>(0), id);
+    assert_eq!(row.get::<_, i32>(1), 1);
+    assert_eq!(row.get::<_, String>(2), "BOOKING_CONFIRMED");
+    assert_eq!(row.get::<_, String>(3), "PENDING");
+    assert_eq!(row.get::<_, i32>(4), 0);
+    let payload: Value = row.get(5);
+    assert_eq!(payload["booking"], resp.body, "the event carries the booking as created");
+    // Both rows were written by the same transaction.
+    let same_tx: bool = db
+        .scalar("SELECT (SELECT xmin::text FROM bookings) = (SELECT xmin::text FROM outbox_events)")
+        .await;
+    assert!(same_tx, "booking and outbox event must commit in one transaction");
+}
+
+#[tokio::test]
+async fn fault_between_the_two_inserts_leaves_neither_row() {
+    let db = TestDb::create().await;
+    let faults = Faults::none().with(shared::booking::service::FAULT_CREATE_BETWEEN_INSERTS, FaultAction::Error);
+    let api = TestApi::with(&db, faults, ApiConfig::default());
+    let resp = api.post("/bookings", BOB, &booking_body(9)).await;
+    assert_eq!(resp.status, 500);
+    assert_eq!(db.count("bookings").await, 0, "booking rolled back with the failed event insert");
+    assert_eq!(db.count("outbox_events").await, 0);
+    // The same request succeeds once the fault is gone: nothing half-written blocks it.
+    assert_eq!(TestApi::new(&db).post("/bookings", BOB, &booking_body(9)).await.status, 201);
+}
+
+#[tokio::test]
+async fn fault_between_change_and_event_leaves_booking_unchanged() {
+    let db = TestDb::create().await;
+    let booking = create(&TestApi::new(&db), 9).await;
+    let id = booking["id"].as_str().unwrap();
+    let faults = Faults::none().with(shared::booking::service::FAULT_CHANGE_BETWEEN_WRITES, FaultAction::Error);
+    let api = TestApi::with(&db, faults, ApiConfig::default());
+    assert_eq!(api.post(&format!("/bookings/{id}/cancel"), BOB, &json!({})).await.status, 500);
+    let after = TestApi::new(&db).get(&format!("/bookings/{id}"), BOB).await;
+    assert_eq!(after.body["status"], "CONFIRMED");
+    assert_eq!(after.body["version"], 1);
+    assert_eq!(db.count("outbox_events").await, 1);
+}
+
+#[tokio::test]
+async fn idempotency_key_replay_returns_original_response_and_creates_nothing() {
+    let db = TestDb::create().await;
+    let api = TestApi::new(&db);
+    let body = booking_body(9).to_string();
+    let first = api.send("POST", "/bookings", Some(BOB), &[("Idempotency-Key", "k-1")], Some(&body)).await;
+    assert_eq!(first.status, 201);
+    // Same JSON, reformatted and with keys reordered: still the same request.
+    let reordered: Value = serde_json::from_str(&body).unwrap();
+    let pretty = serde_json::to_string_pretty(&reordered).unwrap();
+    let replay = api.send("POST", "/bookings", Some(BOB), &[("Idempotency-Key", "k-1")], Some(&pretty)).await;
+    assert_eq!(replay.status, 201);
+    assert_eq!(replay.body, first.body);
+    assert_eq!(replay.header("location"), first.header("location"));
+    assert_eq!(replay.header("idempotent-replayed"), Some("true"));
+    assert_eq!(db.count("bookings").await, 1);
+    assert_eq!(db.count("outbox_events").await, 1);
+}
+
+#[tokio::test]
+async fn idempotency_key_with_a_different_body_is_rejected() {
+    let db = TestDb::create().await;
+    let api = TestApi::new(&db);
+    let first = api.send("POST", "/bookings", Some(BOB), &[("Idempotency-Key", "k-1")], Some(&booking_body(9).to_string())).await;
+    assert_eq!(first.status, 201);
+    let other = api.send("POST", "/bookings", Some(BOB), &[("Idempotency-Key", "k-1")], Some(&booking_body(11).to_string())).await;
+    assert_eq!(other.status, 422, "{}", other.body);
+    assert_eq!(other.body["type"], "/problems/idempotency-key-mismatch");
+    assert_eq!(db.count("bookings").await, 1);
+    // Keys are per caller: Alice's "k-1" is her own.
+    let alice = api.send("POST", "/bookings", Some(ALICE), &[("Idempotency-Key", "k-1")], Some(&booking_body(11).to_string())).await;
+    assert_eq!(alice.status, 201);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_requests_with_one_idempotency_key_create_exactly_one_booking() {
+    let db = TestDb::create().await;
+    let api = std::sync::Arc::new(TestApi::new(&db));
+    let body = booking_body(9).to_string();
+    let mut tasks = Vec::new();
+    for _ in 0..8 {
+        let (api, body) = (api.clone(), body.clone());
+        tasks.push(tokio::spawn(async move {
+            api.send("POST", "/bookings", Some(BOB), &[("Idempotency-Key", "same")], Some(&body)).await
+        }));
+    }
+    let mut ids = std::collections::HashSet::new();
+    for t in tasks {
+        let resp = t.await.unwrap();
+        assert_eq!(resp.status, 201, "{}", resp.body);
+        ids.insert(resp.body["id"].as_str().unwrap().to_string());
+    }
+    assert_eq!(ids.len(), 1, "every response names the same booking");
+    assert_eq!(db.count("bookings").await, 1);
+    assert_eq!(db.count("outbox_events").await, 1);
+}
+
+#[tokio::test]
+async fn a_failed_request_does_not_burn_its_idempotency_key() {
+    let db = TestDb::create().await;
+    let api = TestApi::new(&db);
+    create(&api, 9).await; // occupies 09:00-09:30
+    let body = booking_body(9).to_string();
+    let clash = api.send("POST", "/bookings", Some(BOB), &[("Idempotency-Key", "k")], Some(&body)).await;
+    assert_eq!(clash.status, 409);
+    assert_eq!(db.count("idempotency_keys").await, 0, "the key rolled back with the booking");
+}
+
+#[tokio::test]
+async fn organizer_and_attendees_may_read_a_booking_and_nobody_else() {
+    let db = TestDb::create().await;
+    let api = TestApi::new(&db);
+    let booking = create(&api, 9).await;
+    let path = format!("/bookings/{}", booking["id"].as_str().unwrap());
+    assert_eq!(api.get(&path, BOB).await.body, booking);
+    // Attendee addresses match whatever case the token uses.
+    let alice_upper = Caller { email: "ALICE@example.com", name: "Alice" };
+    assert_eq!(api.get(&path, alice_upper).await.status, 200);
+    let stranger = api.get(&path, EVE).await;
+    assert_eq!(stranger.status, 404, "a stranger cannot learn the booking exists");
+    assert_eq!(api.get(&format!("/bookings/{}", uuid::Uuid::now_v7()), BOB).await.status, 404);
+    assert_eq!(api.get("/bookings/not-a-uuid", BOB).await.status, 404);
+    // Only the organizer changes it: an attendee is refused, a stranger sees nothing.
+    assert_eq!(api.post(&format!("{path}/cancel"), ALICE, &json!({})).await.status, 403);
+    assert_eq!(api.post(&format!("{path}/cancel"), EVE, &json!({})).await.status, 404);
+    let patch = json!({"start": "2026-12-02T09:00:00Z", "end": "2026-12-02T10:00:00Z", "version": 1}).to_string();
+    assert_eq!(api.send("PATCH", &path, Some(ALICE), &[], Some(&patch)).await.status, 403);
+    assert_eq!(db.count("outbox_events").await, 1, "refused changes write no event");
+}
+
+#[tokio::test]
+async fn requests_without_identity_are_unauthorized() {
+    let db = TestDb::create().await;
+    let api = TestApi::new(&db);
+    let resp = api.send("POST", "/bookings", None, &[], Some(&booking_body(9).to_string())).await;
+    assert_eq!(resp.status, 401);
+    // The dev headers are ignored unless the insecure mode is switched on.
+    let headers = [("X-Dev-User-Email", "bob@example.com")];
+    let resp = api.send("POST", "/bookings", None, &headers, Some(&booking_body(9).to_string())).await;
+    assert_eq!(resp.status, 401);
+    let dev = TestApi::dev_mode(&db);
+    let resp = dev.send("POST", "/bookings", None, &headers, Some(&booking_body(9).to_string())).await;
+    assert_eq!(resp.status, 201, "{}", resp.body);
+    assert_eq!(resp.body["organizer"]["email"], "bob@example.com");
+    let long_name = "B".repeat(101);
+    let bad = [("X-Dev-User-Email", "bob@example.com"), ("X-Dev-User-Name", long_name.as_str())];
+    assert_eq!(dev.send("POST", "/bookings", None, &bad, Some(&booking_body(11).to_string())).await.status, 401);
+    assert_eq!(db.count("bookings").await, 1);
+}
+
+#[tokio::test]
+async fn cancel_writes_cancelled_event_and_is_idempotent() {
+    let db = TestDb::create().await;
+    let api = TestApi::new(&db);
+    let booking = create(&api, 9).await;
+    let path = format!("/bookings/{}/cancel", booking["id"].as_str().unwrap());
+    let first = api.post(&path, BOB, &json!({})).await;
+    assert_eq!(first.status, 200, "{}", first.body);
+    assert_eq!(first.body["status"], "CANCELLED");
+    assert_eq!(first.body["version"], 2);
+    let again = api.send("POST", &path, Some(BOB), &[], None).await;
+    assert_eq!(again.status, 200);
+    assert_eq!(again.body, first.body, "cancelling twice changes nothing");
+    let events: Vec<(String, i32)> = db
+        .pool
+        .get()
+        .await
+        .unwrap()
+        .query("SELECT event_type, aggregate_version FROM outbox_events ORDER BY aggregate_version", &[])
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1)))
+        .collect();
+    assert_eq!(events, vec![("BOOKING_CONFIRMED".into(), 1), ("BOOKING_CANCELLED".into(), 2)]);
+    // A cancelled booking no longer blocks the slot.
+    assert_eq!(api.post("/bookings", BOB, &booking_body(9)).await.status, 201);
+}
+
+#[tokio::test]
+async fn reschedule_uses_optimistic_concurrency_and_writes_rescheduled_event() {
+    let db = TestDb::create().await;
+    let api = TestApi::new(&db);
+    let booking = create(&api, 9).await;
+    let path = format!("/bookings/{}", booking["id"].as_str().unwrap());
+    let body = |version: i32| {
+        json!({"start": "2026-12-01T14:00:00+01:00", "end": "2026-12-01T15:00:00+01:00", "version": version}).to_string()
+    };
+    let moved = api.send("PATCH", &path, Some(BOB), &[], Some(&body(1))).await;
+    assert_eq!(moved.status, 200, "{}", moved.body);
+    assert_eq!(moved.body["start"], "2026-12-01T13:00:00Z");
+    assert_eq!(moved.body["version"], 2);
+    let stale = api.send("PATCH", &path, Some(BOB), &[], Some(&body(1))).await;
+    assert_eq!(stale.status, 409);
+    assert_eq!(stale.body["type"], "/problems/version-conflict");
+    assert_eq!(stale.body["current_version"], 2);
+
+    let client = db.pool.get().await.unwrap();
+    let row = client
+        .query_one("SELECT payload FROM outbox_events WHERE event_type = 'BOOKING_RESCHEDULED'", &[])
+        .await
+        .unwrap();
+    let payload: Value = row.get(0);
+    assert_eq!(payload["booking"]["version"], 2);
+    assert_eq!(payload["previous_start"], "2026-12-01T09:00:00Z");
+    assert_eq!(db.count("outbox_events").await, 2, "the stale attempt wrote nothing");
+
+    // A cancelled booking cannot be moved.
+    assert_eq!(api.post(&format!("{path}/cancel"), BOB, &json!({})).await.status, 200);
+    let resp = api.send("PATCH", &path, Some(BOB), &[], Some(&body(3))).await;
+    assert_eq!(resp.status, 409);
+    assert_eq!(resp.body["type"], "/problems/cancelled");
+}
+
+#[tokio::test]
+async fn overlapping_active_bookings_for_one_organizer_get_409() {
+    let db = TestDb::create().await;
+    let api = TestApi::new(&db);
+    create(&api, 9).await;
+    let mut overlapping = booking_body(9);
+    overlapping["start"] = json!("2026-12-01T09:15:00Z");
+    overlapping["end"] = json!("2026-12-01T10:00:00Z");
+    let resp = api.post("/bookings", BOB, &overlapping).await;
+    assert_eq!(resp.status, 409);
+    assert_eq!(resp.body["type"], "/problems/overlap");
+    // Back-to-back is fine, and other organizers are unaffected.
+    let mut adjacent = booking_body(9);
+    adjacent["start"] = json!("2026-12-01T09:30:00Z");
+    adjacent["end"] = json!("2026-12-01T10:00:00Z");
+    assert_eq!(api.post("/bookings", BOB, &adjacent).await.status, 201);
+    assert_eq!(api.post("/bookings", ALICE, &overlapping).await.status, 201);
+    // Rescheduling into an occupied slot is refused too.
+    let second = create(&api, 12).await;
+    let path = format!("/bookings/{}", second["id"].as_str().unwrap());
+    let patch = json!({"start": "2026-12-01T09:00:00Z", "end": "2026-12-01T09:45:00Z", "version": 1}).to_string();
+    let resp = api.send("PATCH", &path, Some(BOB), &[], Some(&patch)).await;
+    assert_eq!(resp.status, 409);
+    assert_eq!(resp.body["type"], "/problems/overlap");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn overlap_race_two_concurrent_requests_exactly_one_wins() {
+    let db = TestDb::create().await;
+    let api = std::sync::Arc::new(TestApi::new(&db));
+    for round in 0..10u32 {
+        let hour = round; // a fresh slot per round
+        let mut a = booking_body(hour);
+        a["title"] = json!(format!("A {round}"));
+        let mut b = booking_body(hour);
+        b["title"] = json!(format!("B {round}"));
+        b["start"] = json!(format!("2026-12-01T{hour:02}:10:00Z"));
+        let (api_a, api_b) = (api.clone(), api.clone());
+        let (ra, rb) = tokio::join!(
+            tokio::spawn(async move { api_a.post("/bookings", BOB, &a).await.status }),
+            tokio::spawn(async move { api_b.post("/bookings", BOB, &b).await.status })
+        );
+        let mut statuses = vec![ra.unwrap(), rb.unwrap()];
+        statuses.sort();
+        assert_eq!(statuses, vec![201, 409], "round {round}");
+    }
+    assert_eq!(db.count("bookings").await, 10);
+    assert_eq!(db.count("outbox_events").await, 10);
+}
+
+#[tokio::test]
+async fn unknown_routes_and_methods_are_problems_not_500s() {
+    let db = TestDb::create().await;
+    let api = TestApi::new(&db);
+    assert_eq!(api.get("/nope", BOB).await.status, 404);
+    let resp = api.send("DELETE", "/bookings", Some(BOB), &[], None).await;
+    assert_eq!(resp.status, 405);
+    assert_eq!(resp.header("allow"), Some("POST"));
+}
+
+#[tokio::test]
+async fn database_outage_is_503_not_500() {
+    let db = TestDb::create().await;
+    // A pool pointed at a port nobody listens on.
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let dead = TestDb::pool_for(&format!("postgres://postgres@127.0.0.1:{port}/x"), 1);
+    let api = shared::api::Api::new(dead, Faults::none(), ApiConfig::default());
+    let api = TestApi { api };
+    let resp = api.post("/bookings", BOB, &booking_body(9)).await;
+    assert_eq!(resp.status, 503, "{}", resp.body);
+    assert_eq!(resp.header("retry-after"), Some("1"));
+    drop(db);
+}
