@@ -22,5 +22,6 @@ pub mod booking;
 pub mod config;
 pub mod db;
 pub mod fault;
+pub mod notify;
 pub mod outbox;
 pub mod telemetry;

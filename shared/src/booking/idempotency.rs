@@ -81,3 +81,8 @@ pub async fn complete(
     .await?;
     Ok(())
 }
+
+/// Retention of keys older than their TTL ($1 seconds), at most $2 per call.
+pub const DELETE_EXPIRED: &str = "DELETE FROM idempotency_keys WHERE (caller_email, idempotency_key) IN ( \
+     SELECT caller_email, idempotency_key FROM idempotency_keys \
+      WHERE created_at < now() - make_interval(secs => $1) LIMIT $2)";

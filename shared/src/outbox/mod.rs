@@ -1,4 +1,15 @@
-//! The outbox: durable promises that a side effect must happen.
+//! The outbox: durable promises that a side effect must happen, and the
+//! machinery that keeps them. One module per job:
 //!
 //! - [`events`]: writing an event inside the business transaction.
+//! - [`claim`]: claiming due events (`FOR UPDATE SKIP LOCKED`, PROCESSING).
+//! - [`complete`]: `processed_events` + DONE together; retry with backoff; dead letter.
+//! - [`poller`]: the loop that claims and dispatches until its deadline.
+//! - [`sweep`]: resetting rows stuck in PROCESSING (or failing them).
+//! - [`retention`]: deleting finished rows in bounded batches.
+pub mod claim;
+pub mod complete;
 pub mod events;
+pub mod poller;
+pub mod retention;
+pub mod sweep;

@@ -1,0 +1,42 @@
+//! The mailer port. The poller only needs to know *what kind* of outcome a
+//! send had, because each kind is handled differently (see
+//! [`SendOutcome`]); adapters classify their own errors.
+
+pub mod recording;
+
+use super::Notification;
+
+/// What a send attempt tells the poller.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SendOutcome {
+    /// Accepted by the provider.
+    Sent { message_id: String },
+    /// Definitely not sent (throttled, refused before acceptance): release
+    /// the claim and retry the event later.
+    NotSent { reason: String },
+    /// The provider paused sending for the account: release the claim, stop
+    /// sending in this run, and retry without using up an attempt.
+    Paused { reason: String },
+    /// Permanently refused for this recipient (e.g. invalid address): mark
+    /// the send FAILED; it is never retried.
+    Rejected { reason: String },
+    /// Our configuration is wrong (e.g. unverified sender): dead-letter the
+    /// event with this reason; it can be replayed once fixed.
+    Misconfigured { reason: String },
+    /// The provider may or may not have accepted it (timeout, connection
+    /// lost after the request was written, unexpected response): keep the
+    /// claim and never re-send automatically (at-most-once per recipient).
+    Unknown { reason: String },
+}
+
+#[async_trait::async_trait]
+pub trait Mailer: Send + Sync {
+    async fn send(&self, notification: &Notification) -> SendOutcome;
+}
+
+#[async_trait::async_trait]
+impl<M: Mailer + ?Sized> Mailer for std::sync::Arc<M> {
+    async fn send(&self, notification: &Notification) -> SendOutcome {
+        (**self).send(notification).await
+    }
+}

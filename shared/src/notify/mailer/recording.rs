@@ -1,0 +1,115 @@
+//! An in-process mailer that records what it "sent", with fault controls:
+//! the test double for the SES adapter. Optionally it appends each accepted
+//! send to a journal file, so a test can see what a child process sent
+//! before it was killed.
+
+use std::collections::{HashMap, VecDeque};
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use uuid::Uuid;
+
+use super::{Mailer, SendOutcome};
+use crate::notify::Notification;
+use crate::outbox::events::EventType;
+
+/// One accepted send.
+#[derive(Debug, Clone)]
+pub struct Delivery {
+    pub event_id: Uuid,
+    pub event_type: EventType,
+    pub recipient: String,
+    pub booking_id: Uuid,
+    pub sequence: i32,
+    pub message_id: String,
+    pub at: Instant,
+}
+
+#[derive(Default)]
+pub struct RecordingMailer {
+    delivered: Mutex<Vec<Delivery>>,
+    /// Outcomes to return instead of sending, per recipient, in order.
+    scripted: Mutex<HashMap<String, VecDeque<SendOutcome>>>,
+    journal: Option<Mutex<std::fs::File>>,
+    delay: Option<Duration>,
+}
+
+impl RecordingMailer {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Also append `event_id recipient event_type` lines to `path`.
+    pub fn with_journal(path: impl Into<PathBuf>) -> std::io::Result<Self> {
+        let file = std::fs::OpenOptions::new().create(true).append(true).open(path.into())?;
+        Ok(Self { journal: Some(Mutex::new(file)), ..Self::default() })
+    }
+
+    /// Each send takes this long (to widen race windows in tests).
+    pub fn with_delay(mut self, delay: Duration) -> Self {
+        self.delay = Some(delay);
+        self
+    }
+
+    /// The next `times` sends to `recipient` return `outcome` instead.
+    pub fn script(&self, recipient: &str, outcome: SendOutcome, times: usize) {
+        let mut s = self.scripted.lock().unwrap();
+        let queue = s.entry(recipient.to_lowercase()).or_default();
+        queue.extend(std::iter::repeat_n(outcome, times));
+    }
+
+    pub fn deliveries(&self) -> Vec<Delivery> {
+        self.delivered.lock().unwrap().clone()
+    }
+
+    pub fn count(&self) -> usize {
+        self.delivered.lock().unwrap().len()
+    }
+
+    /// Parses a journal written by [`RecordingMailer::with_journal`]:
+    /// `(event_id, recipient, event_type)` per accepted send.
+    pub fn read_journal(path: &std::path::Path) -> Vec<(String, String, String)> {
+        std::fs::read_to_string(path)
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| {
+                let mut p = l.split(' ');
+                Some((p.next()?.to_string(), p.next()?.to_string(), p.next()?.to_string()))
+            })
+            .collect()
+    }
+}
+
+#[async_trait::async_trait]
+impl Mailer for RecordingMailer {
+    async fn send(&self, n: &Notification) -> SendOutcome {
+        if let Some(d) = self.delay {
+            tokio::time::sleep(d).await;
+        }
+        let scripted = self.scripted.lock().unwrap().get_mut(n.recipient.email.as_str()).and_then(VecDeque::pop_front);
+        if let Some(outcome) = scripted {
+            return outcome;
+        }
+        let message_id = format!("rec-{}", Uuid::now_v7());
+        if let Some(journal) = &self.journal {
+            let mut f = journal.lock().unwrap();
+            // One write per line: O_APPEND keeps lines from several processes whole.
+            let line = format!("{} {} {}\n", n.event_id, n.recipient.email, n.event_type);
+            if f.write_all(line.as_bytes()).and_then(|_| f.sync_data()).is_err() {
+                return SendOutcome::Unknown { reason: "journal write failed".into() };
+            }
+        }
+        self.delivered.lock().unwrap().push(Delivery {
+            event_id: n.event_id,
+            event_type: n.event_type,
+            recipient: n.recipient.email.as_str().to_string(),
+            booking_id: n.payload.booking.id,
+            sequence: n.payload.booking.version,
+            message_id: message_id.clone(),
+            at: Instant::now(),
+        });
+        SendOutcome::Sent { message_id }
+    }
+}

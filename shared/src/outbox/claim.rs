@@ -1,0 +1,84 @@
+//! Claiming due events: `FOR UPDATE SKIP LOCKED`, then PROCESSING.
+//!
+//! SKIP LOCKED keeps two pollers from taking the same row at the same time;
+//! it is a concurrency optimisation, not the correctness guarantee (that is
+//! `processed_events` and the per-recipient claims).
+
+use deadpool_postgres::GenericClient;
+use uuid::Uuid;
+
+use super::events::{EventPayload, EventType};
+
+/// An event this worker now holds in PROCESSING.
+#[derive(Debug, Clone)]
+pub struct ClaimedEvent {
+    pub id: Uuid,
+    pub aggregate_id: Uuid,
+    pub aggregate_version: i32,
+    pub event_type: EventType,
+    pub payload: EventPayload,
+    /// Attempts including this one.
+    pub attempts: i32,
+}
+
+/// A claimed row whose type or payload cannot be read (a poison message).
+#[derive(Debug, Clone)]
+pub struct Unreadable {
+    pub id: Uuid,
+    pub reason: String,
+}
+
+/// Claims up to `limit` due PENDING events and marks them PROCESSING, in one
+/// short transaction.
+///
+/// Per-booking ordering: an event is only due when no earlier event of the
+/// same booking is still PENDING or PROCESSING, so a cancellation never
+/// overtakes its invitation. The filter runs before `LIMIT`, so a blocked
+/// booking does not hold back anyone else's events.
+pub async fn claim_due(
+    client: &impl GenericClient,
+    limit: i64,
+    worker: &str,
+) -> Result<(Vec<ClaimedEvent>, Vec<Unreadable>), tokio_postgres::Error> {
+    let rows = client
+        .query(
+            "WITH due AS ( \
+                 SELECT e.id FROM outbox_events e \
+                 WHERE e.status = 'PENDING' AND e.next_attempt_at <= now() \
+                   AND NOT EXISTS ( \
+                       SELECT 1 FROM outbox_events earlier \
+                       WHERE earlier.aggregate_id = e.aggregate_id \
+                         AND earlier.aggregate_version < e.aggregate_version \
+                         AND earlier.status IN ('PENDING', 'PROCESSING')) \
+                 ORDER BY e.next_attempt_at \
+                 LIMIT $1 \
+                 FOR UPDATE SKIP LOCKED) \
+             UPDATE outbox_events o \
+                SET status = 'PROCESSING', locked_at = now(), locked_by = $2, \
+                    attempts = o.attempts + 1, updated_at = now() \
+               FROM due WHERE o.id = due.id \
+             RETURNING o.id, o.aggregate_id, o.aggregate_version, o.event_type, o.payload, o.attempts",
+            &[&limit, &worker],
+        )
+        .await?;
+    let mut claimed = Vec::with_capacity(rows.len());
+    let mut unreadable = Vec::new();
+    for row in rows {
+        let id: Uuid = row.get("id");
+        let event_type = row.get::<_, String>("event_type").parse::<EventType>();
+        let payload = serde_json::from_value::<EventPayload>(row.get("payload"));
+        match (event_type, payload) {
+            (Ok(event_type), Ok(payload)) => claimed.push(ClaimedEvent {
+                id,
+                aggregate_id: row.get("aggregate_id"),
+                aggregate_version: row.get("aggregate_version"),
+                event_type,
+                payload,
+                attempts: row.get("attempts"),
+            }),
+            (Err(e), _) => unreadable.push(Unreadable { id, reason: e }),
+            (_, Err(e)) => unreadable.push(Unreadable { id, reason: format!("unreadable payload: {e}") }),
+        }
+    }
+    Ok((claimed, unreadable))
+}
