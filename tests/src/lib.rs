@@ -5,6 +5,7 @@
 //! `scripts/test.sh` starts a throwaway cluster and sets it.
 
 pub mod api;
+pub mod outbox;
 
 use std::time::Duration;
 

@@ -1,0 +1,213 @@
+//! Helpers for outbox tests: seeding events, pollers with a recording
+//! mailer, a child-process worker that can be killed at fault points, and
+//! moving time forward for the sweeper.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitStatus;
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::{TimeZone, Utc};
+use serde_json::Value;
+use shared::booking::domain::{
+    parse_instant, Booking, BookingStatus, DisplayName, EmailAddress, NewBooking, Person, TimeRange, Timezone,
+    Title,
+};
+use shared::booking::service::{BookingService, CreateOutcome};
+use shared::fault::Faults;
+use shared::notify::mailer::recording::RecordingMailer;
+use shared::outbox::events::EventPayload;
+use shared::outbox::poller::{Poller, PollerConfig};
+use shared::outbox::retention::RetentionConfig;
+use shared::outbox::sweep::{self, SweeperConfig};
+use uuid::Uuid;
+
+use crate::TestDb;
+
+pub fn person(email: &str) -> Person {
+    let name = email.split('@').next().unwrap();
+    Person { email: EmailAddress::parse(email).unwrap(), name: DisplayName::parse(name).unwrap() }
+}
+
+/// Creates a booking through the real service (booking + outbox event in
+/// one transaction) with the given attendees; `slot` picks a distinct hour.
+pub async fn create_booking(db: &TestDb, slot: u32, attendees: &[&str]) -> Booking {
+    let service = BookingService::new(db.pool.clone(), Faults::none());
+    let start = parse_instant("2026-12-01T00:00:00Z").unwrap() + chrono::Duration::hours(slot as i64);
+    let new = NewBooking {
+        title: Title::parse(&format!("Meeting {slot}")).unwrap(),
+        description: None,
+        location: None,
+        timezone: Timezone::parse("Europe/Paris").unwrap(),
+        range: TimeRange::new(start, start + chrono::Duration::minutes(30)).unwrap(),
+        attendees: attendees.iter().map(|a| person(a)).collect(),
+    };
+    match service.create(&person("organizer@example.com"), new, None).await.unwrap() {
+        CreateOutcome::Created(b) => b,
+        CreateOutcome::Replayed(_) => unreachable!(),
+    }
+}
+
+/// Inserts `events` BOOKING_CONFIRMED events with `recipients` attendees
+/// each, in bulk (for soak tests and benchmarks). Returns their ids.
+pub async fn seed_events(pool: &deadpool_postgres::Pool, events: usize, recipients: usize) -> Vec<Uuid> {
+    let mut ids = Vec::with_capacity(events);
+    let client = pool.get().await.unwrap();
+    for chunk in (0..events).collect::<Vec<_>>().chunks(1000) {
+        let mut event_ids = Vec::new();
+        let mut booking_ids = Vec::new();
+        let mut payloads: Vec<Value> = Vec::new();
+        for &i in chunk {
+            let booking_id = Uuid::now_v7();
+            let start = Utc.with_ymd_and_hms(2027, 1, 1, 0, 0, 0).unwrap() + chrono::Duration::minutes(i as i64);
+            let booking = Booking {
+                id: booking_id,
+                title: format!("Seeded {i}"),
+                description: None,
+                location: None,
+                start,
+                end: start + chrono::Duration::minutes(30),
+                timezone: "UTC".into(),
+                organizer: person("organizer@example.com"),
+                attendees: (0..recipients).map(|r| person(&format!("r{r}.e{i}@example.com"))).collect(),
+                status: BookingStatus::Confirmed,
+                version: 1,
+                created_at: start,
+                updated_at: start,
+            };
+            event_ids.push(Uuid::now_v7());
+            booking_ids.push(booking_id);
+            payloads.push(
+                serde_json::to_value(EventPayload { booking, previous_start: None, previous_end: None }).unwrap(),
+            );
+        }
+        client
+            .execute(
+                "INSERT INTO outbox_events (id, aggregate_id, aggregate_version, event_type, payload) \
+                 SELECT id, agg, 1, 'BOOKING_CONFIRMED', p FROM unnest($1::uuid[], $2::uuid[], $3::jsonb[]) AS t(id, agg, p)",
+                &[&event_ids, &booking_ids, &payloads],
+            )
+            .await
+            .unwrap();
+        ids.extend(event_ids);
+    }
+    ids
+}
+
+pub fn poller(db: &TestDb, mailer: Arc<RecordingMailer>, config: PollerConfig) -> Poller<RecordingMailer> {
+    Poller::new(db.pool.clone(), mailer, Faults::none(), config)
+}
+
+pub fn sweeper_config(max_attempts: i32) -> SweeperConfig {
+    SweeperConfig::new(
+        Duration::from_secs(300),
+        Duration::from_secs(60),
+        max_attempts,
+        500,
+        RetentionConfig::default(),
+    )
+    .unwrap()
+}
+
+/// Makes every PROCESSING row look `secs` older, as if time had passed.
+pub async fn age_processing_rows(db: &TestDb, secs: i64) {
+    let client = db.pool.get().await.unwrap();
+    client
+        .execute(
+            "UPDATE outbox_events SET locked_at = locked_at - make_interval(secs => $1) WHERE status = 'PROCESSING'",
+            &[&(secs as f64)],
+        )
+        .await
+        .unwrap();
+}
+
+/// The sweep as the sweeper Lambda runs it, after the stuck timeout passed.
+pub async fn sweep_after_timeout(db: &TestDb, max_attempts: i32) -> Vec<sweep::Swept> {
+    age_processing_rows(db, 301).await;
+    let client = db.pool.get().await.unwrap();
+    sweep::sweep(&client, &sweeper_config(max_attempts)).await.unwrap()
+}
+
+pub async fn event_status(db: &TestDb, id: Uuid) -> (String, i32, Option<String>) {
+    let client = db.pool.get().await.unwrap();
+    let row = client
+        .query_one("SELECT status, attempts, last_error FROM outbox_events WHERE id = $1", &[&id])
+        .await
+        .unwrap();
+    (row.get(0), row.get(1), row.get(2))
+}
+
+/// `(recipient, status)` of every send of an event, sorted.
+pub async fn sends(db: &TestDb, event_id: Uuid) -> Vec<(String, String)> {
+    let client = db.pool.get().await.unwrap();
+    let mut v: Vec<(String, String)> = client
+        .query(
+            "SELECT recipient_email, status FROM booking_notification_sends WHERE outbox_event_id = $1",
+            &[&event_id],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1)))
+        .collect();
+    v.sort();
+    v
+}
+
+pub async fn only_event_id(db: &TestDb) -> Uuid {
+    db.scalar("SELECT id FROM outbox_events").await
+}
+
+/// A poller in a child process (`outbox-worker`), which drains the outbox
+/// with a recording mailer journaling to `journal`. `faults` goes to
+/// `OUTBOX_FAULT_POINTS`: a `kill` fault makes the child SIGKILL itself.
+pub struct Worker {
+    pub journal: PathBuf,
+    bin: PathBuf,
+    _dir: TempDir,
+}
+
+pub struct TempDir(pub PathBuf);
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+impl Worker {
+    /// `bin` is `env!("CARGO_BIN_EXE_outbox-worker")` (only integration
+    /// tests see that variable).
+    pub fn new(bin: &str) -> Self {
+        let dir = std::env::temp_dir().join(format!("outbox-worker-{}", Uuid::now_v7().simple()));
+        std::fs::create_dir_all(&dir).unwrap();
+        Self { journal: dir.join("sent.journal"), bin: bin.into(), _dir: TempDir(dir) }
+    }
+
+    pub async fn run(&self, db: &TestDb, faults: &str, extra_env: &[(&str, &str)]) -> ExitStatus {
+        let mut cmd = tokio::process::Command::new(&self.bin);
+        cmd.arg("drain")
+            .arg(&self.journal)
+            .env("DATABASE_URL", &db.url)
+            .env(shared::fault::ENV_VAR, faults)
+            .env("RUST_LOG", "warn")
+            .kill_on_drop(true);
+        for (k, v) in extra_env {
+            cmd.env(k, v);
+        }
+        tokio::time::timeout(Duration::from_secs(60), cmd.status())
+            .await
+            .expect("worker finished within 60s")
+            .expect("worker started")
+    }
+
+    pub fn sent(&self) -> Vec<(String, String, String)> {
+        RecordingMailer::read_journal(Path::new(&self.journal))
+    }
+}
+
+/// True when the child died of SIGKILL.
+pub fn killed(status: ExitStatus) -> bool {
+    use std::os::unix::process::ExitStatusExt;
+    status.signal() == Some(9)
+}

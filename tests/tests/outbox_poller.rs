@@ -1,0 +1,224 @@
+//! The poller's behaviour beyond the crash scenarios: per-booking ordering,
+//! deadlines, configuration checks, and an 8-poller soak.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use outbox_tests::outbox::*;
+use outbox_tests::TestDb;
+use shared::booking::domain::EmailAddress;
+use shared::booking::service::BookingService;
+use shared::fault::Faults;
+use shared::notify::mailer::recording::RecordingMailer;
+use shared::notify::mailer::SendOutcome;
+use shared::outbox::events::EventType;
+use shared::outbox::poller::PollerConfig;
+
+#[tokio::test]
+async fn per_booking_ordering_cancel_never_overtakes_its_invitation_and_others_are_not_stalled() {
+    let db = TestDb::create().await;
+    let a = create_booking(&db, 1, &["alice@example.com"]).await;
+    let b = create_booking(&db, 2, &["carol@example.com"]).await;
+    let service = BookingService::new(db.pool.clone(), Faults::none());
+    let organizer = EmailAddress::parse("organizer@example.com").unwrap();
+    service.cancel(&organizer, a.id).await.unwrap();
+    service.cancel(&organizer, b.id).await.unwrap();
+
+    let mailer = Arc::new(RecordingMailer::new());
+    // Booking A's invitation keeps failing for a while.
+    mailer.script("alice@example.com", SendOutcome::NotSent { reason: "Throttling".into() }, 2);
+    let p = poller(&db, mailer.clone(), PollerConfig::for_tests("w"));
+
+    p.poll_once().await.unwrap(); // A's confirm fails; B's confirm is sent
+    p.poll_once().await.unwrap(); // A's confirm fails again; B's cancel is sent
+    let sent: Vec<(String, EventType)> =
+        mailer.deliveries().iter().map(|d| (d.recipient.clone(), d.event_type)).collect();
+    assert_eq!(
+        sent,
+        vec![
+            ("carol@example.com".into(), EventType::BookingConfirmed),
+            ("carol@example.com".into(), EventType::BookingCancelled)
+        ],
+        "booking B went through both its events while A was stuck"
+    );
+    let a_cancel: String = db
+        .scalar(&format!(
+            "SELECT status FROM outbox_events WHERE aggregate_id = '{}' AND event_type = 'BOOKING_CANCELLED'",
+            a.id
+        ))
+        .await;
+    assert_eq!(a_cancel, "PENDING", "A's cancel waits behind its unfinished invitation");
+    assert_eq!(
+        db.scalar::<i32>(&format!(
+            "SELECT attempts FROM outbox_events WHERE aggregate_id = '{}' AND event_type = 'BOOKING_CANCELLED'",
+            a.id
+        ))
+        .await,
+        0,
+        "and was never claimed"
+    );
+
+    p.drain().await.unwrap();
+    let alice: Vec<(EventType, i32)> = mailer
+        .deliveries()
+        .iter()
+        .filter(|d| d.recipient == "alice@example.com")
+        .map(|d| (d.event_type, d.sequence))
+        .collect();
+    assert_eq!(alice, vec![(EventType::BookingConfirmed, 1), (EventType::BookingCancelled, 2)]);
+}
+
+#[tokio::test]
+async fn a_dead_event_does_not_block_later_events_of_its_booking_forever() {
+    let db = TestDb::create().await;
+    let a = create_booking(&db, 1, &["alice@example.com"]).await;
+    let service = BookingService::new(db.pool.clone(), Faults::none());
+    service.cancel(&EmailAddress::parse("organizer@example.com").unwrap(), a.id).await.unwrap();
+    let mailer = Arc::new(RecordingMailer::new());
+    mailer.script("alice@example.com", SendOutcome::Misconfigured { reason: "MailFromDomainNotVerified".into() }, 1);
+    poller(&db, mailer.clone(), PollerConfig::for_tests("w")).drain().await.unwrap();
+    let statuses: Vec<String> = db
+        .pool
+        .get()
+        .await
+        .unwrap()
+        .query("SELECT status FROM outbox_events ORDER BY aggregate_version", &[])
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(statuses, vec!["DEAD", "DONE"]);
+}
+
+#[tokio::test]
+async fn poller_stops_claiming_when_less_than_the_safety_margin_remains() {
+    let db = TestDb::create().await;
+    create_booking(&db, 1, &["alice@example.com"]).await;
+    let mailer = Arc::new(RecordingMailer::new());
+    let mut config = PollerConfig::for_tests("w");
+    config.safety_margin = Duration::from_secs(10);
+    let p = poller(&db, mailer.clone(), config);
+    // 5 s left, under the 10 s margin: nothing is claimed, and it returns at once.
+    let started = Instant::now();
+    let summary = p.run_until(Instant::now() + Duration::from_secs(5)).await.unwrap();
+    assert_eq!(summary.claimed, 0);
+    assert!(started.elapsed() < Duration::from_secs(1));
+    // With time to spare it keeps polling until the margin, picking up new work.
+    let summary = p.run_until(Instant::now() + Duration::from_millis(10_600)).await.unwrap();
+    assert_eq!(summary.sent, 1);
+    assert!(summary.batches > 3, "kept polling within the invocation: {summary:?}");
+}
+
+#[tokio::test]
+async fn commit_to_send_latency_is_the_idle_wait_not_the_schedule() {
+    let db = TestDb::create().await;
+    let mailer = Arc::new(RecordingMailer::new());
+    let mut config = PollerConfig::for_tests("w");
+    config.idle_wait = Duration::from_millis(200);
+    let p = poller(&db, mailer.clone(), config);
+    let run = tokio::spawn(async move { p.run_until(Instant::now() + Duration::from_secs(3)).await.unwrap() });
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let committed = Instant::now();
+    create_booking(&db, 1, &["alice@example.com"]).await;
+    run.await.unwrap();
+    let delivered = mailer.deliveries()[0].at;
+    assert!(delivered.duration_since(committed) < Duration::from_secs(2), "sent within the same invocation");
+}
+
+#[test]
+fn pool_too_small_for_the_concurrency_is_a_clear_config_error() {
+    let mut config = PollerConfig::for_tests("w");
+    config.concurrency = 8;
+    let err = config.validate(10).unwrap_err().to_string();
+    assert!(err.contains("DATABASE_POOL_SIZE (10)") && err.contains("at least 17"), "{err}");
+    assert!(config.validate(17).is_ok());
+}
+
+#[test]
+fn backoff_grows_exponentially_with_jitter_and_is_capped() {
+    let mut config = PollerConfig::for_tests("w");
+    config.backoff_base = Duration::from_secs(2);
+    config.backoff_cap = Duration::from_secs(60);
+    for attempt in 1..=10 {
+        let d = config.backoff(attempt);
+        let floor = Duration::from_secs(2u64 << (attempt - 1)).min(config.backoff_cap);
+        assert!(d >= floor && d <= (floor * 2).min(config.backoff_cap), "attempt {attempt}: {d:?}");
+    }
+}
+
+#[test]
+fn sweeper_timeout_must_exceed_the_poller_timeout() {
+    use shared::outbox::retention::RetentionConfig;
+    use shared::outbox::sweep::SweeperConfig;
+    let err = SweeperConfig::new(Duration::from_secs(30), Duration::from_secs(60), 8, 100, RetentionConfig::default())
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("sweeper timeout (30s) must exceed the poller timeout (60s)"), "{err}");
+    assert!(err.contains("SWEEP_STUCK_AFTER_SECS"));
+}
+
+#[tokio::test]
+async fn retention_deletes_only_finished_rows_in_bounded_batches() {
+    use shared::outbox::retention::{self, RetentionConfig};
+    let db = TestDb::create().await;
+    for slot in 0..5 {
+        create_booking(&db, slot, &["alice@example.com"]).await;
+    }
+    let mailer = Arc::new(RecordingMailer::new());
+    poller(&db, mailer, PollerConfig::for_tests("w")).drain().await.unwrap();
+    // One more event that is still pending retry, with an old SENT claim.
+    let pending = create_booking(&db, 10, &["carol@example.com", "dave@example.com"]).await;
+    let client = db.pool.get().await.unwrap();
+    client
+        .batch_execute(&format!(
+            "INSERT INTO booking_notification_sends (id, outbox_event_id, booking_id, recipient_email, event_type, status, completed_at) \
+             SELECT gen_random_uuid(), id, aggregate_id, 'carol@example.com', event_type, 'SENT', now() FROM outbox_events \
+              WHERE aggregate_id = '{}'; \
+             UPDATE outbox_events SET completed_at = now() - interval '30 days' WHERE status = 'DONE'; \
+             UPDATE processed_events SET processed_at = now() - interval '30 days'; \
+             UPDATE booking_notification_sends SET completed_at = now() - interval '30 days';",
+            pending.id
+        ))
+        .await
+        .unwrap();
+    let cfg = RetentionConfig { batch_size: 2, max_batches: 2, ..RetentionConfig::default() };
+    let first = retention::run(&client, &cfg).await.unwrap();
+    assert_eq!((first.events, first.processed_events, first.sends), (4, 4, 4), "bounded: 2 batches of 2");
+    let second = retention::run(&client, &cfg).await.unwrap();
+    assert_eq!((second.events, second.processed_events, second.sends), (1, 1, 1));
+    assert_eq!(db.count("outbox_events").await, 1, "the pending event stays");
+    let kept: String = db.scalar("SELECT recipient_email FROM booking_notification_sends").await;
+    assert_eq!(kept, "carol@example.com", "its SENT claim stays, or a retry would send it twice");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn soak_eight_pollers_5000_events_3_recipients_each_delivered_exactly_once() {
+    let db = TestDb::create().await;
+    let events = seed_events(&db.pool, 5000, 3).await;
+    let mailer = Arc::new(RecordingMailer::new());
+    let mut handles = Vec::new();
+    for i in 0..8 {
+        // Each poller has its own pool, like separate Lambda containers.
+        let pool = TestDb::pool_for(&db.url, 5);
+        let mut config = PollerConfig::for_tests(&format!("soak-{i}"));
+        config.concurrency = 2;
+        let p = shared::outbox::poller::Poller::new(pool, mailer.clone(), Faults::none(), config);
+        handles.push(tokio::spawn(async move { p.drain().await.unwrap() }));
+    }
+    let mut per_worker = Vec::new();
+    for h in handles {
+        per_worker.push(h.await.unwrap().sent);
+    }
+    let mut counts: HashMap<(uuid::Uuid, String, EventType), u32> = HashMap::new();
+    for d in mailer.deliveries() {
+        *counts.entry((d.event_id, d.recipient, d.event_type)).or_default() += 1;
+    }
+    assert_eq!(counts.len(), 15_000, "every (event, recipient, type) delivered");
+    assert!(counts.values().all(|&c| c == 1), "and none twice");
+    assert_eq!(mailer.count(), 15_000);
+    assert!(per_worker.iter().filter(|&&s| s > 0).count() >= 4, "the work was shared: {per_worker:?}");
+    assert_eq!(db.scalar::<i64>("SELECT count(*) FROM outbox_events WHERE status = 'DONE'").await, events.len() as i64);
+    assert_eq!(db.scalar::<i64>("SELECT count(*) FROM booking_notification_sends WHERE status = 'SENT'").await, 15_000);
+}

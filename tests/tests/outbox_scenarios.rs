@@ -1,0 +1,351 @@
+//! The design story's failure scenarios, one test each, named after them.
+//! Crashes are real process deaths: the poller runs as a child process and
+//! SIGKILLs itself at a named fault point.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use outbox_tests::outbox::*;
+use outbox_tests::TestDb;
+use shared::notify::dispatch::{FAULT_AFTER_SEND, FAULT_AFTER_SEND_CLAIM};
+use shared::notify::mailer::recording::RecordingMailer;
+use shared::notify::mailer::SendOutcome;
+use shared::outbox::poller::{PollerConfig, FAULT_AFTER_CLAIM, FAULT_BEFORE_DONE_COMMIT};
+
+const ALICE: &str = "alice@example.com";
+const CAROL: &str = "carol@example.com";
+const DAVE: &str = "dave@example.com";
+
+fn kill_at(point: &str) -> String {
+    format!("{point}=kill")
+}
+
+#[tokio::test]
+async fn crash_after_send_before_commit_sends_no_duplicate() {
+    let db = TestDb::create().await;
+    create_booking(&db, 9, &[ALICE, CAROL]).await;
+    let event = only_event_id(&db).await;
+    let worker = Worker::new(env!("CARGO_BIN_EXE_outbox-worker"));
+
+    let status = worker.run(&db, &kill_at(FAULT_BEFORE_DONE_COMMIT), &[]).await;
+    assert!(killed(status), "the worker died at the fault point: {status:?}");
+    assert_eq!(worker.sent().len(), 2, "both emails went out before the crash");
+    assert_eq!(event_status(&db, event).await.0, "PROCESSING");
+    assert_eq!(db.count("processed_events").await, 0, "processed_events rolled back with the crash");
+    assert_eq!(sends(&db, event).await, vec![(ALICE.into(), "SENT".into()), (CAROL.into(), "SENT".into())]);
+
+    let swept = sweep_after_timeout(&db, 8).await;
+    assert_eq!(swept.len(), 1);
+    assert_eq!(swept[0].to, "PENDING");
+    let status = worker.run(&db, "", &[]).await;
+    assert!(status.success());
+
+    assert_eq!(worker.sent().len(), 2, "the retry re-ran dispatch but the claims stopped both sends");
+    assert_eq!(event_status(&db, event).await.0, "DONE");
+    assert_eq!(db.count("processed_events").await, 1);
+}
+
+#[tokio::test]
+async fn crash_after_send_before_recording_it_sends_no_duplicate() {
+    let db = TestDb::create().await;
+    create_booking(&db, 9, &[ALICE]).await;
+    let event = only_event_id(&db).await;
+    let worker = Worker::new(env!("CARGO_BIN_EXE_outbox-worker"));
+
+    assert!(killed(worker.run(&db, &kill_at(FAULT_AFTER_SEND), &[]).await));
+    assert_eq!(worker.sent().len(), 1, "the provider accepted the email");
+    assert_eq!(sends(&db, event).await, vec![(ALICE.into(), "CLAIMED".into())]);
+
+    sweep_after_timeout(&db, 8).await;
+    assert!(worker.run(&db, "", &[]).await.success());
+    assert_eq!(worker.sent().len(), 1, "no second email");
+    // It was in fact delivered, but nothing recorded that: at-most-once keeps
+    // it as UNKNOWN for an operator rather than risk a duplicate.
+    assert_eq!(sends(&db, event).await, vec![(ALICE.into(), "UNKNOWN".into())]);
+    assert_eq!(event_status(&db, event).await.0, "DONE");
+}
+
+#[tokio::test]
+async fn crash_after_claim_before_send_is_missed_and_visible_as_unknown() {
+    let db = TestDb::create().await;
+    create_booking(&db, 9, &[ALICE, CAROL]).await;
+    let event = only_event_id(&db).await;
+    let worker = Worker::new(env!("CARGO_BIN_EXE_outbox-worker"));
+
+    assert!(killed(worker.run(&db, &kill_at(FAULT_AFTER_SEND_CLAIM), &[]).await));
+    assert!(worker.sent().is_empty(), "the crash came before the mailer call");
+    assert_eq!(sends(&db, event).await, vec![(ALICE.into(), "CLAIMED".into())]);
+
+    sweep_after_timeout(&db, 8).await;
+    assert!(worker.run(&db, "", &[]).await.success());
+    let sent = worker.sent();
+    assert_eq!(sent.len(), 1);
+    assert_eq!(sent[0].1, CAROL, "the unclaimed recipient is still delivered");
+    assert_eq!(
+        sends(&db, event).await,
+        vec![(ALICE.into(), "UNKNOWN".into()), (CAROL.into(), "SENT".into())],
+        "Alice's email is missed, and visible as UNKNOWN"
+    );
+    assert_eq!(event_status(&db, event).await.0, "DONE");
+}
+
+#[tokio::test]
+async fn send_failure_releases_claim_then_retry_delivers_once() {
+    let db = TestDb::create().await;
+    create_booking(&db, 9, &[ALICE]).await;
+    let event = only_event_id(&db).await;
+    let mailer = Arc::new(RecordingMailer::new());
+    mailer.script(ALICE, SendOutcome::NotSent { reason: "Throttling: rate exceeded".into() }, 1);
+    let mut config = PollerConfig::for_tests("w1");
+    config.backoff_base = Duration::from_secs(60);
+    config.backoff_cap = Duration::from_secs(600);
+    let poller = poller(&db, mailer.clone(), config);
+
+    let first = poller.poll_once().await.unwrap();
+    assert_eq!((first.released, first.retried, first.sent), (1, 1, 0));
+    let (status, attempts, last_error) = event_status(&db, event).await;
+    assert_eq!((status.as_str(), attempts), ("PENDING", 1));
+    assert_eq!(last_error.as_deref(), Some("Throttling: rate exceeded"));
+    assert!(sends(&db, event).await.is_empty(), "the claim was released");
+    assert_eq!(db.count("processed_events").await, 0);
+    let wait: f64 = db
+        .scalar("SELECT extract(epoch FROM next_attempt_at - now())::float8 FROM outbox_events")
+        .await;
+    assert!((55.0..=600.0).contains(&wait), "backoff applied: retry in {wait}s");
+    assert_eq!(poller.poll_once().await.unwrap().claimed, 0, "not due before its backoff");
+
+    db.scalar::<i64>("WITH u AS (UPDATE outbox_events SET next_attempt_at = now() RETURNING 1) SELECT count(*) FROM u")
+        .await;
+    let second = poller.drain().await.unwrap();
+    assert_eq!(second.sent, 1);
+    assert_eq!(mailer.count(), 1, "delivered exactly once");
+    assert_eq!(sends(&db, event).await, vec![(ALICE.into(), "SENT".into())]);
+    assert_eq!(event_status(&db, event).await.0, "DONE");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn two_workers_on_the_same_events_send_no_duplicate() {
+    let db = TestDb::create().await;
+    seed_events(&db.pool, 300, 2).await;
+    let mailer = Arc::new(RecordingMailer::new().with_delay(Duration::from_millis(1)));
+    let a = poller(&db, mailer.clone(), PollerConfig::for_tests("worker-a"));
+    let b = poller(&db, mailer.clone(), PollerConfig::for_tests("worker-b"));
+    let (ra, rb) = tokio::join!(a.drain(), b.drain());
+    let (ra, rb) = (ra.unwrap(), rb.unwrap());
+    assert!(ra.sent > 0 && rb.sent > 0, "both workers did work: {ra:?} {rb:?}");
+    let mut keys: Vec<_> = mailer.deliveries().iter().map(|d| (d.event_id, d.recipient.clone())).collect();
+    assert_eq!(keys.len(), 600);
+    keys.sort();
+    keys.dedup();
+    assert_eq!(keys.len(), 600, "no (event, recipient) was sent twice");
+    assert_eq!(db.scalar::<i64>("SELECT count(*) FROM outbox_events WHERE status = 'DONE'").await, 300);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn event_handed_out_twice_is_dispatched_once() {
+    // The sweeper wrongly hands a live worker's event to a second worker
+    // (say, a clock jump). processed_events makes the second wait for the
+    // first and then skip dispatch.
+    let db = TestDb::create().await;
+    create_booking(&db, 9, &[ALICE]).await;
+    let event = only_event_id(&db).await;
+    let slow = Arc::new(RecordingMailer::new().with_delay(Duration::from_millis(800)));
+    let a = poller(&db, slow.clone(), PollerConfig::for_tests("slow-a"));
+    let first = tokio::spawn(async move { a.poll_once().await.unwrap() });
+    tokio::time::sleep(Duration::from_millis(300)).await; // a is inside the mailer call
+    let swept = sweep_after_timeout(&db, 8).await;
+    assert_eq!(swept.len(), 1, "the live event was (wrongly) swept");
+    let fast = Arc::new(RecordingMailer::new());
+    let b = poller(&db, fast.clone(), PollerConfig::for_tests("fast-b"));
+    let second = b.poll_once().await.unwrap();
+    let first = first.await.unwrap();
+    assert_eq!(first.sent, 1);
+    assert_eq!(second.already_processed, 1, "b waited for a's commit, then skipped dispatch");
+    assert_eq!(slow.count() + fast.count(), 1);
+    assert_eq!(event_status(&db, event).await.0, "DONE");
+}
+
+#[tokio::test]
+async fn stuck_processing_row_is_swept_and_then_delivered() {
+    let db = TestDb::create().await;
+    create_booking(&db, 9, &[ALICE]).await;
+    let event = only_event_id(&db).await;
+    let worker = Worker::new(env!("CARGO_BIN_EXE_outbox-worker"));
+    assert!(killed(worker.run(&db, &kill_at(FAULT_AFTER_CLAIM), &[]).await));
+    assert_eq!(event_status(&db, event).await.0, "PROCESSING");
+
+    // Not yet past the timeout: a sweep leaves it alone (it could be live).
+    let client = db.pool.get().await.unwrap();
+    assert!(shared::outbox::sweep::sweep(&client, &sweeper_config(8)).await.unwrap().is_empty());
+    // A poll does not see it either: only PENDING rows are claimed.
+    assert!(worker.run(&db, "", &[]).await.success());
+    assert!(worker.sent().is_empty());
+
+    let swept = sweep_after_timeout(&db, 8).await;
+    assert_eq!((swept.len(), swept[0].to.as_str(), swept[0].attempts), (1, "PENDING", 1));
+    let (status, _, last_error) = event_status(&db, event).await;
+    assert_eq!(status, "PENDING");
+    assert!(last_error.unwrap().starts_with("swept: stuck in PROCESSING"));
+
+    assert!(worker.run(&db, "", &[]).await.success());
+    assert_eq!(worker.sent().len(), 1);
+    assert_eq!(event_status(&db, event).await.0, "DONE");
+}
+
+#[tokio::test]
+async fn exhausted_attempts_go_dead_with_no_sweep_ping_pong() {
+    let db = TestDb::create().await;
+    create_booking(&db, 9, &[ALICE]).await;
+    let event = only_event_id(&db).await;
+    let worker = Worker::new(env!("CARGO_BIN_EXE_outbox-worker"));
+    let max = [("OUTBOX_MAX_ATTEMPTS", "2")];
+    // Two attempts, each dies after claiming.
+    for attempt in 1..=2 {
+        assert!(killed(worker.run(&db, &kill_at(FAULT_AFTER_CLAIM), &max).await));
+        assert_eq!(event_status(&db, event).await.1, attempt);
+        let swept = sweep_after_timeout(&db, 2).await;
+        let expected = if attempt < 2 { "PENDING" } else { "DEAD" };
+        assert_eq!(swept[0].to, expected, "attempt {attempt}");
+    }
+    let (status, attempts, last_error) = event_status(&db, event).await;
+    assert_eq!((status.as_str(), attempts), ("DEAD", 2));
+    assert!(last_error.unwrap().starts_with("attempts exhausted (2)"));
+    // Nothing picks it up again: no poll, no sweep.
+    assert!(worker.run(&db, "", &max).await.success());
+    assert!(sweep_after_timeout(&db, 2).await.is_empty());
+    assert_eq!(event_status(&db, event).await, ("DEAD".into(), 2, event_status(&db, event).await.2));
+    assert!(worker.sent().is_empty());
+}
+
+#[tokio::test]
+async fn repeated_known_failures_end_in_the_dead_letter_state() {
+    let db = TestDb::create().await;
+    create_booking(&db, 9, &[ALICE]).await;
+    let event = only_event_id(&db).await;
+    let mailer = Arc::new(RecordingMailer::new());
+    mailer.script(ALICE, SendOutcome::NotSent { reason: "Throttling".into() }, 10);
+    let mut config = PollerConfig::for_tests("w");
+    config.max_attempts = 3;
+    let summary = poller(&db, mailer.clone(), config).drain().await.unwrap();
+    assert_eq!((summary.retried, summary.dead_lettered), (2, 1));
+    let (status, attempts, last_error) = event_status(&db, event).await;
+    assert_eq!((status.as_str(), attempts), ("DEAD", 3));
+    assert_eq!(last_error.as_deref(), Some("attempts exhausted (3): Throttling"));
+    assert!(sends(&db, event).await.is_empty(), "released claims let a replay send it");
+    assert!(sweep_after_timeout(&db, 3).await.is_empty());
+}
+
+#[tokio::test]
+async fn multi_recipient_event_with_one_failing_recipient_is_retried_for_that_one_only() {
+    let db = TestDb::create().await;
+    create_booking(&db, 9, &[ALICE, CAROL, DAVE]).await;
+    let event = only_event_id(&db).await;
+    let mailer = Arc::new(RecordingMailer::new());
+    mailer.script(CAROL, SendOutcome::NotSent { reason: "TooManyRequests".into() }, 1);
+    let poller = poller(&db, mailer.clone(), PollerConfig::for_tests("w"));
+
+    let first = poller.poll_once().await.unwrap();
+    assert_eq!((first.sent, first.released, first.retried), (2, 1, 1));
+    assert_eq!(sends(&db, event).await, vec![(ALICE.into(), "SENT".into()), (DAVE.into(), "SENT".into())]);
+    assert_eq!(event_status(&db, event).await.0, "PENDING");
+
+    let second = poller.drain().await.unwrap();
+    assert_eq!((second.sent, second.skipped), (1, 2), "only Carol is sent on the retry");
+    let mut to: Vec<String> = mailer.deliveries().iter().map(|d| d.recipient.clone()).collect();
+    to.sort();
+    assert_eq!(to, vec![ALICE, CAROL, DAVE], "each recipient exactly once");
+    assert_eq!(event_status(&db, event).await.0, "DONE");
+}
+
+#[tokio::test]
+async fn permanently_rejected_recipient_is_failed_and_does_not_hold_back_others() {
+    let db = TestDb::create().await;
+    create_booking(&db, 9, &[ALICE, CAROL]).await;
+    let event = only_event_id(&db).await;
+    let mailer = Arc::new(RecordingMailer::new());
+    mailer.script(ALICE, SendOutcome::Rejected { reason: "MessageRejected: address invalid".into() }, 1);
+    let summary = poller(&db, mailer.clone(), PollerConfig::for_tests("w")).drain().await.unwrap();
+    assert_eq!((summary.sent, summary.failed, summary.retried), (1, 1, 0));
+    assert_eq!(sends(&db, event).await, vec![(ALICE.into(), "FAILED".into()), (CAROL.into(), "SENT".into())]);
+    assert_eq!(event_status(&db, event).await.0, "DONE", "never retried forever");
+}
+
+#[tokio::test]
+async fn unknown_outcome_keeps_the_claim_and_is_never_resent() {
+    let db = TestDb::create().await;
+    create_booking(&db, 9, &[ALICE]).await;
+    let event = only_event_id(&db).await;
+    let mailer = Arc::new(RecordingMailer::new());
+    mailer.script(ALICE, SendOutcome::Unknown { reason: "read timeout after request was sent".into() }, 1);
+    let p = poller(&db, mailer.clone(), PollerConfig::for_tests("w"));
+    let summary = p.drain().await.unwrap();
+    assert_eq!((summary.unknown, summary.done), (1, 1));
+    assert_eq!(sends(&db, event).await, vec![(ALICE.into(), "UNKNOWN".into())]);
+    assert_eq!(event_status(&db, event).await.0, "DONE");
+    // Even if the event is forced to run again, the kept claim stops a resend.
+    db.scalar::<i64>("WITH u AS (UPDATE outbox_events SET status = 'PENDING' RETURNING 1) SELECT count(*) FROM u").await;
+    db.scalar::<i64>("WITH d AS (DELETE FROM processed_events RETURNING 1) SELECT count(*) FROM d").await;
+    p.drain().await.unwrap();
+    assert_eq!(mailer.count(), 0);
+}
+
+#[tokio::test]
+async fn paused_provider_stops_the_run_without_burning_attempts() {
+    let db = TestDb::create().await;
+    create_booking(&db, 1, &[ALICE]).await;
+    create_booking(&db, 2, &[CAROL]).await;
+    let mailer = Arc::new(RecordingMailer::new());
+    mailer.script(ALICE, SendOutcome::Paused { reason: "SendingPausedException".into() }, 1);
+    mailer.script(CAROL, SendOutcome::Paused { reason: "SendingPausedException".into() }, 1);
+    let mut config = PollerConfig::for_tests("w");
+    config.concurrency = 1;
+    let summary = poller(&db, mailer.clone(), config).drain().await.unwrap();
+    assert!(summary.paused);
+    assert_eq!(mailer.count(), 0);
+    let rows: Vec<(String, i32)> = db
+        .pool
+        .get()
+        .await
+        .unwrap()
+        .query("SELECT status, attempts FROM outbox_events", &[])
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1)))
+        .collect();
+    assert!(rows.iter().all(|(s, a)| s == "PENDING" && *a == 0), "requeued, no attempt used: {rows:?}");
+    assert_eq!(db.count("booking_notification_sends").await, 0, "claims released");
+}
+
+#[tokio::test]
+async fn misconfigured_mailer_dead_letters_with_a_clear_reason() {
+    let db = TestDb::create().await;
+    create_booking(&db, 9, &[ALICE]).await;
+    let event = only_event_id(&db).await;
+    let mailer = Arc::new(RecordingMailer::new());
+    mailer.script(ALICE, SendOutcome::Misconfigured { reason: "MailFromDomainNotVerified".into() }, 1);
+    poller(&db, mailer.clone(), PollerConfig::for_tests("w")).drain().await.unwrap();
+    let (status, _, last_error) = event_status(&db, event).await;
+    assert_eq!(status, "DEAD");
+    assert_eq!(last_error.as_deref(), Some("mailer misconfigured: MailFromDomainNotVerified"));
+    assert!(sends(&db, event).await.is_empty(), "released, so a replay can send it");
+    assert_eq!(db.count("processed_events").await, 0);
+}
+
+#[tokio::test]
+async fn unreadable_event_is_dead_lettered_not_retried_forever() {
+    let db = TestDb::create().await;
+    let client = db.pool.get().await.unwrap();
+    client
+        .execute(
+            "INSERT INTO outbox_events (id, aggregate_id, aggregate_version, event_type, payload) \
+             VALUES (gen_random_uuid(), gen_random_uuid(), 1, 'BOOKING_CONFIRMED', '{\"nope\": 1}')",
+            &[],
+        )
+        .await
+        .unwrap();
+    let summary = poller(&db, Arc::new(RecordingMailer::new()), PollerConfig::for_tests("w")).drain().await.unwrap();
+    assert_eq!(summary.dead_lettered, 1);
+    let last_error: String = db.scalar("SELECT last_error FROM outbox_events WHERE status = 'DEAD'").await;
+    assert!(last_error.starts_with("unreadable payload"), "{last_error}");
+}
