@@ -7,6 +7,7 @@
 
 pub mod claims;
 pub mod dispatch;
+pub mod invite;
 pub mod mailer;
 
 use serde::Serialize;

@@ -1,0 +1,196 @@
+//! The invitation email: a MIME message (mail-builder) with a plain-text
+//! part, an HTML part and a `text/calendar` part (icalendar) that calendar
+//! clients understand.
+//!
+//! - `METHOD:REQUEST` for a confirmed or rescheduled booking,
+//!   `METHOD:CANCEL` for a cancelled one, matching the MIME `method=`.
+//! - `UID` is the booking's, so every message about one booking updates
+//!   the same calendar entry; `SEQUENCE` is the booking version minus one, so
+//!   a reschedule or cancellation replaces the earlier invite.
+//!
+//! Titles and names are untrusted. They were refused at the API edge if they
+//! held control characters, and here they only ever reach a header through
+//! mail-builder's encoders (RFC 2047 for non-ASCII), never by string
+//! concatenation, so no input can add or split a header.
+
+use chrono::{DateTime, Utc};
+use icalendar::{Calendar, Component, EventLike, EventStatus, Property};
+use mail_builder::headers::address::Address;
+use mail_builder::mime::MimePart;
+use mail_builder::MessageBuilder;
+use sha2::{Digest, Sha256};
+
+use super::Notification;
+use crate::booking::domain::{EmailAddress, Person};
+use crate::outbox::events::EventType;
+
+/// The verified SES identity the mail is sent from.
+#[derive(Debug, Clone)]
+pub struct Sender {
+    pub name: String,
+    pub email: EmailAddress,
+}
+
+impl Sender {
+    /// Parses `Name <address>` or a bare address.
+    pub fn parse(raw: &str) -> Result<Self, String> {
+        let raw = raw.trim();
+        let (name, addr) = match (raw.rfind('<'), raw.ends_with('>')) {
+            (Some(i), true) => (raw[..i].trim().trim_matches('"').trim(), &raw[i + 1..raw.len() - 1]),
+            _ => ("", raw),
+        };
+        if name.chars().any(char::is_control) {
+            return Err("the sender name must not contain control characters".into());
+        }
+        let email = EmailAddress::parse(addr.trim()).map_err(|e| format!("the sender address {e}"))?;
+        let name = if name.is_empty() { "Bookings".to_string() } else { name.to_string() };
+        Ok(Self { name, email })
+    }
+}
+
+/// `REQUEST` or `CANCEL`, for both the iCalendar METHOD and the MIME part.
+pub fn method(event_type: EventType) -> &'static str {
+    match event_type {
+        EventType::BookingConfirmed | EventType::BookingRescheduled => "REQUEST",
+        EventType::BookingCancelled => "CANCEL",
+    }
+}
+
+/// The stable iCalendar UID of a booking.
+pub fn uid(booking_id: uuid::Uuid) -> String {
+    format!("{booking_id}@booking-outbox")
+}
+
+fn subject(n: &Notification) -> String {
+    let b = &n.payload.booking;
+    let when = local_time(b.start, &b.timezone);
+    match n.event_type {
+        EventType::BookingConfirmed => format!("Invitation: {} @ {when}", b.title),
+        EventType::BookingRescheduled => format!("Updated invitation: {} @ {when}", b.title),
+        EventType::BookingCancelled => format!("Cancelled: {} @ {when}", b.title),
+    }
+}
+
+fn local_time(t: DateTime<Utc>, timezone: &str) -> String {
+    match timezone.parse::<chrono_tz::Tz>() {
+        Ok(tz) => t.with_timezone(&tz).format("%a %-d %b %Y %H:%M (%Z)").to_string(),
+        Err(_) => t.format("%a %-d %b %Y %H:%M UTC").to_string(),
+    }
+}
+
+/// iCalendar parameter values cannot contain DQUOTE (RFC 5545 §3.1).
+fn cn(name: &str) -> String {
+    name.replace('"', "'")
+}
+
+fn person_property(key: &str, p: &Person) -> Property {
+    let mut prop = Property::new(key, format!("mailto:{}", p.email));
+    prop.add_parameter("CN", &cn(p.name.as_str()));
+    prop
+}
+
+/// The `text/calendar` body.
+pub fn ics(n: &Notification) -> String {
+    let b = &n.payload.booking;
+    let method = method(n.event_type);
+    let mut event = icalendar::Event::new();
+    event
+        .uid(&uid(b.id))
+        .sequence(b.version.saturating_sub(1).max(0) as u32)
+        .timestamp(b.updated_at)
+        .starts(b.start)
+        .ends(b.end)
+        .summary(&b.title)
+        .status(if method == "CANCEL" { EventStatus::Cancelled } else { EventStatus::Confirmed })
+        .append_property(person_property("ORGANIZER", &b.organizer));
+    if let Some(d) = &b.description {
+        event.description(d);
+    }
+    if let Some(l) = &b.location {
+        event.location(l);
+    }
+    for a in &b.attendees {
+        let mut prop = person_property("ATTENDEE", a);
+        prop.add_parameter("ROLE", "REQ-PARTICIPANT").add_parameter("CUTYPE", "INDIVIDUAL");
+        if method == "REQUEST" {
+            prop.add_parameter("PARTSTAT", "NEEDS-ACTION").add_parameter("RSVP", "TRUE");
+        }
+        event.append_multi_property(prop);
+    }
+    let mut cal = Calendar::new();
+    cal.append_property(Property::new("METHOD", method));
+    cal.push(event.done());
+    cal.done().to_string()
+}
+
+fn text_body(n: &Notification) -> String {
+    let b = &n.payload.booking;
+    let mut s = match n.event_type {
+        EventType::BookingConfirmed => format!("{} invited you to \"{}\".\n\n", b.organizer.name.as_str(), b.title),
+        EventType::BookingRescheduled => format!("{} moved \"{}\".\n\n", b.organizer.name.as_str(), b.title),
+        EventType::BookingCancelled => format!("{} cancelled \"{}\".\n\n", b.organizer.name.as_str(), b.title),
+    };
+    s.push_str(&format!("When:  {} – {}\n", local_time(b.start, &b.timezone), local_time(b.end, &b.timezone)));
+    if let (Some(ps), Some(_)) = (n.payload.previous_start, n.payload.previous_end) {
+        s.push_str(&format!("Was:   {}\n", local_time(ps, &b.timezone)));
+    }
+    if let Some(l) = &b.location {
+        s.push_str(&format!("Where: {l}\n"));
+    }
+    if let Some(d) = &b.description {
+        s.push_str(&format!("\n{d}\n"));
+    }
+    s
+}
+
+fn html_body(n: &Notification) -> String {
+    let text = text_body(n);
+    let escaped = html_escape::encode_text(&text);
+    format!("<!doctype html><html><body><pre style=\"font-family:sans-serif\">{escaped}</pre></body></html>")
+}
+
+/// A Message-ID that is the same for one (event, recipient), so a receiving
+/// system can recognise a repeat if one ever happens.
+fn message_id(n: &Notification, sender: &Sender) -> String {
+    let digest = Sha256::digest(n.recipient.email.as_str().as_bytes());
+    let short: String = digest.iter().take(8).map(|b| format!("{b:02x}")).collect();
+    let domain = sender.email.as_str().rsplit('@').next().unwrap_or("booking-outbox.invalid");
+    format!("{}.{short}@{domain}", n.event_id)
+}
+
+/// The raw RFC 5322 message for one recipient.
+pub fn build(n: &Notification, sender: &Sender) -> Vec<u8> {
+    let b = &n.payload.booking;
+    let method = method(n.event_type);
+    let from_name = format!("{} (via {})", b.organizer.name.as_str(), sender.name);
+    let calendar = MimePart::new(
+        mail_builder::headers::content_type::ContentType::new("text/calendar")
+            .attribute("method", method)
+            .attribute("charset", "utf-8"),
+        ics(n),
+    );
+    let body = MimePart::new(
+        "multipart/alternative",
+        vec![
+            MimePart::new("text/plain", text_body(n)),
+            MimePart::new("text/html", html_body(n)),
+            calendar,
+        ],
+    );
+    MessageBuilder::new()
+        .from(Address::new_address(Some(from_name), sender.email.as_str().to_string()))
+        .to(Address::new_address(
+            Some(n.recipient.name.as_str().to_string()),
+            n.recipient.email.as_str().to_string(),
+        ))
+        .reply_to(Address::new_address(
+            Some(b.organizer.name.as_str().to_string()),
+            b.organizer.email.as_str().to_string(),
+        ))
+        .subject(subject(n))
+        .message_id(message_id(n, sender))
+        .date(Utc::now().timestamp())
+        .body(body)
+        .write_to_vec()
+        .expect("writing to a Vec cannot fail")
+}

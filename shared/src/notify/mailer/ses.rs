@@ -1,0 +1,321 @@
+//! The SES v2 mailer: `SendEmail` with Raw content, one message per
+//! recipient, and a classification of every error for the poller.
+//!
+//! The SDK's own retries are **disabled**: a retried SendEmail whose first
+//! attempt was accepted (but whose answer was lost) would send the invite
+//! twice behind the poller's back. The poller retries known failures itself,
+//! after releasing the claim. Connect, read and per-attempt timeouts are
+//! explicit so a hung endpoint cannot eat the Lambda's deadline.
+
+use std::num::NonZeroU32;
+use std::time::Duration;
+
+use aws_sdk_sesv2::config::http::HttpResponse;
+use aws_sdk_sesv2::error::{ProvideErrorMetadata, SdkError};
+use aws_sdk_sesv2::operation::send_email::SendEmailError;
+use aws_sdk_sesv2::primitives::Blob;
+use aws_sdk_sesv2::types::{Destination, EmailContent, MessageTag, RawMessage};
+use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
+
+use super::{Mailer, SendOutcome};
+use crate::config::{self, ConfigError};
+use crate::notify::invite::{self, Sender};
+use crate::notify::Notification;
+
+#[derive(Debug, Clone)]
+pub struct SesConfig {
+    /// `SES_FROM_ADDRESS`: the verified identity, `Name <address>` or bare.
+    pub from: Sender,
+    /// `SES_REGION`, else `AWS_REGION`.
+    pub region: String,
+    /// `SES_ENDPOINT_URL`: moto, LocalStack Pro; unset for real SES.
+    pub endpoint_url: Option<String>,
+    /// `SES_CONFIGURATION_SET`: optional configuration set name.
+    pub configuration_set: Option<String>,
+    /// `SES_MAX_SEND_RATE`: messages per second for this container.
+    pub max_send_rate: NonZeroU32,
+    pub connect_timeout: Duration,
+    pub read_timeout: Duration,
+}
+
+impl SesConfig {
+    pub fn from_env() -> Result<Self, ConfigError> {
+        let from = config::required("SES_FROM_ADDRESS", "set it to the verified sender, e.g. \"Bookings <bookings@example.com>\"")?;
+        let from = Sender::parse(&from).map_err(|e| ConfigError(format!("SES_FROM_ADDRESS: {e}")))?;
+        let region = match std::env::var("SES_REGION").ok().filter(|s| !s.is_empty()) {
+            Some(r) => r,
+            None => config::required("AWS_REGION", "or set SES_REGION")?,
+        };
+        let rate: u32 = config::parsed_or("SES_MAX_SEND_RATE", 10u32)?;
+        let max_send_rate = NonZeroU32::new(rate)
+            .ok_or_else(|| ConfigError("SES_MAX_SEND_RATE must be at least 1 (messages per second)".into()))?;
+        let endpoint_url = std::env::var("SES_ENDPOINT_URL").ok().filter(|s| !s.is_empty());
+        if let Some(url) = &endpoint_url {
+            if !(url.starts_with("http://") || url.starts_with("https://")) {
+                return Err(ConfigError(format!("SES_ENDPOINT_URL={url:?} must start with http:// or https://")));
+            }
+        }
+        Ok(Self {
+            from,
+            region,
+            endpoint_url,
+            configuration_set: std::env::var("SES_CONFIGURATION_SET").ok().filter(|s| !s.is_empty()),
+            max_send_rate,
+            connect_timeout: Duration::from_millis(config::parsed_or("SES_CONNECT_TIMEOUT_MS", 3000u64)?),
+            read_timeout: Duration::from_millis(config::parsed_or("SES_READ_TIMEOUT_MS", 10_000u64)?),
+        })
+    }
+}
+
+pub struct SesMailer {
+    client: aws_sdk_sesv2::Client,
+    config: SesConfig,
+    limiter: DefaultDirectRateLimiter,
+}
+
+impl SesMailer {
+    /// Builds the client from the default credential chain (the Lambda
+    /// role in AWS).
+    pub async fn from_env(config: SesConfig) -> Self {
+        let sdk = aws_config::defaults(aws_config::BehaviorVersion::latest())
+            .region(aws_sdk_sesv2::config::Region::new(config.region.clone()))
+            .load()
+            .await;
+        Self::new(&sdk, config)
+    }
+
+    /// Builds the client from an SDK config (tests pass static credentials).
+    pub fn new(sdk: &aws_config::SdkConfig, config: SesConfig) -> Self {
+        let timeouts = aws_sdk_sesv2::config::timeout::TimeoutConfig::builder()
+            .connect_timeout(config.connect_timeout)
+            .read_timeout(config.read_timeout)
+            .operation_attempt_timeout(config.connect_timeout + config.read_timeout)
+            .build();
+        let mut builder = aws_sdk_sesv2::config::Builder::from(sdk)
+            .region(aws_sdk_sesv2::config::Region::new(config.region.clone()))
+            // Never let the SDK re-send a message that may have been accepted.
+            .retry_config(aws_sdk_sesv2::config::retry::RetryConfig::disabled())
+            .timeout_config(timeouts);
+        if let Some(url) = &config.endpoint_url {
+            builder = builder.endpoint_url(url);
+        }
+        let limiter = RateLimiter::direct(Quota::per_second(config.max_send_rate));
+        Self { client: aws_sdk_sesv2::Client::from_conf(builder.build()), config, limiter }
+    }
+
+    fn tag(name: &str, value: &str) -> MessageTag {
+        MessageTag::builder().name(name).value(value).build().expect("name and value are set")
+    }
+}
+
+#[async_trait::async_trait]
+impl Mailer for SesMailer {
+    async fn send(&self, n: &Notification) -> SendOutcome {
+        let raw = invite::build(n, &self.config.from);
+        let content = match RawMessage::builder().data(Blob::new(raw)).build() {
+            Ok(raw) => EmailContent::builder().raw(raw).build(),
+            Err(e) => return SendOutcome::Rejected { reason: format!("cannot build the message: {e}") },
+        };
+        // Wait for the account's send rate before the call, not after.
+        self.limiter.until_ready().await;
+        let result = self
+            .client
+            .send_email()
+            .from_email_address(self.config.from.email.as_str())
+            .destination(Destination::builder().to_addresses(n.recipient.email.as_str()).build())
+            .content(content)
+            .email_tags(Self::tag("event_id", &n.event_id.to_string()))
+            .email_tags(Self::tag("event_type", n.event_type.as_str()))
+            .set_configuration_set_name(self.config.configuration_set.clone())
+            .send()
+            .await;
+        match result {
+            Ok(out) => SendOutcome::Sent { message_id: out.message_id.unwrap_or_default() },
+            Err(e) => classify(&e),
+        }
+    }
+}
+
+/// Error codes of throttling that SES may return outside the modelled
+/// variants: the request was refused, so nothing was sent.
+const THROTTLING_CODES: &[&str] =
+    &["Throttling", "ThrottlingException", "TooManyRequestsException", "LimitExceededException", "RequestLimitExceeded"];
+
+/// Credential and permission errors: the request was refused before
+/// acceptance and retrying cannot help until someone fixes the setup.
+const AUTH_CODES: &[&str] = &[
+    "AccessDenied",
+    "AccessDeniedException",
+    "InvalidClientTokenId",
+    "UnrecognizedClientException",
+    "SignatureDoesNotMatch",
+    "ExpiredToken",
+    "ExpiredTokenException",
+    "MissingAuthenticationToken",
+];
+
+/// What a SendEmail error means for the claim. When in doubt: unknown,
+/// because only "unknown" can never produce a duplicate.
+pub fn classify(err: &SdkError<SendEmailError, HttpResponse>) -> SendOutcome {
+    let reason = format!("{}", aws_sdk_sesv2::error::DisplayErrorContext(err));
+    match err {
+        SdkError::ServiceError(ctx) => {
+            let status = ctx.raw().status().as_u16();
+            match ctx.err() {
+                SendEmailError::TooManyRequestsException(_) | SendEmailError::LimitExceededException(_) => {
+                    SendOutcome::NotSent { reason }
+                }
+                SendEmailError::SendingPausedException(_) | SendEmailError::AccountSuspendedException(_) => {
+                    SendOutcome::Paused { reason }
+                }
+                SendEmailError::MessageRejected(_)
+                | SendEmailError::BadRequestException(_)
+                | SendEmailError::NotFoundException(_) => SendOutcome::Rejected { reason },
+                SendEmailError::MailFromDomainNotVerifiedException(_) => SendOutcome::Misconfigured { reason },
+                other => {
+                    let code = other.code().unwrap_or_default();
+                    if THROTTLING_CODES.contains(&code) || status == 429 {
+                        SendOutcome::NotSent { reason }
+                    } else if AUTH_CODES.contains(&code) {
+                        SendOutcome::Misconfigured { reason }
+                    } else {
+                        // 5xx or anything unmodelled: it may have been accepted.
+                        SendOutcome::Unknown { reason }
+                    }
+                }
+            }
+        }
+        // The request could not even be built: nothing left this process,
+        // and retrying the same input cannot help.
+        SdkError::ConstructionFailure(_) => SendOutcome::Misconfigured { reason },
+        // Timeouts, connection failures and unreadable responses: the
+        // request may have reached SES. Keep the claim.
+        SdkError::TimeoutError(_) | SdkError::DispatchFailure(_) | SdkError::ResponseError(_) => {
+            SendOutcome::Unknown { reason }
+        }
+        _ => SendOutcome::Unknown { reason },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use aws_sdk_sesv2::error::ErrorMetadata;
+    use aws_sdk_sesv2::types::error::*;
+    use aws_smithy_runtime_api::client::result::ConnectorError;
+    use aws_smithy_types::body::SdkBody;
+
+    fn service(err: SendEmailError, status: u16) -> SdkError<SendEmailError, HttpResponse> {
+        let raw = HttpResponse::new(status.try_into().unwrap(), SdkBody::empty());
+        SdkError::service_error(err, raw)
+    }
+
+    fn kind(o: SendOutcome) -> &'static str {
+        match o {
+            SendOutcome::Sent { .. } => "sent",
+            SendOutcome::NotSent { .. } => "retryable",
+            SendOutcome::Paused { .. } => "paused",
+            SendOutcome::Rejected { .. } => "permanent",
+            SendOutcome::Misconfigured { .. } => "configuration",
+            SendOutcome::Unknown { .. } => "unknown",
+        }
+    }
+
+    #[test]
+    fn too_many_requests_is_retryable() {
+        let e = SendEmailError::TooManyRequestsException(TooManyRequestsException::builder().build());
+        assert_eq!(kind(classify(&service(e, 429))), "retryable");
+    }
+
+    #[test]
+    fn limit_exceeded_is_retryable() {
+        let e = SendEmailError::LimitExceededException(LimitExceededException::builder().build());
+        assert_eq!(kind(classify(&service(e, 400))), "retryable");
+    }
+
+    #[test]
+    fn unmodelled_throttling_is_retryable() {
+        let e = SendEmailError::generic(ErrorMetadata::builder().code("Throttling").build());
+        assert_eq!(kind(classify(&service(e, 400))), "retryable");
+    }
+
+    #[test]
+    fn sending_paused_pauses() {
+        let e = SendEmailError::SendingPausedException(SendingPausedException::builder().build());
+        assert_eq!(kind(classify(&service(e, 400))), "paused");
+    }
+
+    #[test]
+    fn account_suspended_pauses() {
+        let e = SendEmailError::AccountSuspendedException(AccountSuspendedException::builder().build());
+        assert_eq!(kind(classify(&service(e, 400))), "paused");
+    }
+
+    #[test]
+    fn message_rejected_is_permanent_for_the_recipient() {
+        let e = SendEmailError::MessageRejected(MessageRejected::builder().build());
+        assert_eq!(kind(classify(&service(e, 400))), "permanent");
+    }
+
+    #[test]
+    fn bad_request_is_permanent_for_the_recipient() {
+        let e = SendEmailError::BadRequestException(BadRequestException::builder().build());
+        assert_eq!(kind(classify(&service(e, 400))), "permanent");
+    }
+
+    #[test]
+    fn not_found_is_permanent_for_the_recipient() {
+        let e = SendEmailError::NotFoundException(NotFoundException::builder().build());
+        assert_eq!(kind(classify(&service(e, 404))), "permanent");
+    }
+
+    #[test]
+    fn mail_from_domain_not_verified_is_a_configuration_error() {
+        let e = SendEmailError::MailFromDomainNotVerifiedException(MailFromDomainNotVerifiedException::builder().build());
+        assert_eq!(kind(classify(&service(e, 400))), "configuration");
+    }
+
+    #[test]
+    fn access_denied_is_a_configuration_error() {
+        let e = SendEmailError::generic(ErrorMetadata::builder().code("AccessDeniedException").build());
+        assert_eq!(kind(classify(&service(e, 403))), "configuration");
+    }
+
+    #[test]
+    fn server_error_is_unknown() {
+        let e = SendEmailError::generic(ErrorMetadata::builder().code("InternalFailure").build());
+        assert_eq!(kind(classify(&service(e, 500))), "unknown");
+    }
+
+    #[test]
+    fn unhandled_error_is_unknown() {
+        let e = SendEmailError::unhandled("something new");
+        assert_eq!(kind(classify(&service(e, 400))), "unknown");
+    }
+
+    #[test]
+    fn timeout_is_unknown() {
+        let e: SdkError<SendEmailError, HttpResponse> = SdkError::timeout_error("read timed out");
+        assert_eq!(kind(classify(&e)), "unknown");
+    }
+
+    #[test]
+    fn dispatch_failure_is_unknown() {
+        let e: SdkError<SendEmailError, HttpResponse> =
+            SdkError::dispatch_failure(ConnectorError::io("connection reset".into()));
+        assert_eq!(kind(classify(&e)), "unknown");
+    }
+
+    #[test]
+    fn unreadable_response_is_unknown() {
+        let raw = HttpResponse::new(200u16.try_into().unwrap(), SdkBody::from("not json"));
+        let e: SdkError<SendEmailError, HttpResponse> = SdkError::response_error("bad body", raw);
+        assert_eq!(kind(classify(&e)), "unknown");
+    }
+
+    #[test]
+    fn construction_failure_is_a_configuration_error() {
+        let e: SdkError<SendEmailError, HttpResponse> = SdkError::construction_failure("no region");
+        assert_eq!(kind(classify(&e)), "configuration");
+    }
+}
