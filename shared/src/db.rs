@@ -31,11 +31,17 @@ impl DbConfig {
     /// `DATABASE_URL` (a libpq URL or key=value string), `DATABASE_POOL_SIZE`
     /// (default 4) and `DATABASE_CONNECT_TIMEOUT_SECS` (default 5).
     pub fn from_env() -> Result<Self, ConfigError> {
+        Self::from_env_with_pool_default(4)
+    }
+
+    /// As [`DbConfig::from_env`], with another default pool size (the
+    /// poller needs more connections than the API).
+    pub fn from_env_with_pool_default(default_pool_size: usize) -> Result<Self, ConfigError> {
         let url = config::required(
             "DATABASE_URL",
             "set it to postgres://user:password@host:5432/dbname",
         )?;
-        let pool_size = config::parsed_or("DATABASE_POOL_SIZE", 4usize)?;
+        let pool_size = config::parsed_or("DATABASE_POOL_SIZE", default_pool_size)?;
         let connect_timeout = config::parsed_or("DATABASE_CONNECT_TIMEOUT_SECS", 5u64)?;
         Self::from_url(&url, pool_size, Duration::from_secs(connect_timeout))
     }

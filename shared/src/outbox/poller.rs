@@ -47,10 +47,16 @@ pub struct PollerConfig {
 }
 
 impl PollerConfig {
+    /// The concurrency configured in the environment, so the pool can be
+    /// sized for it before the rest is read.
+    pub fn concurrency_from_env() -> Result<usize, ConfigError> {
+        config::parsed_or("POLLER_CONCURRENCY", 4usize)
+    }
+
     pub fn from_env(pool_size: usize) -> Result<Self, ConfigError> {
         let cfg = Self {
             batch_size: config::parsed_or("POLLER_BATCH_SIZE", 32i64)?,
-            concurrency: config::parsed_or("POLLER_CONCURRENCY", 4usize)?,
+            concurrency: Self::concurrency_from_env()?,
             idle_wait: Duration::from_millis(config::parsed_or("POLLER_IDLE_WAIT_MS", 200u64)?),
             safety_margin: Duration::from_secs(config::parsed_or("POLLER_SAFETY_MARGIN_SECS", 10u64)?),
             max_attempts: config::parsed_or("OUTBOX_MAX_ATTEMPTS", DEFAULT_MAX_ATTEMPTS)?,
@@ -116,6 +122,12 @@ impl PollerConfig {
             .unwrap_or(self.backoff_cap)
             .min(self.backoff_cap)
     }
+}
+
+/// Converts a Lambda deadline (wall clock) into an `Instant`.
+pub fn deadline_from(deadline: std::time::SystemTime) -> Instant {
+    let left = deadline.duration_since(std::time::SystemTime::now()).unwrap_or_default();
+    Instant::now() + left
 }
 
 fn default_worker_id() -> String {

@@ -116,3 +116,46 @@ pub async fn sweep_dry_run(
         .map(|r| Swept { id: r.get(0), attempts: r.get(1), locked_by: r.get(2), to: r.get(3) })
         .collect())
 }
+
+/// What one sweeper run did; the sweeper Lambda returns it.
+#[derive(Debug, Default, Clone, serde::Serialize)]
+pub struct SweepRun {
+    pub reset: u32,
+    pub dead_lettered: u32,
+    pub swept: Vec<Swept>,
+    pub retention: super::retention::RetentionReport,
+}
+
+/// One scheduled run: sweep stuck rows (batch after batch, bounded), then
+/// apply retention.
+pub async fn run(pool: &deadpool_postgres::Pool, config: &SweeperConfig) -> Result<SweepRun, SweepError> {
+    let client = pool.get().await?;
+    let mut out = SweepRun::default();
+    for _ in 0..config.retention.max_batches.max(1) {
+        let batch = sweep(&client, config).await?;
+        let n = batch.len() as i64;
+        for s in &batch {
+            if s.to == "DEAD" {
+                out.dead_lettered += 1;
+                tracing::error!(event_id = %s.id, attempts = s.attempts, "stuck event out of attempts; dead-lettered");
+            } else {
+                out.reset += 1;
+                tracing::warn!(event_id = %s.id, attempts = s.attempts, "stuck event reset to PENDING");
+            }
+        }
+        out.swept.extend(batch);
+        if n < config.batch_size {
+            break;
+        }
+    }
+    out.retention = super::retention::run(&client, &config.retention).await?;
+    Ok(out)
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum SweepError {
+    #[error("database unavailable: {0}")]
+    Pool(#[from] deadpool_postgres::PoolError),
+    #[error("database error: {0}")]
+    Db(#[from] tokio_postgres::Error),
+}

@@ -1,0 +1,30 @@
+//! Outbox poller Lambda (EventBridge schedule): an adapter from the
+//! scheduled event to `shared::outbox::poller::Poller::run_until`, which
+//! keeps polling until the invocation's deadline minus a safety margin.
+//! The pool and the SES client are built once per container.
+
+use std::sync::Arc;
+
+use lambda_runtime::{run, service_fn, Error, LambdaEvent};
+use serde_json::Value;
+use shared::db::DbConfig;
+use shared::fault::Faults;
+use shared::notify::mailer::ses::{SesConfig, SesMailer};
+use shared::outbox::poller::{deadline_from, Poller, PollerConfig};
+
+#[tokio::main]
+async fn main() -> Result<(), Error> {
+    shared::telemetry::init();
+    let concurrency = PollerConfig::concurrency_from_env()?;
+    let db = DbConfig::from_env_with_pool_default(2 * concurrency + 1)?;
+    let config = PollerConfig::from_env(db.pool_size)?;
+    let mailer = Arc::new(SesMailer::from_env(SesConfig::from_env()?).await);
+    let poller = Poller::new(db.build_pool()?, mailer, Faults::from_env()?, config);
+    let poller = &poller;
+    run(service_fn(move |event: LambdaEvent<Value>| async move {
+        let summary = poller.run_until(deadline_from(event.context.deadline())).await?;
+        tracing::info!(?summary, "poller run finished");
+        Ok::<_, Error>(serde_json::to_value(summary)?)
+    }))
+    .await
+}
