@@ -6,6 +6,7 @@
 
 pub mod api;
 pub mod outbox;
+pub mod ses;
 
 use std::time::Duration;
 

@@ -222,3 +222,37 @@ async fn soak_eight_pollers_5000_events_3_recipients_each_delivered_exactly_once
     assert_eq!(db.scalar::<i64>("SELECT count(*) FROM outbox_events WHERE status = 'DONE'").await, events.len() as i64);
     assert_eq!(db.scalar::<i64>("SELECT count(*) FROM booking_notification_sends WHERE status = 'SENT'").await, 15_000);
 }
+
+#[tokio::test]
+async fn sweeper_run_resets_and_dead_letters_stuck_rows_then_applies_retention() {
+    use shared::outbox::sweep;
+    let db = TestDb::create().await;
+    for slot in 0..3 {
+        create_booking(&db, slot, &["alice@example.com"]).await;
+    }
+    let client = db.pool.get().await.unwrap();
+    // Two rows stuck in PROCESSING (one out of attempts), one long DONE.
+    client
+        .batch_execute(
+            "WITH ids AS (SELECT id, row_number() OVER (ORDER BY id) AS n FROM outbox_events) \
+             UPDATE outbox_events o SET \
+                status = CASE WHEN ids.n < 3 THEN 'PROCESSING' ELSE 'DONE' END, \
+                locked_at = CASE WHEN ids.n < 3 THEN now() - interval '1 hour' END, \
+                locked_by = CASE WHEN ids.n < 3 THEN 'dead-worker' END, \
+                attempts = CASE WHEN ids.n = 2 THEN 8 ELSE 1 END, \
+                completed_at = CASE WHEN ids.n = 3 THEN now() - interval '30 days' END \
+             FROM ids WHERE o.id = ids.id",
+        )
+        .await
+        .unwrap();
+    let report = sweep::run(&db.pool, &sweeper_config(8)).await.unwrap();
+    assert_eq!((report.reset, report.dead_lettered, report.retention.events), (1, 1, 1));
+    let statuses: Vec<String> = client
+        .query("SELECT status FROM outbox_events ORDER BY id", &[])
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(statuses, vec!["PENDING", "DEAD"]);
+}
