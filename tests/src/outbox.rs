@@ -32,8 +32,13 @@ pub fn person(email: &str) -> Person {
 /// Creates a booking through the real service (booking + outbox event in
 /// one transaction) with the given attendees; `slot` picks a distinct hour.
 pub async fn create_booking(db: &TestDb, slot: u32, attendees: &[&str]) -> Booking {
+    create_booking_at(db, slot as i64, attendees).await
+}
+
+/// As [`create_booking`], for any number of slots.
+pub async fn create_booking_at(db: &TestDb, slot: i64, attendees: &[&str]) -> Booking {
     let service = BookingService::new(db.pool.clone(), Faults::none());
-    let start = parse_instant("2026-12-01T00:00:00Z").unwrap() + chrono::Duration::hours(slot as i64);
+    let start = parse_instant("2026-12-01T00:00:00Z").unwrap() + chrono::Duration::hours(slot);
     let new = NewBooking {
         title: Title::parse(&format!("Meeting {slot}")).unwrap(),
         description: None,

@@ -35,8 +35,8 @@ pub async fn begin(
 ) -> Result<Begin, BookingError> {
     let inserted = tx
         .execute(
-            "INSERT INTO idempotency_keys (caller_email, idempotency_key, request_hash) \
-             VALUES ($1, $2, $3) ON CONFLICT DO NOTHING",
+            &tx.prepare_cached("INSERT INTO idempotency_keys (caller_email, idempotency_key, request_hash) \
+             VALUES ($1, $2, $3) ON CONFLICT DO NOTHING").await?,
             &[&caller, &key, &request_hash],
         )
         .await?;
@@ -45,8 +45,8 @@ pub async fn begin(
     }
     let row = tx
         .query_one(
-            "SELECT request_hash, response_status, response_body, booking_id FROM idempotency_keys \
-             WHERE caller_email = $1 AND idempotency_key = $2",
+            &tx.prepare_cached("SELECT request_hash, response_status, response_body, booking_id FROM idempotency_keys \
+             WHERE caller_email = $1 AND idempotency_key = $2").await?,
             &[&caller, &key],
         )
         .await?;
@@ -74,8 +74,8 @@ pub async fn complete(
     booking_id: Uuid,
 ) -> Result<(), BookingError> {
     tx.execute(
-        "UPDATE idempotency_keys SET response_status = $3, response_body = $4, booking_id = $5 \
-         WHERE caller_email = $1 AND idempotency_key = $2",
+        &tx.prepare_cached("UPDATE idempotency_keys SET response_status = $3, response_body = $4, booking_id = $5 \
+         WHERE caller_email = $1 AND idempotency_key = $2").await?,
         &[&caller, &key, &(status as i16), body, &booking_id],
     )
     .await?;

@@ -47,10 +47,10 @@ pub async fn claim(
     let id = Uuid::now_v7();
     let won = client
         .query_opt(
-            "INSERT INTO booking_notification_sends \
+            &client.prepare_cached("INSERT INTO booking_notification_sends \
                  (id, outbox_event_id, booking_id, recipient_email, event_type, claimed_by) \
              VALUES ($1, $2, $3, $4, $5, $6) \
-             ON CONFLICT (outbox_event_id, recipient_email, event_type) DO NOTHING RETURNING id",
+             ON CONFLICT (outbox_event_id, recipient_email, event_type) DO NOTHING RETURNING id").await?,
             &[&id, &event_id, &booking_id, &recipient, &event_type, &worker],
         )
         .await?;
@@ -59,8 +59,8 @@ pub async fn claim(
     }
     let row = client
         .query_one(
-            "SELECT id, status FROM booking_notification_sends \
-             WHERE outbox_event_id = $1 AND recipient_email = $2 AND event_type = $3",
+            &client.prepare_cached("SELECT id, status FROM booking_notification_sends \
+             WHERE outbox_event_id = $1 AND recipient_email = $2 AND event_type = $3").await?,
             &[&event_id, &recipient, &event_type],
         )
         .await?;
@@ -70,8 +70,8 @@ pub async fn claim(
 pub async fn mark_sent(client: &impl GenericClient, id: Uuid, message_id: &str) -> Result<(), tokio_postgres::Error> {
     client
         .execute(
-            "UPDATE booking_notification_sends SET status = 'SENT', provider_message_id = $2, \
-                 completed_at = now(), updated_at = now() WHERE id = $1",
+            &client.prepare_cached("UPDATE booking_notification_sends SET status = 'SENT', provider_message_id = $2, \
+                 completed_at = now(), updated_at = now() WHERE id = $1").await?,
             &[&id, &message_id],
         )
         .await
@@ -92,8 +92,8 @@ pub async fn mark_settled(
     };
     client
         .execute(
-            "UPDATE booking_notification_sends SET status = $2, last_error = $3, completed_at = now(), \
-                 updated_at = now() WHERE id = $1",
+            &client.prepare_cached("UPDATE booking_notification_sends SET status = $2, last_error = $3, completed_at = now(), \
+                 updated_at = now() WHERE id = $1").await?,
             &[&id, &status, &error],
         )
         .await
@@ -106,10 +106,10 @@ pub async fn mark_settled(
 pub async fn mark_orphan_unknown(client: &impl GenericClient, id: Uuid) -> Result<(), tokio_postgres::Error> {
     client
         .execute(
-            "UPDATE booking_notification_sends SET status = 'UNKNOWN', \
+            &client.prepare_cached("UPDATE booking_notification_sends SET status = 'UNKNOWN', \
                  last_error = 'claimed by an attempt that died before recording the outcome', \
                  completed_at = now(), updated_at = now() \
-             WHERE id = $1 AND status = 'CLAIMED'",
+             WHERE id = $1 AND status = 'CLAIMED'").await?,
             &[&id],
         )
         .await
@@ -120,7 +120,7 @@ pub async fn mark_orphan_unknown(client: &impl GenericClient, id: Uuid) -> Resul
 /// may send it.
 pub async fn release(client: &impl GenericClient, id: Uuid) -> Result<(), tokio_postgres::Error> {
     client
-        .execute("DELETE FROM booking_notification_sends WHERE id = $1 AND status = 'CLAIMED'", &[&id])
+        .execute(&client.prepare_cached("DELETE FROM booking_notification_sends WHERE id = $1 AND status = 'CLAIMED'").await?, &[&id])
         .await
         .map(drop)
 }

@@ -42,7 +42,7 @@ pub async fn claim_due(
 ) -> Result<(Vec<ClaimedEvent>, Vec<Unreadable>), tokio_postgres::Error> {
     let rows = client
         .query(
-            "WITH due AS ( \
+            &client.prepare_cached("WITH due AS ( \
                  SELECT e.id FROM outbox_events e \
                  WHERE e.status = 'PENDING' AND e.next_attempt_at <= now() \
                    AND NOT EXISTS ( \
@@ -57,7 +57,7 @@ pub async fn claim_due(
                 SET status = 'PROCESSING', locked_at = now(), locked_by = $2, \
                     attempts = o.attempts + 1, updated_at = now() \
                FROM due WHERE o.id = due.id \
-             RETURNING o.id, o.aggregate_id, o.aggregate_version, o.event_type, o.payload, o.attempts",
+             RETURNING o.id, o.aggregate_id, o.aggregate_version, o.event_type, o.payload, o.attempts").await?,
             &[&limit, &worker],
         )
         .await?;

@@ -15,7 +15,7 @@ use uuid::Uuid;
 pub async fn try_insert_processed(tx: &Transaction<'_>, event_id: Uuid) -> Result<bool, tokio_postgres::Error> {
     let n = tx
         .execute(
-            "INSERT INTO processed_events (event_id, processed_at) VALUES ($1, now()) ON CONFLICT DO NOTHING",
+            &tx.prepare_cached("INSERT INTO processed_events (event_id, processed_at) VALUES ($1, now()) ON CONFLICT DO NOTHING").await?,
             &[&event_id],
         )
         .await?;
@@ -25,8 +25,8 @@ pub async fn try_insert_processed(tx: &Transaction<'_>, event_id: Uuid) -> Resul
 /// Marks the event DONE; commits with the `processed_events` row.
 pub async fn mark_done(tx: &Transaction<'_>, event_id: Uuid) -> Result<(), tokio_postgres::Error> {
     tx.execute(
-        "UPDATE outbox_events SET status = 'DONE', completed_at = now(), locked_at = NULL, \
-             locked_by = NULL, last_error = NULL, updated_at = now() WHERE id = $1",
+        &tx.prepare_cached("UPDATE outbox_events SET status = 'DONE', completed_at = now(), locked_at = NULL, \
+             locked_by = NULL, last_error = NULL, updated_at = now() WHERE id = $1").await?,
         &[&event_id],
     )
     .await
@@ -55,7 +55,7 @@ pub async fn fail(
 ) -> Result<Failed, tokio_postgres::Error> {
     let row = client
         .query_opt(
-            "UPDATE outbox_events \
+            &client.prepare_cached("UPDATE outbox_events \
                 SET status = CASE WHEN attempts >= $4 THEN 'DEAD' ELSE 'PENDING' END, \
                     next_attempt_at = now() + make_interval(secs => $3), \
                     last_error = CASE WHEN attempts >= $4 \
@@ -63,7 +63,7 @@ pub async fn fail(
                                       ELSE $5::text END, \
                     locked_at = NULL, locked_by = NULL, updated_at = now() \
               WHERE id = $1 AND status = 'PROCESSING' AND locked_by = $2 \
-             RETURNING status",
+             RETURNING status").await?,
             &[&event_id, &worker, &delay.as_secs_f64(), &max_attempts, &error],
         )
         .await?;
@@ -85,10 +85,10 @@ pub async fn requeue(
 ) -> Result<(), tokio_postgres::Error> {
     client
         .execute(
-            "UPDATE outbox_events SET status = 'PENDING', attempts = greatest(attempts - 1, 0), \
+            &client.prepare_cached("UPDATE outbox_events SET status = 'PENDING', attempts = greatest(attempts - 1, 0), \
                  next_attempt_at = now() + make_interval(secs => $3), last_error = $4, \
                  locked_at = NULL, locked_by = NULL, updated_at = now() \
-             WHERE id = $1 AND status = 'PROCESSING' AND locked_by = $2",
+             WHERE id = $1 AND status = 'PROCESSING' AND locked_by = $2").await?,
             &[&event_id, &worker, &delay.as_secs_f64(), &reason],
         )
         .await
@@ -105,9 +105,9 @@ pub async fn dead_letter(
 ) -> Result<(), tokio_postgres::Error> {
     client
         .execute(
-            "UPDATE outbox_events SET status = 'DEAD', last_error = $3, locked_at = NULL, \
+            &client.prepare_cached("UPDATE outbox_events SET status = 'DEAD', last_error = $3, locked_at = NULL, \
                  locked_by = NULL, updated_at = now() \
-             WHERE id = $1 AND status = 'PROCESSING' AND locked_by = $2",
+             WHERE id = $1 AND status = 'PROCESSING' AND locked_by = $2").await?,
             &[&event_id, &worker, &reason],
         )
         .await

@@ -70,8 +70,8 @@ pub async fn insert(
     let id = Uuid::now_v7();
     let json = serde_json::to_value(payload).expect("event payload serialises");
     tx.execute(
-        "INSERT INTO outbox_events (id, aggregate_id, aggregate_version, event_type, payload) \
-         VALUES ($1, $2, $3, $4, $5)",
+        &tx.prepare_cached("INSERT INTO outbox_events (id, aggregate_id, aggregate_version, event_type, payload) \
+         VALUES ($1, $2, $3, $4, $5)").await?,
         &[&id, &payload.booking.id, &payload.booking.version, &event_type.as_str(), &json],
     )
     .await?;

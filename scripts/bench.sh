@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# The poller benchmark, against a throwaway Postgres (or DATABASE_URL).
+# The cluster has the same settings as the test cluster (fsync=off); set
+# BENCH_DURABLE=1 for fsync=on. Figures are printed beside an
+# insert-and-commit baseline measured in the same run on the same database.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source scripts/lib/postgres.sh
+
+cleanup() {
+  [ -n "${PG_DIR:-}" ] && { pg_stop "$PG_DIR"; rm -rf "$PG_DIR" "$PG_DIR.initdb.log"; }
+  return 0
+}
+trap cleanup EXIT INT TERM
+
+if [ -z "${DATABASE_URL:-}" ]; then
+  pg_ensure_installed
+  PG_DIR="$(mktemp -d /tmp/outbox-bench-pg.XXXXXX)"
+  PG_PORT="$(free_port)"
+  if [ "${BENCH_DURABLE:-0}" = "1" ]; then
+    pg_start "$PG_DIR" "$PG_PORT"
+  else
+    pg_start "$PG_DIR" "$PG_PORT" fsync=off synchronous_commit=off full_page_writes=off
+  fi
+  export DATABASE_URL="postgres://postgres@127.0.0.1:$PG_PORT/postgres"
+fi
+RUST_LOG="${RUST_LOG:-error}" cargo bench --locked -p outbox-tests --bench poller
