@@ -16,8 +16,8 @@ async fn concurrent_migrations_apply_once_under_the_advisory_lock() {
     for r in runs {
         applied.extend(r.await.unwrap().expect("every concurrent run succeeds"));
     }
-    assert_eq!(applied.len(), 1, "exactly one run applied V1: {applied:?}");
-    assert_eq!(db.count("refinery_schema_history").await, 1);
+    assert_eq!(applied.len(), 2, "exactly one run applied V1 and V2: {applied:?}");
+    assert_eq!(db.count("refinery_schema_history").await, 2);
     assert!(shared::db::migrate(&db.pool).await.unwrap().is_empty(), "a re-run applies nothing");
     let locks: i64 = db.scalar("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'").await;
     assert_eq!(locks, 0, "the lock is released");

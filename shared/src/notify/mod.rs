@@ -4,11 +4,14 @@
 //! - [`claims`]: SQL of `booking_notification_sends`.
 //! - [`dispatch`]: claim → send → record, for every recipient of an event.
 //! - [`mailer`]: the `Mailer` trait and its adapters.
+//! - [`invite`]: the invitation email (MIME + iCalendar).
+//! - [`unknown`]: sends whose outcome is unknown, and the explicit resend.
 
 pub mod claims;
 pub mod dispatch;
 pub mod invite;
 pub mod mailer;
+pub mod unknown;
 
 use serde::Serialize;
 use uuid::Uuid;

@@ -7,9 +7,13 @@
 //! - [`poller`]: the loop that claims and dispatches until its deadline.
 //! - [`sweep`]: resetting rows stuck in PROCESSING (or failing them).
 //! - [`retention`]: deleting finished rows in bounded batches.
+//! - [`status`]: how far behind the outbox is (operators, metrics).
+//! - [`dead_letter`]: listing and replaying DEAD events.
 pub mod claim;
+pub mod dead_letter;
 pub mod complete;
 pub mod events;
 pub mod poller;
 pub mod retention;
+pub mod status;
 pub mod sweep;

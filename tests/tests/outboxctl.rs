@@ -1,0 +1,243 @@
+//! `outboxctl` as an operator runs it: a real process against a real
+//! database seeded into each state. Output and exit codes are asserted.
+
+use std::sync::Arc;
+
+use outbox_tests::outbox::*;
+use outbox_tests::TestDb;
+use serde_json::Value;
+use shared::notify::mailer::recording::RecordingMailer;
+use shared::notify::mailer::SendOutcome;
+use shared::outbox::poller::PollerConfig;
+
+struct Out {
+    code: i32,
+    stdout: String,
+    stderr: String,
+}
+
+impl Out {
+    fn json(&self) -> Value {
+        serde_json::from_str(&self.stdout).unwrap_or_else(|e| panic!("{e}: {}", self.stdout))
+    }
+}
+
+fn ctl_with_url(url: &str, args: &[&str]) -> Out {
+    let bin = std::env::var("OUTBOXCTL_BIN").expect("OUTBOXCTL_BIN is not set: run ./scripts/test.sh");
+    let out = std::process::Command::new(bin)
+        .args(args)
+        .env("DATABASE_URL", url)
+        .env("OUTBOXCTL_OPERATOR", "oncall@example.com")
+        .env("RUST_LOG", "off")
+        .output()
+        .expect("run outboxctl");
+    Out {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8(out.stdout).unwrap(),
+        stderr: String::from_utf8(out.stderr).unwrap(),
+    }
+}
+
+fn ctl(db: &TestDb, args: &[&str]) -> Out {
+    ctl_with_url(&db.url, args)
+}
+
+fn assert_one_line_error(out: &Out, code: i32, needle: &str) {
+    assert_eq!(out.code, code, "stderr: {}", out.stderr);
+    assert_eq!(out.stderr.lines().count(), 1, "one line: {:?}", out.stderr);
+    assert!(out.stderr.starts_with("outboxctl: error: "), "{}", out.stderr);
+    assert!(out.stderr.contains(needle), "{needle:?} not in {}", out.stderr);
+}
+
+/// Three bookings: one delivered, one dead (Carol refused until attempts
+/// ran out, after Alice got hers), one with an UNKNOWN send; plus one row
+/// stuck in PROCESSING.
+async fn seeded() -> (TestDb, Arc<RecordingMailer>) {
+    let db = TestDb::create().await;
+    create_booking(&db, 1, &["dave@example.com"]).await;
+    create_booking(&db, 2, &["alice@example.com", "carol@example.com"]).await;
+    create_booking(&db, 3, &["erin@example.com"]).await;
+    let mailer = Arc::new(RecordingMailer::new());
+    mailer.script("carol@example.com", SendOutcome::NotSent { reason: "Throttling".into() }, 2);
+    mailer.script("erin@example.com", SendOutcome::Unknown { reason: "read timeout".into() }, 1);
+    let mut config = PollerConfig::for_tests("seed");
+    config.max_attempts = 2;
+    poller(&db, mailer.clone(), config).drain().await.unwrap();
+    create_booking(&db, 4, &["frank@example.com"]).await;
+    let client = db.pool.get().await.unwrap();
+    client
+        .batch_execute(
+            "UPDATE outbox_events SET status = 'PROCESSING', locked_by = 'dead-worker', attempts = 1, \
+                    locked_at = now() - interval '1 hour' WHERE status = 'PENDING'",
+        )
+        .await
+        .unwrap();
+    (db, mailer)
+}
+
+async fn dead_id(db: &TestDb) -> String {
+    db.scalar::<uuid::Uuid>("SELECT id FROM outbox_events WHERE status = 'DEAD'").await.to_string()
+}
+
+#[tokio::test]
+async fn status_reports_lag_stuck_rows_dead_letters_and_send_outcomes() {
+    let (db, _) = seeded().await;
+    let out = ctl(&db, &["status", "--json"]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let s = out.json();
+    assert_eq!(s["events"]["DONE"], 2);
+    assert_eq!(s["events"]["DEAD"], 1);
+    assert_eq!(s["events"]["PROCESSING"], 1);
+    assert_eq!(s["events"]["PENDING"], 0);
+    assert_eq!(s["dead"], 1);
+    assert_eq!(s["processing_past_sweep_timeout"], 1);
+    assert!(s["oldest_due_pending_age_secs"].is_null());
+    assert_eq!(s["sends"]["SENT"], 2);
+    assert_eq!(s["sends"]["UNKNOWN"], 1);
+    assert_eq!(s["sends"]["FAILED"], 0);
+
+    let human = ctl(&db, &["status"]);
+    assert_eq!(human.code, 0);
+    assert!(human.stdout.contains("events:  PENDING 0  PROCESSING 1  DONE 2  DEAD 1"), "{}", human.stdout);
+    assert!(human.stdout.contains("PROCESSING past the sweep timeout (300s): 1"));
+    assert!(human.stdout.contains("sends:   SENT 2  FAILED 0  UNKNOWN 1  CLAIMED 0"));
+
+    // A due PENDING event shows up as lag.
+    create_booking(&db, 9, &["gus@example.com"]).await;
+    let s = ctl(&db, &["status", "--json"]).json();
+    assert!(s["oldest_due_pending_age_secs"].as_f64().unwrap() >= 0.0);
+}
+
+#[tokio::test]
+async fn dead_list_and_show_explain_what_died_and_why() {
+    let (db, _) = seeded().await;
+    let id = dead_id(&db).await;
+    let list = ctl(&db, &["dead", "list", "--json"]).json();
+    assert_eq!(list.as_array().unwrap().len(), 1);
+    assert_eq!(list[0]["id"], id);
+    assert_eq!(list[0]["last_error"], "attempts exhausted (2): Throttling");
+    let human = ctl(&db, &["dead", "list"]);
+    assert!(human.stdout.contains(&id) && human.stdout.contains("attempts exhausted (2): Throttling"));
+
+    let show = ctl(&db, &["dead", "show", &id, "--json"]).json();
+    assert_eq!(show["event_type"], "BOOKING_CONFIRMED");
+    assert_eq!(show["sends"], serde_json::json!([["alice@example.com", "SENT"]]));
+    assert_eq!(show["payload"]["booking"]["title"], "Meeting 2");
+    let missing = ctl(&db, &["dead", "show", &uuid::Uuid::now_v7().to_string()]);
+    assert_one_line_error(&missing, 1, "no DEAD event with id");
+}
+
+#[tokio::test]
+async fn replay_of_a_dead_event_delivers_once_to_each_recipient_not_yet_delivered() {
+    let (db, mailer) = seeded().await;
+    let id = dead_id(&db).await;
+    let before = mailer.count();
+    let out = ctl(&db, &["dead", "replay", &id]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(out.stdout.contains("replayed 1 event(s)"));
+    let (status, attempts, last_error) = event_status(&db, id.parse().unwrap()).await;
+    assert_eq!((status.as_str(), attempts), ("PENDING", 0), "fresh attempts");
+    assert!(last_error.unwrap().starts_with("replayed by oncall@example.com"));
+    let recorded: String = db.scalar("SELECT replayed_by FROM outbox_replays").await;
+    assert_eq!(recorded, "oncall@example.com");
+
+    poller(&db, mailer.clone(), PollerConfig::for_tests("after-replay")).drain().await.unwrap();
+    let new: Vec<String> = mailer.deliveries()[before..].iter().map(|d| d.recipient.clone()).collect();
+    assert_eq!(new, vec!["carol@example.com"], "Carol once; Alice already had hers");
+    assert_eq!(event_status(&db, id.parse().unwrap()).await.0, "DONE");
+}
+
+#[tokio::test]
+async fn replay_never_touches_an_event_that_is_not_dead() {
+    let (db, _) = seeded().await;
+    let done: uuid::Uuid = db.scalar("SELECT id FROM outbox_events WHERE status = 'DONE' LIMIT 1").await;
+    let unknown = uuid::Uuid::now_v7();
+    let out = ctl(&db, &["dead", "replay", &done.to_string(), &unknown.to_string()]);
+    assert_one_line_error(&out, 1, &format!("{done} is DONE, not DEAD"));
+    assert!(out.stderr.contains(&format!("{unknown} does not exist")));
+    assert_eq!(event_status(&db, done).await.0, "DONE");
+    assert_eq!(db.count("outbox_replays").await, 0);
+}
+
+#[tokio::test]
+async fn replay_all_filters_by_type_and_time() {
+    let (db, _) = seeded().await;
+    let none = ctl(&db, &["dead", "replay", "--all", "--type", "BOOKING_CANCELLED", "--json"]);
+    assert_eq!(none.code, 0, "{}", none.stderr);
+    assert_eq!(none.json(), serde_json::json!([]));
+    let later = ctl(&db, &["dead", "replay", "--all", "--since", "2099-01-01T00:00:00Z", "--json"]);
+    assert_eq!(later.json(), serde_json::json!([]));
+    let all = ctl(&db, &["dead", "replay", "--all", "--type", "BOOKING_CONFIRMED", "--json"]);
+    assert_eq!(all.json().as_array().unwrap().len(), 1);
+    assert_eq!(db.scalar::<i64>("SELECT count(*) FROM outbox_events WHERE status = 'DEAD'").await, 0);
+}
+
+#[tokio::test]
+async fn unknown_list_shows_possibly_lost_emails_and_resend_needs_the_explicit_flag() {
+    let (db, mailer) = seeded().await;
+    let list = ctl(&db, &["unknown", "list", "--json"]).json();
+    assert_eq!(list.as_array().unwrap().len(), 1);
+    assert_eq!(list[0]["recipient"], "erin@example.com");
+    assert_eq!(list[0]["status"], "UNKNOWN");
+    let send_id = list[0]["id"].as_str().unwrap().to_string();
+
+    let refused = ctl(&db, &["unknown", "resend", &send_id]);
+    assert_one_line_error(&refused, 2, "--yes-i-accept-a-possible-duplicate");
+    assert_eq!(db.count("notification_resends").await, 0, "nothing changed");
+
+    let before = mailer.count();
+    let ok = ctl(&db, &["unknown", "resend", &send_id, "--yes-i-accept-a-possible-duplicate"]);
+    assert_eq!(ok.code, 0, "{}", ok.stderr);
+    assert!(ok.stdout.contains("will be re-sent"));
+    let decided: String = db.scalar("SELECT decided_by FROM notification_resends").await;
+    assert_eq!(decided, "oncall@example.com");
+    poller(&db, mailer.clone(), PollerConfig::for_tests("after-resend")).drain().await.unwrap();
+    let new: Vec<String> = mailer.deliveries()[before..].iter().map(|d| d.recipient.clone()).collect();
+    assert_eq!(new, vec!["erin@example.com"]);
+    assert!(ctl(&db, &["unknown", "list", "--json"]).json().as_array().unwrap().is_empty());
+
+    // Resending a send that is SENT is refused.
+    let sent: uuid::Uuid = db.scalar("SELECT id FROM booking_notification_sends WHERE status = 'SENT' LIMIT 1").await;
+    let out = ctl(&db, &["unknown", "resend", &sent.to_string(), "--yes-i-accept-a-possible-duplicate"]);
+    assert_one_line_error(&out, 1, "is SENT; only UNKNOWN");
+}
+
+#[tokio::test]
+async fn sweep_dry_run_shows_what_the_sweeper_would_do_without_doing_it() {
+    let (db, _) = seeded().await;
+    let stuck: uuid::Uuid = db.scalar("SELECT id FROM outbox_events WHERE status = 'PROCESSING'").await;
+    let dry = ctl(&db, &["sweep", "--dry-run"]);
+    assert_eq!(dry.code, 0, "{}", dry.stderr);
+    assert!(dry.stdout.contains(&format!("would move {stuck} to PENDING (attempts 1, worker dead-worker)")), "{}", dry.stdout);
+    assert_eq!(event_status(&db, stuck).await.0, "PROCESSING", "dry run changed nothing");
+    let real = ctl(&db, &["sweep", "--json"]).json();
+    assert_eq!(real[0]["to"], "PENDING");
+    assert_eq!(event_status(&db, stuck).await.0, "PENDING");
+}
+
+#[tokio::test]
+async fn migrate_applies_once_then_reports_up_to_date() {
+    let db = TestDb::create_unmigrated().await;
+    let first = ctl(&db, &["migrate"]);
+    assert_eq!(first.code, 0, "{}", first.stderr);
+    assert!(first.stdout.contains("applied V1__bookings_and_outbox"), "{}", first.stdout);
+    assert_eq!(ctl(&db, &["migrate"]).stdout.trim(), "schema is up to date");
+}
+
+#[tokio::test]
+async fn wrong_arguments_and_an_unreachable_database_give_one_line_errors() {
+    let db = TestDb::create().await;
+    assert_one_line_error(&ctl(&db, &["frobnicate"]), 2, "unrecognized subcommand");
+    assert_one_line_error(&ctl(&db, &["dead", "show", "not-a-uuid"]), 2, "invalid value 'not-a-uuid'");
+    assert_one_line_error(&ctl(&db, &["dead", "replay"]), 2, "required");
+    assert_one_line_error(&ctl(&db, &["dead", "replay", "--all", "--type", "NOPE"]), 2, "unknown event type");
+    assert_one_line_error(&ctl(&db, &["dead", "replay", "--all", "--since", "yesterday"]), 2, "RFC 3339");
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let out = ctl_with_url(&format!("postgres://postgres@127.0.0.1:{port}/x"), &["status"]);
+    assert_one_line_error(&out, 1, "cannot connect to the database");
+    let out = ctl_with_url("not a url at all", &["status"]);
+    assert_one_line_error(&out, 1, "DATABASE_URL cannot be parsed");
+    let help = ctl(&db, &["--help"]);
+    assert_eq!(help.code, 0);
+    assert!(help.stdout.contains("dead") && help.stdout.contains("unknown") && help.stdout.contains("sweep"));
+}
