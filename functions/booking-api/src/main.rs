@@ -12,7 +12,7 @@ use shared::fault::Faults;
 #[tokio::main]
 async fn main() -> Result<(), lambda_http::Error> {
     shared::telemetry::init();
-    let pool = DbConfig::from_env()?.build_pool()?;
+    let pool = DbConfig::from_env().await?.build_pool()?;
     let api = Api::new(pool, Faults::from_env()?, ApiConfig::from_env()?);
     let api = &api;
     run(service_fn(move |req: Request| async move { Ok::<_, std::convert::Infallible>(api.handle(req).await) })).await

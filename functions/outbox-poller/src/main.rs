@@ -1,7 +1,8 @@
 //! Outbox poller Lambda (EventBridge schedule): an adapter from the
-//! scheduled event to `shared::outbox::poller::Poller::run_until`, which
-//! keeps polling until the invocation's deadline minus a safety margin.
-//! The pool and the SES client are built once per container.
+//! scheduled event to `shared::outbox::poller::Poller::invoke`, which keeps
+//! polling until the invocation's deadline minus a safety margin, emits EMF
+//! metrics and returns a health summary. The pool and the SES client are
+//! built once per container.
 
 use std::sync::Arc;
 
@@ -11,20 +12,25 @@ use shared::db::DbConfig;
 use shared::fault::Faults;
 use shared::notify::mailer::ses::{SesConfig, SesMailer};
 use shared::outbox::poller::{deadline_from, Poller, PollerConfig};
+use tracing::Instrument;
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
     shared::telemetry::init();
     let concurrency = PollerConfig::concurrency_from_env()?;
-    let db = DbConfig::from_env_with_pool_default(2 * concurrency + 1)?;
+    let db = DbConfig::from_env_with_pool_default(2 * concurrency + 1).await?;
     let config = PollerConfig::from_env(db.pool_size)?;
     let mailer = Arc::new(SesMailer::from_env(SesConfig::from_env()?).await);
     let poller = Poller::new(db.build_pool()?, mailer, Faults::from_env()?, config);
     let poller = &poller;
-    run(service_fn(move |event: LambdaEvent<Value>| async move {
-        let summary = poller.run_until(deadline_from(event.context.deadline())).await?;
-        tracing::info!(?summary, "poller run finished");
-        Ok::<_, Error>(serde_json::to_value(summary)?)
+    run(service_fn(move |event: LambdaEvent<Value>| {
+        let span = tracing::info_span!("invocation", request_id = %event.context.request_id);
+        async move {
+            let health = poller.invoke(deadline_from(event.context.deadline())).await?;
+            tracing::info!(summary = ?health.summary, "poller run finished");
+            Ok::<_, Error>(serde_json::to_value(health)?)
+        }
+        .instrument(span)
     }))
     .await
 }

@@ -17,7 +17,7 @@ pub mod problem;
 
 use deadpool_postgres::Pool;
 use lambda_http::http::{header, Method, StatusCode};
-use lambda_http::{Body, Request, Response};
+use lambda_http::{Body, Request, RequestExt, Response};
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
 use uuid::Uuid;
@@ -52,10 +52,15 @@ impl Api {
     /// Handles one request. Never fails: every error becomes a problem
     /// response, and only a server-side fault becomes a 5xx.
     pub async fn handle(&self, req: Request) -> Response<Body> {
-        match self.dispatch(&req).await {
+        use tracing::Instrument;
+        let request_id = req.lambda_context_ref().map(|c| c.request_id.clone()).unwrap_or_default();
+        let span = tracing::info_span!("request", %request_id, method = %req.method(), path = %req.uri().path());
+        let resp = match self.dispatch(&req).instrument(span.clone()).await {
             Ok(resp) => resp,
             Err(problem) => problem.into_response(),
-        }
+        };
+        span.in_scope(|| tracing::info!(status = resp.status().as_u16(), "handled"));
+        resp
     }
 
     async fn dispatch(&self, req: &Request) -> Result<Response<Body>, Problem> {

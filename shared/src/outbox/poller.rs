@@ -17,6 +17,7 @@ use tokio::task::JoinSet;
 use super::claim::{self, ClaimedEvent};
 use super::complete::{self, Failed};
 use crate::config::{self, ConfigError};
+use crate::telemetry::emf::{self, Unit};
 use crate::fault::{FaultError, Faults};
 use crate::notify::dispatch::{self, DispatchError};
 use crate::notify::mailer::Mailer;
@@ -153,6 +154,8 @@ pub struct RunSummary {
     pub dead_lettered: u32,
     pub paused: bool,
     pub errors: u32,
+    /// The slowest batch (claim + dispatch) of the run.
+    pub batch_duration_ms_max: u64,
 }
 
 impl RunSummary {
@@ -170,7 +173,31 @@ impl RunSummary {
         self.dead_lettered += o.dead_lettered;
         self.paused |= o.paused;
         self.errors += o.errors;
+        self.batch_duration_ms_max = self.batch_duration_ms_max.max(o.batch_duration_ms_max);
     }
+
+    /// The run as EMF metrics (names used by the template's alarms).
+    pub fn metrics(&self) -> Vec<(&'static str, f64, Unit)> {
+        vec![
+            ("Claimed", self.claimed as f64, Unit::Count),
+            ("Sent", self.sent as f64, Unit::Count),
+            ("Released", self.released as f64, Unit::Count),
+            ("Unknown", self.unknown as f64, Unit::Count),
+            ("PermanentlyFailed", self.failed as f64, Unit::Count),
+            ("DeadLettered", self.dead_lettered as f64, Unit::Count),
+            ("Errors", self.errors as f64, Unit::Count),
+            ("BatchDurationMs", self.batch_duration_ms_max as f64, Unit::Milliseconds),
+        ]
+    }
+}
+
+/// What the poller Lambda returns: what it did this invocation, and how far
+/// behind the outbox is now.
+#[derive(Debug, Clone, Serialize)]
+pub struct Health {
+    pub summary: RunSummary,
+    pub oldest_due_pending_age_secs: f64,
+    pub duration_ms: u64,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -222,6 +249,19 @@ impl<M: Mailer + 'static> Poller<M> {
         &self.config
     }
 
+    /// One scheduled invocation: poll until the deadline, then report the
+    /// run and the outbox's lag as EMF metrics and as the returned health.
+    pub async fn invoke(&self, deadline: Instant) -> Result<Health, PollerError> {
+        let started = Instant::now();
+        let summary = self.run_until(deadline).await?;
+        let client = self.pool.get().await?;
+        let oldest = super::status::oldest_due_pending_age(&client).await?;
+        let mut metrics = summary.metrics();
+        metrics.push(("OldestPendingAgeSeconds", oldest, Unit::Seconds));
+        emf::emit("outbox-poller", &metrics);
+        Ok(Health { summary, oldest_due_pending_age_secs: oldest, duration_ms: started.elapsed().as_millis() as u64 })
+    }
+
     /// Polls until `deadline - safety_margin`, or until the provider pauses
     /// sending.
     pub async fn run_until(&self, deadline: Instant) -> Result<RunSummary, PollerError> {
@@ -258,6 +298,13 @@ impl<M: Mailer + 'static> Poller<M> {
 
     /// Claims one batch and processes it with bounded concurrency.
     pub async fn poll_once(&self) -> Result<RunSummary, PollerError> {
+        let started = Instant::now();
+        let mut summary = self.poll_batch().await?;
+        summary.batch_duration_ms_max = started.elapsed().as_millis() as u64;
+        Ok(summary)
+    }
+
+    async fn poll_batch(&self) -> Result<RunSummary, PollerError> {
         let mut summary = RunSummary { batches: 1, ..RunSummary::default() };
         let (events, unreadable) = {
             let client = self.pool.get().await?;

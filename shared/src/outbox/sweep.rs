@@ -124,6 +124,7 @@ pub struct SweepRun {
     pub dead_lettered: u32,
     pub swept: Vec<Swept>,
     pub retention: super::retention::RetentionReport,
+    pub oldest_due_pending_age_secs: f64,
 }
 
 /// One scheduled run: sweep stuck rows (batch after batch, bounded), then
@@ -149,6 +150,15 @@ pub async fn run(pool: &deadpool_postgres::Pool, config: &SweeperConfig) -> Resu
         }
     }
     out.retention = super::retention::run(&client, &config.retention).await?;
+    out.oldest_due_pending_age_secs = super::status::oldest_due_pending_age(&client).await?;
+    crate::telemetry::emf::emit(
+        "outbox-sweeper",
+        &[
+            ("Swept", out.reset as f64, crate::telemetry::emf::Unit::Count),
+            ("DeadLettered", out.dead_lettered as f64, crate::telemetry::emf::Unit::Count),
+            ("OldestPendingAgeSeconds", out.oldest_due_pending_age_secs, crate::telemetry::emf::Unit::Seconds),
+        ],
+    );
     Ok(out)
 }
 

@@ -1,9 +1,13 @@
-//! Structured JSON logs for the Lambda functions (CloudWatch Logs friendly).
+//! Structured JSON logs for the Lambda functions (CloudWatch Logs
+//! friendly), address masking for logs, and EMF metrics ([`emf`]).
 
 /// Installs a JSON tracing subscriber; `RUST_LOG` filters (default `info`).
 pub fn init() {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"))
+        // tokio-postgres logs statement parameters (addresses: PII) at
+        // debug level; keep it at info whatever RUST_LOG says.
+        .add_directive("tokio_postgres=info".parse().expect("static directive"));
     let _ = tracing_subscriber::fmt()
         .json()
         .with_env_filter(filter)
@@ -23,3 +27,5 @@ pub fn mask_email(email: &str) -> String {
         None => "***".to_string(),
     }
 }
+
+pub mod emf;

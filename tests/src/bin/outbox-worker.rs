@@ -3,8 +3,10 @@
 //! `shared::outbox::poller::Poller` as the poller Lambda, with a recording
 //! mailer that journals every accepted send to a file.
 //!
-//! Usage: `outbox-worker drain JOURNAL` (env: DATABASE_URL,
-//! OUTBOX_FAULT_POINTS, OUTBOX_MAX_ATTEMPTS).
+//! Usage: `outbox-worker drain|invoke JOURNAL` (env: DATABASE_URL,
+//! OUTBOX_FAULT_POINTS, OUTBOX_MAX_ATTEMPTS). `invoke` runs one scheduled
+//! invocation with a 2 s deadline, as the poller Lambda does (EMF metrics
+//! and the health summary on stdout).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -19,10 +21,9 @@ async fn main() {
     shared::telemetry::init();
     let args: Vec<String> = std::env::args().collect();
     let [_, cmd, journal] = args.as_slice() else {
-        eprintln!("usage: outbox-worker drain JOURNAL");
+        eprintln!("usage: outbox-worker drain|invoke JOURNAL");
         std::process::exit(2);
     };
-    assert_eq!(cmd, "drain", "only `drain` is supported");
     let url = std::env::var("DATABASE_URL").expect("DATABASE_URL");
     let pool = DbConfig::from_url(&url, 16, Duration::from_secs(5)).unwrap().build_pool().unwrap();
     let mailer = Arc::new(RecordingMailer::with_journal(journal).expect("journal file"));
@@ -32,6 +33,16 @@ async fn main() {
         config.max_attempts = max.parse().expect("OUTBOX_MAX_ATTEMPTS");
     }
     let poller = Poller::new(pool, mailer, Faults::from_env().expect("fault spec"), config);
-    let summary = poller.drain().await.expect("drain");
-    println!("{}", serde_json::to_string(&summary).unwrap());
+    match cmd.as_str() {
+        "drain" => {
+            let summary = poller.drain().await.expect("drain");
+            println!("{}", serde_json::to_string(&summary).unwrap());
+        }
+        "invoke" => {
+            let deadline = std::time::Instant::now() + Duration::from_secs(2);
+            let health = poller.invoke(deadline).await.expect("invoke");
+            println!("{}", serde_json::to_string(&health).unwrap());
+        }
+        other => panic!("unknown command {other}"),
+    }
 }

@@ -1,0 +1,89 @@
+//! What an operator sees: EMF metrics with the names the template's alarms
+//! use, a health summary from the poller, and logs without addresses.
+
+use outbox_tests::outbox::*;
+use outbox_tests::TestDb;
+use serde_json::Value;
+use shared::outbox::poller::RunSummary;
+use shared::telemetry::emf;
+
+fn emf_lines(stdout: &str) -> Vec<Value> {
+    stdout
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|v| v.get("_aws").is_some())
+        .collect()
+}
+
+fn metric_names(record: &Value) -> Vec<String> {
+    record["_aws"]["CloudWatchMetrics"][0]["Metrics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["Name"].as_str().unwrap().to_string())
+        .collect()
+}
+
+#[test]
+fn emf_records_have_the_aws_block_and_every_poller_metric() {
+    let summary = RunSummary { claimed: 3, sent: 5, dead_lettered: 1, ..RunSummary::default() };
+    let record: Value = serde_json::from_str(&emf::record("outbox-poller", &summary.metrics()).to_string()).unwrap();
+    let aws = &record["_aws"];
+    assert!(aws["Timestamp"].as_i64().unwrap() > 1_700_000_000_000);
+    assert_eq!(aws["CloudWatchMetrics"][0]["Namespace"], "BookingOutbox");
+    assert_eq!(aws["CloudWatchMetrics"][0]["Dimensions"], serde_json::json!([["Function"]]));
+    assert_eq!(record["Function"], "outbox-poller");
+    let names = metric_names(&record);
+    for required in ["Claimed", "Sent", "Released", "Unknown", "PermanentlyFailed", "DeadLettered", "BatchDurationMs"] {
+        assert!(names.contains(&required.to_string()), "{required} missing from {names:?}");
+        assert!(record[required].is_number(), "{required} has a value");
+    }
+    assert_eq!(record["Sent"], 5.0);
+}
+
+#[tokio::test]
+async fn poller_invocation_emits_emf_and_returns_a_health_summary_without_addresses_in_logs() {
+    let db = TestDb::create().await;
+    create_booking(&db, 1, &["alice@example.com", "carol@example.com"]).await;
+    let worker = Worker::new(env!("CARGO_BIN_EXE_outbox-worker"));
+    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_outbox-worker"))
+        .arg("invoke")
+        .arg(&worker.journal)
+        .env("DATABASE_URL", &db.url)
+        .env("RUST_LOG", "debug")
+        .output()
+        .await
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    let records = emf_lines(&stdout);
+    assert_eq!(records.len(), 1, "one EMF record per invocation");
+    let names = metric_names(&records[0]);
+    assert!(names.contains(&"OldestPendingAgeSeconds".to_string()), "{names:?}");
+    assert_eq!(records[0]["Sent"], 2.0);
+    let health: Value = stdout.lines().rev().find_map(|l| serde_json::from_str::<Value>(l).ok()).unwrap();
+    assert_eq!(health["summary"]["sent"], 2);
+    assert_eq!(health["oldest_due_pending_age_secs"], 0.0);
+    // Logs carry ids but never a recipient's address.
+    assert!(stdout.contains("event_id") && stdout.contains("booking_id"), "ids in the logs");
+    assert!(stdout.contains("a***@example.com"), "masked address logged");
+    let all = format!("{stdout}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(!all.contains("alice@example.com") && !all.contains("carol@example.com"), "no PII in logs:\n{all}");
+}
+
+#[test]
+fn every_alarm_on_an_outbox_metric_names_a_metric_the_code_emits() {
+    let template = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../template.yaml")).unwrap();
+    let mut emitted: Vec<String> = RunSummary::default().metrics().iter().map(|m| m.0.to_string()).collect();
+    emitted.extend(["OldestPendingAgeSeconds", "Swept", "DeadLettered"].map(String::from));
+    let mut checked = 0;
+    let lines: Vec<&str> = template.lines().collect();
+    for (i, line) in lines.iter().enumerate() {
+        if line.trim() == "Namespace: BookingOutbox" {
+            let metric = lines[i + 1].trim().strip_prefix("MetricName: ").expect("MetricName follows Namespace");
+            assert!(emitted.contains(&metric.to_string()), "alarm on {metric}, which nothing emits");
+            checked += 1;
+        }
+    }
+    assert!(checked >= 3, "dead letters, unknown sends and oldest-pending age have alarms");
+}
