@@ -13,7 +13,7 @@ source scripts/lib/moto.sh
 
 cleanup() {
   moto_stop
-  [ -n "${PG_DIR:-}" ] && { pg_stop "$PG_DIR"; rm -rf "$PG_DIR" "$PG_DIR.initdb.log"; }
+  [ -n "${PG_DIR:-}" ] && { pg_stop "$PG_DIR"; rm -rf "$PG_DIR" "$PG_DIR.initdb.log" "$PG_DIR.tls"; }
   return 0
 }
 trap cleanup EXIT INT TERM
@@ -23,8 +23,13 @@ if [ -z "${DATABASE_URL:-}" ]; then
   PG_DIR="$(mktemp -d /tmp/outbox-test-pg.XXXXXX)"
   PG_PORT="$(free_port)"
   echo "==> starting a throwaway Postgres on 127.0.0.1:$PG_PORT ($PG_DIR)"
+  # TLS on (plain TCP still allowed) so the TLS tests have a real server;
+  # their CA goes to OUTBOX_TEST_CA_FILE.
+  TLS_SETTINGS="$(pg_make_tls_certs "$PG_DIR.tls")"
+  export OUTBOX_TEST_CA_FILE="$PG_DIR.tls/ca.crt"
   # Durability is irrelevant for a throwaway cluster; speed is not.
-  pg_start "$PG_DIR" "$PG_PORT" fsync=off synchronous_commit=off full_page_writes=off
+  # shellcheck disable=SC2086
+  pg_start "$PG_DIR" "$PG_PORT" fsync=off synchronous_commit=off full_page_writes=off $TLS_SETTINGS
   export DATABASE_URL="postgres://postgres@127.0.0.1:$PG_PORT/postgres"
 fi
 
@@ -36,5 +41,9 @@ if [ -z "${SES_ENDPOINT_URL:-}" ]; then
   moto_start "$MOTO_PORT" "$(mktemp /tmp/outbox-test-moto.XXXXXX.log)"
   export SES_ENDPOINT_URL="http://127.0.0.1:$MOTO_PORT"
 fi
+
+# The operator CLI runs as a real process in its tests.
+cargo build --locked -q -p outbox-shared --features cli --bin outboxctl
+export OUTBOXCTL_BIN="$PWD/target/debug/outboxctl"
 
 cargo test --workspace --locked "$@"

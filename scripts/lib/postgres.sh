@@ -57,6 +57,24 @@ pg_start() {
     || { tail -n 30 "$dir/server.log" >&2; return 1; }
 }
 
+# pg_make_tls_certs DIR: a throwaway CA and a server certificate for
+# localhost / 127.0.0.1 in DIR (ca.crt, server.crt, server.key), owned by the
+# server's user; prints the postgres -c settings that enable TLS.
+pg_make_tls_certs() {
+  local dir="$1"
+  mkdir -p "$dir"
+  openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj "/CN=outbox-test-ca" \
+    -keyout "$dir/ca.key" -out "$dir/ca.crt" >/dev/null 2>&1
+  openssl req -newkey rsa:2048 -nodes -subj "/CN=localhost" \
+    -keyout "$dir/server.key" -out "$dir/server.csr" >/dev/null 2>&1
+  printf 'subjectAltName=DNS:localhost,IP:127.0.0.1\nbasicConstraints=CA:FALSE\n' >"$dir/ext.cnf"
+  openssl x509 -req -in "$dir/server.csr" -CA "$dir/ca.crt" -CAkey "$dir/ca.key" -CAcreateserial \
+    -days 2 -extfile "$dir/ext.cnf" -out "$dir/server.crt" >/dev/null 2>&1
+  chmod 600 "$dir/server.key"
+  if [ "$(id -u)" -eq 0 ]; then chown postgres:postgres "$dir/server.key" "$dir/server.crt"; fi
+  echo "ssl=on ssl_cert_file=$dir/server.crt ssl_key_file=$dir/server.key"
+}
+
 pg_stop() {
   local dir="$1"
   [ -f "$dir/postmaster.pid" ] || return 0

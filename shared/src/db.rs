@@ -21,37 +21,105 @@ mod embedded {
     refinery::embed_migrations!("../migrations");
 }
 
+/// TLS to the database.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DbTls {
+    /// Plain TCP: only for a database on a loopback address (local mode).
+    Disable,
+    /// TLS required, never downgraded; the server certificate is verified
+    /// against the webpki roots plus `ca_file` (e.g. the RDS CA bundle).
+    Require { ca_file: Option<std::path::PathBuf> },
+}
+
 #[derive(Debug, Clone)]
 pub struct DbConfig {
     pub pg: tokio_postgres::Config,
     pub pool_size: usize,
+    pub tls: DbTls,
+}
+
+fn is_loopback(pg: &tokio_postgres::Config) -> bool {
+    use tokio_postgres::config::Host;
+    pg.get_hosts().iter().all(|h| match h {
+        Host::Tcp(name) => {
+            name == "localhost" || name.parse::<std::net::IpAddr>().map(|ip| ip.is_loopback()).unwrap_or(false)
+        }
+        #[allow(unreachable_patterns)]
+        _ => true, // a Unix socket is local
+    })
+}
+
+/// The connection settings in a Secrets Manager secret (the RDS format).
+#[derive(Debug, serde::Deserialize)]
+struct SecretFields {
+    host: String,
+    #[serde(default = "default_port")]
+    port: u16,
+    username: String,
+    password: String,
+    #[serde(alias = "dbname", alias = "database")]
+    dbname: Option<String>,
+}
+
+fn default_port() -> u16 {
+    5432
 }
 
 impl DbConfig {
-    /// `DATABASE_URL` (a libpq URL or key=value string), `DATABASE_POOL_SIZE`
-    /// (default 4) and `DATABASE_CONNECT_TIMEOUT_SECS` (default 5).
-    pub fn from_env() -> Result<Self, ConfigError> {
-        Self::from_env_with_pool_default(4)
+    /// Reads the database settings, once per cold start:
+    /// `DATABASE_URL`, or else `DATABASE_SECRET_ARN` (a Secrets Manager
+    /// secret with host, port, username, password, dbname). Then
+    /// `DATABASE_POOL_SIZE` (default 4), `DATABASE_CONNECT_TIMEOUT_SECS`
+    /// (default 5), `DATABASE_TLS` (`auto`: TLS required unless the host is
+    /// a loopback address; `require`; `disable`, loopback only) and
+    /// `DATABASE_CA_FILE` (extra trusted CAs, PEM).
+    pub async fn from_env() -> Result<Self, ConfigError> {
+        Self::from_env_with_pool_default(4).await
     }
 
     /// As [`DbConfig::from_env`], with another default pool size (the
     /// poller needs more connections than the API).
-    pub fn from_env_with_pool_default(default_pool_size: usize) -> Result<Self, ConfigError> {
-        let url = config::required(
-            "DATABASE_URL",
-            "set it to postgres://user:password@host:5432/dbname",
-        )?;
+    pub async fn from_env_with_pool_default(default_pool_size: usize) -> Result<Self, ConfigError> {
         let pool_size = config::parsed_or("DATABASE_POOL_SIZE", default_pool_size)?;
-        let connect_timeout = config::parsed_or("DATABASE_CONNECT_TIMEOUT_SECS", 5u64)?;
-        Self::from_url(&url, pool_size, Duration::from_secs(connect_timeout))
+        let connect_timeout = Duration::from_secs(config::parsed_or("DATABASE_CONNECT_TIMEOUT_SECS", 5u64)?);
+        let config = match std::env::var("DATABASE_URL").ok().filter(|s| !s.trim().is_empty()) {
+            Some(url) => Self::from_url(&url, pool_size, connect_timeout)?,
+            None => {
+                let arn = config::required(
+                    "DATABASE_SECRET_ARN",
+                    "set DATABASE_URL (postgres://user:password@host:5432/dbname) or DATABASE_SECRET_ARN",
+                )?;
+                let sdk = aws_config::defaults(aws_config::BehaviorVersion::latest()).load().await;
+                let secret = fetch_secret(&sdk, &arn).await?;
+                Self::from_secret(&secret, pool_size, connect_timeout)?
+            }
+        };
+        config.with_tls_from_env()
     }
 
+    /// Parses a libpq URL or key=value string. TLS is `auto`.
     pub fn from_url(url: &str, pool_size: usize, connect_timeout: Duration) -> Result<Self, ConfigError> {
-        let mut pg: tokio_postgres::Config = url
-            .parse()
-            .map_err(|e| ConfigError(format!("DATABASE_URL cannot be parsed: {e}")))?;
+        let pg: tokio_postgres::Config =
+            url.parse().map_err(|e| ConfigError(format!("DATABASE_URL cannot be parsed: {e}")))?;
+        Self::from_pg(pg, pool_size, connect_timeout)
+    }
+
+    /// Builds the settings from a Secrets Manager secret string (JSON).
+    pub fn from_secret(secret: &str, pool_size: usize, connect_timeout: Duration) -> Result<Self, ConfigError> {
+        let f: SecretFields = serde_json::from_str(secret).map_err(|e| {
+            ConfigError(format!(
+                "the database secret must be JSON with host, port, username, password and dbname ({e})"
+            ))
+        })?;
+        let mut pg = tokio_postgres::Config::new();
+        pg.host(&f.host).port(f.port).user(&f.username).password(f.password.as_bytes());
+        pg.dbname(f.dbname.as_deref().unwrap_or("postgres"));
+        Self::from_pg(pg, pool_size, connect_timeout)
+    }
+
+    fn from_pg(mut pg: tokio_postgres::Config, pool_size: usize, connect_timeout: Duration) -> Result<Self, ConfigError> {
         if pg.get_hosts().is_empty() {
-            return Err(ConfigError("DATABASE_URL names no host".into()));
+            return Err(ConfigError("the database settings name no host".into()));
         }
         if pool_size == 0 {
             return Err(ConfigError("DATABASE_POOL_SIZE must be at least 1".into()));
@@ -60,16 +128,51 @@ impl DbConfig {
         if pg.get_application_name().is_none() {
             pg.application_name("booking-outbox");
         }
-        Ok(Self { pg, pool_size })
+        let tls = if is_loopback(&pg) { DbTls::Disable } else { DbTls::Require { ca_file: None } };
+        Ok(Self { pg, pool_size, tls })
+    }
+
+    /// Applies `DATABASE_TLS` and `DATABASE_CA_FILE`.
+    pub fn with_tls_from_env(self) -> Result<Self, ConfigError> {
+        let ca_file = std::env::var("DATABASE_CA_FILE").ok().filter(|s| !s.is_empty()).map(Into::into);
+        let tls = match config::var_or("DATABASE_TLS", "auto").as_str() {
+            "auto" if is_loopback(&self.pg) && ca_file.is_none() => DbTls::Disable,
+            "auto" | "require" => DbTls::Require { ca_file },
+            "disable" => DbTls::Disable,
+            other => {
+                return Err(ConfigError(format!("DATABASE_TLS={other:?} is invalid; use auto, require or disable")))
+            }
+        };
+        self.with_tls(tls)
+    }
+
+    /// Sets the TLS mode. Plain TCP is refused for a non-loopback host: TLS
+    /// to the database is required outside local mode.
+    pub fn with_tls(mut self, tls: DbTls) -> Result<Self, ConfigError> {
+        if tls == DbTls::Disable && !is_loopback(&self.pg) {
+            return Err(ConfigError(
+                "DATABASE_TLS=disable is only allowed for a database on a loopback address; TLS is required \
+                 elsewhere (set DATABASE_CA_FILE to trust a private CA such as the RDS bundle)"
+                    .into(),
+            ));
+        }
+        self.tls = tls;
+        Ok(self)
     }
 
     /// Builds the pool. No connection is opened until the first use.
     pub fn build_pool(&self) -> Result<Pool, ConfigError> {
-        let manager = Manager::from_config(
-            self.pg.clone(),
-            NoTls,
-            ManagerConfig { recycling_method: RecyclingMethod::Fast },
-        );
+        let manager_config = ManagerConfig { recycling_method: RecyclingMethod::Fast };
+        let manager = match &self.tls {
+            DbTls::Disable => Manager::from_config(self.pg.clone(), NoTls, manager_config),
+            DbTls::Require { ca_file } => {
+                let mut pg = self.pg.clone();
+                // Never fall back to plain text.
+                pg.ssl_mode(tokio_postgres::config::SslMode::Require);
+                let tls = tokio_postgres_rustls::MakeRustlsConnect::new(rustls_config(ca_file.as_deref())?);
+                Manager::from_config(pg, tls, manager_config)
+            }
+        };
         Pool::builder(manager)
             .max_size(self.pool_size)
             .runtime(Runtime::Tokio1)
@@ -78,6 +181,42 @@ impl DbConfig {
             .build()
             .map_err(|e| ConfigError(format!("cannot build the database pool: {e}")))
     }
+}
+
+fn rustls_config(ca_file: Option<&std::path::Path>) -> Result<rustls::ClientConfig, ConfigError> {
+    use rustls::pki_types::pem::PemObject;
+    let mut roots = rustls::RootCertStore { roots: webpki_roots::TLS_SERVER_ROOTS.to_vec() };
+    if let Some(path) = ca_file {
+        let certs: Vec<_> = rustls::pki_types::CertificateDer::pem_file_iter(path)
+            .and_then(|it| it.collect::<Result<Vec<_>, _>>())
+            .map_err(|e| ConfigError(format!("DATABASE_CA_FILE {}: cannot read PEM certificates: {e}", path.display())))?;
+        if certs.is_empty() {
+            return Err(ConfigError(format!("DATABASE_CA_FILE {} holds no certificate", path.display())));
+        }
+        for cert in certs {
+            roots
+                .add(cert)
+                .map_err(|e| ConfigError(format!("DATABASE_CA_FILE {}: {e}", path.display())))?;
+        }
+    }
+    let provider = std::sync::Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+    Ok(rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| ConfigError(format!("TLS setup: {e}")))?
+        .with_root_certificates(roots)
+        .with_no_client_auth())
+}
+
+/// Reads a Secrets Manager secret's string.
+pub async fn fetch_secret(sdk: &aws_config::SdkConfig, arn: &str) -> Result<String, ConfigError> {
+    let client = aws_sdk_secretsmanager::Client::new(sdk);
+    let out = client.get_secret_value().secret_id(arn).send().await.map_err(|e| {
+        ConfigError(format!(
+            "cannot read the database secret {arn}: {}",
+            aws_sdk_secretsmanager::error::DisplayErrorContext(&e)
+        ))
+    })?;
+    out.secret_string.ok_or_else(|| ConfigError(format!("the database secret {arn} has no SecretString")))
 }
 
 #[derive(Debug, thiserror::Error)]

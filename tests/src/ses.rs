@@ -19,13 +19,26 @@ pub fn moto_endpoint() -> String {
 }
 
 fn sdk_config() -> aws_config::SdkConfig {
-    aws_config::SdkConfig::builder()
+    sdk_config_with(None)
+}
+
+/// An SDK config with static test credentials whose every service goes to
+/// `endpoint` (moto).
+pub fn sdk_config_for(endpoint: &str) -> aws_config::SdkConfig {
+    sdk_config_with(Some(endpoint))
+}
+
+fn sdk_config_with(endpoint: Option<&str>) -> aws_config::SdkConfig {
+    let mut builder = aws_config::SdkConfig::builder()
         .behavior_version(aws_config::BehaviorVersion::latest())
         .region(aws_config::Region::new("us-east-1"))
         .credentials_provider(aws_sdk_sesv2::config::SharedCredentialsProvider::new(
             aws_sdk_sesv2::config::Credentials::new("test", "test", None, None, "tests"),
-        ))
-        .build()
+        ));
+    if let Some(endpoint) = endpoint {
+        builder = builder.endpoint_url(endpoint);
+    }
+    builder.build()
 }
 
 /// A sender address unique to one test, so tests sharing moto can tell

@@ -1,0 +1,106 @@
+//! Database settings: TLS required outside local mode and verified against
+//! the configured CA, and connection settings from a Secrets Manager secret
+//! (moto).
+
+use std::time::Duration;
+
+use outbox_tests::TestDb;
+use shared::db::{DbConfig, DbTls};
+
+fn ca_file() -> Option<String> {
+    let ca = std::env::var("OUTBOX_TEST_CA_FILE").ok();
+    if ca.is_none() {
+        eprintln!("skipped: OUTBOX_TEST_CA_FILE is not set (scripts/test.sh sets it with a TLS-enabled cluster)");
+    }
+    ca
+}
+
+/// The test database's URL with `host` swapped in (the certificate names
+/// localhost and 127.0.0.1).
+fn url_with_host(db: &TestDb, host: &str) -> String {
+    db.url.replacen("127.0.0.1", host, 1)
+}
+
+#[tokio::test]
+async fn tls_is_verified_against_the_configured_ca_and_never_downgraded() {
+    let Some(ca) = ca_file() else { return };
+    let db = TestDb::create().await;
+    let config = DbConfig::from_url(&url_with_host(&db, "localhost"), 2, Duration::from_secs(5))
+        .unwrap()
+        .with_tls(DbTls::Require { ca_file: Some(ca.into()) })
+        .unwrap();
+    let pool = config.build_pool().unwrap();
+    let client = pool.get().await.expect("TLS connection with the test CA");
+    let ssl: bool =
+        client.query_one("SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()", &[]).await.unwrap().get(0);
+    assert!(ssl, "the session is encrypted");
+}
+
+#[tokio::test]
+async fn tls_with_an_untrusted_certificate_is_refused() {
+    if ca_file().is_none() {
+        return;
+    }
+    let db = TestDb::create().await;
+    // Only the public roots: the test CA is not trusted.
+    let config = DbConfig::from_url(&url_with_host(&db, "localhost"), 1, Duration::from_secs(5))
+        .unwrap()
+        .with_tls(DbTls::Require { ca_file: None })
+        .unwrap();
+    let err = config.build_pool().unwrap().get().await.err().expect("untrusted certificate refused");
+    let msg = format!("{err:?}").to_lowercase();
+    assert!(msg.contains("certificate") || msg.contains("unknownissuer"), "{msg}");
+}
+
+#[test]
+fn plain_tcp_is_refused_for_a_remote_database() {
+    let remote = DbConfig::from_url("postgres://app:pw@db.internal.example:5432/app", 1, Duration::from_secs(1)).unwrap();
+    assert_eq!(remote.tls, DbTls::Require { ca_file: None }, "TLS is the default off loopback");
+    let err = remote.with_tls(DbTls::Disable).unwrap_err().to_string();
+    assert!(err.contains("DATABASE_TLS=disable is only allowed for a database on a loopback address"), "{err}");
+    let local = DbConfig::from_url("postgres://app@127.0.0.1:5432/app", 1, Duration::from_secs(1)).unwrap();
+    assert_eq!(local.tls, DbTls::Disable, "local mode may use plain TCP");
+}
+
+#[test]
+fn a_missing_ca_file_is_a_clear_config_error() {
+    let config = DbConfig::from_url("postgres://app@db.internal.example/app", 1, Duration::from_secs(1))
+        .unwrap()
+        .with_tls(DbTls::Require { ca_file: Some("/nonexistent/rds-bundle.pem".into()) })
+        .unwrap();
+    let err = config.build_pool().unwrap_err().to_string();
+    assert!(err.contains("DATABASE_CA_FILE /nonexistent/rds-bundle.pem"), "{err}");
+}
+
+#[tokio::test]
+async fn connection_settings_come_from_a_secrets_manager_secret() {
+    let db = TestDb::create().await;
+    let endpoint = outbox_tests::ses::moto_endpoint();
+    let sdk = outbox_tests::ses::sdk_config_for(&endpoint);
+    let port = db.url.rsplit(':').next().unwrap().split('/').next().unwrap().to_string();
+    let secret = serde_json::json!({
+        "engine": "postgres", "host": "127.0.0.1", "port": port.parse::<u16>().unwrap(),
+        "username": "postgres", "password": "unused-with-trust-auth", "dbname": db.name
+    });
+    let arn = aws_sdk_secretsmanager::Client::new(&sdk)
+        .create_secret()
+        .name(format!("booking-db-{}", uuid::Uuid::now_v7().simple()))
+        .secret_string(secret.to_string())
+        .send()
+        .await
+        .expect("moto creates the secret")
+        .arn
+        .unwrap();
+    let fetched = shared::db::fetch_secret(&sdk, &arn).await.unwrap();
+    let pool = DbConfig::from_secret(&fetched, 1, Duration::from_secs(5)).unwrap().build_pool().unwrap();
+    let n: i64 = pool.get().await.unwrap().query_one("SELECT count(*) FROM outbox_events", &[]).await.unwrap().get(0);
+    assert_eq!(n, 0, "connected to the migrated test database named in the secret");
+
+    let err = shared::db::fetch_secret(&sdk, "arn:aws:secretsmanager:us-east-1:123456789012:secret:nope")
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("cannot read the database secret"), "{err}");
+    let err = DbConfig::from_secret("{\"host\": 1}", 1, Duration::from_secs(1)).unwrap_err().to_string();
+    assert!(err.contains("must be JSON with host, port, username, password and dbname"), "{err}");
+}
