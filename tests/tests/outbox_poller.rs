@@ -256,3 +256,19 @@ async fn sweeper_run_resets_and_dead_letters_stuck_rows_then_applies_retention()
         .collect();
     assert_eq!(statuses, vec!["PENDING", "DEAD"]);
 }
+
+#[tokio::test]
+async fn an_unusable_runtime_deadline_falls_back_to_the_max_run_time_instead_of_a_busy_loop() {
+    let db = TestDb::create().await;
+    let mailer = Arc::new(RecordingMailer::new());
+    let mut config = PollerConfig::for_tests("w");
+    config.max_run = Some(Duration::from_millis(1500));
+    config.safety_margin = Duration::from_millis(500);
+    let p = poller(&db, mailer.clone(), config);
+    let started = Instant::now();
+    // A deadline already past, as `cargo lambda watch` reports.
+    let health = p.invoke(Instant::now()).await.unwrap();
+    let took = started.elapsed();
+    assert!(took >= Duration::from_millis(900) && took < Duration::from_secs(5), "polled ~1 s: {took:?}");
+    assert!(health.summary.batches >= 2, "{:?}", health.summary);
+}

@@ -18,8 +18,8 @@ use super::claim::{self, ClaimedEvent};
 use super::complete::{self, Failed};
 use crate::config::{self, ConfigError};
 use crate::telemetry::emf::{self, Unit};
-use crate::fault::{FaultError, Faults};
-use crate::notify::dispatch::{self, DispatchError};
+use crate::fault::Faults;
+use crate::notify::dispatch;
 use crate::notify::mailer::Mailer;
 
 pub const DEFAULT_MAX_ATTEMPTS: i32 = 8;
@@ -45,6 +45,9 @@ pub struct PollerConfig {
     pub pause_delay: Duration,
     /// `locked_by` of claimed rows.
     pub worker_id: String,
+    /// Optional cap on one invocation's polling time (and the run time used
+    /// when the runtime reports no usable deadline, as local emulators do).
+    pub max_run: Option<Duration>,
 }
 
 impl PollerConfig {
@@ -65,6 +68,10 @@ impl PollerConfig {
             backoff_cap: Duration::from_secs_f64(config::parsed_or("OUTBOX_BACKOFF_CAP_SECS", 900.0f64)?),
             pause_delay: Duration::from_secs(config::parsed_or("OUTBOX_PAUSE_DELAY_SECS", 300u64)?),
             worker_id: default_worker_id(),
+            max_run: match config::parsed_or("POLLER_MAX_RUN_SECS", 0u64)? {
+                0 => None,
+                secs => Some(Duration::from_secs(secs)),
+            },
         };
         cfg.validate(pool_size)?;
         Ok(cfg)
@@ -82,6 +89,7 @@ impl PollerConfig {
             backoff_cap: Duration::from_millis(0),
             pause_delay: Duration::from_secs(300),
             worker_id: worker_id.to_string(),
+            max_run: None,
         }
     }
 
@@ -200,25 +208,9 @@ pub struct Health {
     pub duration_ms: u64,
 }
 
-#[derive(Debug, thiserror::Error)]
-pub enum PollerError {
-    #[error("database unavailable: {0}")]
-    Pool(#[from] deadpool_postgres::PoolError),
-    #[error("database error: {0}")]
-    Db(#[from] tokio_postgres::Error),
-    #[error(transparent)]
-    Fault(#[from] FaultError),
-}
-
-impl From<DispatchError> for PollerError {
-    fn from(e: DispatchError) -> Self {
-        match e {
-            DispatchError::Pool(e) => PollerError::Pool(e),
-            DispatchError::Db(e) => PollerError::Db(e),
-            DispatchError::Fault(e) => PollerError::Fault(e),
-        }
-    }
-}
+/// Why a poller run stopped: the database, or an injected fault. (Mailer
+/// failures are outcomes, not errors.)
+pub use crate::notify::dispatch::DispatchError as PollerError;
 
 pub struct Poller<M: Mailer + 'static> {
     pool: Pool,
@@ -253,6 +245,8 @@ impl<M: Mailer + 'static> Poller<M> {
     /// run and the outbox's lag as EMF metrics and as the returned health.
     pub async fn invoke(&self, deadline: Instant) -> Result<Health, PollerError> {
         let started = Instant::now();
+        let deadline = self.effective_deadline(deadline, started);
+        tracing::info!(remaining_ms = deadline.saturating_duration_since(started).as_millis() as u64, "poller run starting");
         let summary = self.run_until(deadline).await?;
         let client = self.pool.get().await?;
         let oldest = super::status::oldest_due_pending_age(&client).await?;
@@ -260,6 +254,20 @@ impl<M: Mailer + 'static> Poller<M> {
         metrics.push(("OldestPendingAgeSeconds", oldest, Unit::Seconds));
         emf::emit("outbox-poller", &metrics);
         Ok(Health { summary, oldest_due_pending_age_secs: oldest, duration_ms: started.elapsed().as_millis() as u64 })
+    }
+
+    /// The runtime's deadline, capped by `POLLER_MAX_RUN_SECS`. A local
+    /// runtime emulator that reports a deadline already past (cargo lambda
+    /// watch does) gets `now + POLLER_MAX_RUN_SECS` instead of a busy loop.
+    fn effective_deadline(&self, deadline: Instant, now: Instant) -> Instant {
+        match self.config.max_run {
+            Some(max) if deadline <= now + self.config.safety_margin => {
+                tracing::warn!("the runtime reported no usable deadline; polling for POLLER_MAX_RUN_SECS");
+                now + max
+            }
+            Some(max) => deadline.min(now + max),
+            None => deadline,
+        }
     }
 
     /// Polls until `deadline - safety_margin`, or until the provider pauses

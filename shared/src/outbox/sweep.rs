@@ -69,6 +69,10 @@ pub struct Swept {
     pub to: String,
 }
 
+fn swept(r: &tokio_postgres::Row) -> Swept {
+    Swept { id: r.get(0), attempts: r.get(1), locked_by: r.get(2), to: r.get(3) }
+}
+
 /// Resets (or fails) up to `batch_size` stuck rows. Rows a live transaction
 /// is touching are skipped, not waited for.
 pub async fn sweep(client: &impl GenericClient, config: &SweeperConfig) -> Result<Vec<Swept>, tokio_postgres::Error> {
@@ -91,10 +95,7 @@ pub async fn sweep(client: &impl GenericClient, config: &SweeperConfig) -> Resul
             &[&config.stuck_after.as_secs_f64(), &config.max_attempts, &config.batch_size],
         )
         .await?;
-    Ok(rows
-        .iter()
-        .map(|r| Swept { id: r.get(0), attempts: r.get(1), locked_by: r.get(2), to: r.get(3) })
-        .collect())
+    Ok(rows.iter().map(swept).collect())
 }
 
 /// What [`sweep`] would do now, without doing it.
@@ -111,10 +112,7 @@ pub async fn sweep_dry_run(
             &[&config.stuck_after.as_secs_f64(), &config.max_attempts, &config.batch_size],
         )
         .await?;
-    Ok(rows
-        .iter()
-        .map(|r| Swept { id: r.get(0), attempts: r.get(1), locked_by: r.get(2), to: r.get(3) })
-        .collect())
+    Ok(rows.iter().map(swept).collect())
 }
 
 /// What one sweeper run did; the sweeper Lambda returns it.
