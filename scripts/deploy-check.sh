@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# Deployment checks, all offline:
+#   1. `sam validate` and `sam validate --lint` on template.yaml;
+#   2. deliberately broken templates must fail the lint;
+#   3. template defaults agree with the code (sweep timeout > poller timeout);
+#   4. `cargo lambda build --release --output-format zip` for the three functions.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source scripts/lib/lambda.sh
+
+SAM_VENV="${SAM_VENV:-.venv/sam}"
+if [ ! -x "$SAM_VENV/bin/sam" ]; then
+  echo "==> installing aws-sam-cli and cfn-lint into $SAM_VENV"
+  python3 -m venv "$SAM_VENV"
+  # cfn-lint newer than 1.53.x no longer runs the SAM translator (misses bad
+  # event properties, !Refs and runtimes), so it is pinned.
+  "$SAM_VENV/bin/pip" install -q --disable-pip-version-check 'aws-sam-cli==1.170.0' 'cfn-lint==1.53.3'
+fi
+export SAM_CLI_TELEMETRY=0
+SAM="$SAM_VENV/bin/sam"
+
+echo "==> sam validate"
+"$SAM" validate --region us-east-1 -t template.yaml
+"$SAM" validate --lint --region us-east-1 -t template.yaml
+
+echo "==> broken templates must fail"
+TMP="$(mktemp -d)"
+trap 'rm -rf "$TMP"' EXIT
+break_template() { # NAME PYTHON-REPLACEMENT-OLD NEW
+  python3 - "$2" "$3" "$TMP/$1.yaml" <<'PY'
+import sys
+old, new, out = sys.argv[1], sys.argv[2], sys.argv[3]
+src = open("template.yaml").read()
+assert old in src, f"{old!r} not in template.yaml"
+open(out, "w").write(src.replace(old, new, 1))
+PY
+  if "$SAM" validate --lint --region us-east-1 -t "$TMP/$1.yaml" >"$TMP/$1.log" 2>&1; then
+    echo "error: the broken template '$1' passed validation" >&2
+    exit 1
+  fi
+  echo "    $1: rejected ($(grep -m1 -oE '\[?[EW][0-9]{4}\]?.*' "$TMP/$1.log" | cut -c1-100 || echo failed))"
+}
+break_template wrong-runtime "Runtime: provided.al2023" "Runtime: provided.al2099"
+break_template bad-ref "Destination: !GetAtt ScheduledFailureQueue.Arn" "Destination: !GetAtt NoSuchQueue.Arn"
+break_template bad-event-property "ScheduleExpression: rate(5 minutes)" "ScheduleExpresion: rate(5 minutes)"
+
+echo "==> template defaults agree with the code"
+"$SAM_VENV/bin/python" - <<'PY'
+from cfnlint.decode import decode
+tpl, errs = decode("template.yaml")
+assert not errs, errs
+p = tpl["Parameters"]
+stuck, poller = int(p["SweepStuckAfterSeconds"]["Default"]), int(p["PollerTimeoutSeconds"]["Default"])
+assert stuck > poller, f"SweepStuckAfterSeconds ({stuck}) must exceed PollerTimeoutSeconds ({poller})"
+fns = tpl["Resources"]
+env = fns["OutboxPollerFunction"]["Properties"]["Environment"]["Variables"]
+margin = int(env["POLLER_SAFETY_MARGIN_SECS"])
+assert margin < int(p["PollerTimeoutSeconds"]["MinValue"]), "the safety margin must leave time to poll"
+print(f"    sweep timeout {stuck}s > poller timeout {poller}s; poller safety margin {margin}s")
+PY
+
+echo "==> cargo lambda build --release --output-format zip (x86_64)"
+lambda_ensure_installed
+cargo lambda build --release --locked --output-format zip \
+  -p booking-api -p outbox-poller -p outbox-sweeper
+for f in booking-api outbox-poller outbox-sweeper; do
+  zip="target/lambda/$f/bootstrap.zip"
+  [ -s "$zip" ] || { echo "error: $zip was not built" >&2; exit 1; }
+  echo "    $zip: $(du -k "$zip" | cut -f1) KiB"
+done
