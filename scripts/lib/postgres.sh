@@ -34,6 +34,8 @@ port_in_use() {
   python3 - "$1" <<'PY'
 import socket, sys
 s = socket.socket()
+# Only a listener counts; connections lingering in TIME_WAIT do not.
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
 try:
     s.bind(("127.0.0.1", int(sys.argv[1])))
 except OSError:
