@@ -28,6 +28,30 @@ pub struct Unreadable {
     pub reason: String,
 }
 
+/// The claim statement ($1 = limit, $2 = worker id). It reads only the
+/// partial indexes over unfinished rows (`outbox_events_due`,
+/// `outbox_events_unfinished_by_aggregate`), so millions of DONE rows do not
+/// slow it down. `OFFSET 0` keeps the ordering check a per-row probe of
+/// that index by `aggregate_id`: without it, a planner with stale statistics
+/// turns it into an anti-join that scans every unfinished row per candidate.
+pub const CLAIM_DUE: &str = "WITH due AS ( \
+         SELECT e.id FROM outbox_events e \
+         WHERE e.status = 'PENDING' AND e.next_attempt_at <= now() \
+           AND NOT EXISTS ( \
+               SELECT 1 FROM outbox_events earlier \
+               WHERE earlier.aggregate_id = e.aggregate_id \
+                 AND earlier.aggregate_version < e.aggregate_version \
+                 AND earlier.status IN ('PENDING', 'PROCESSING') \
+               OFFSET 0) \
+         ORDER BY e.next_attempt_at \
+         LIMIT $1 \
+         FOR UPDATE SKIP LOCKED) \
+     UPDATE outbox_events o \
+        SET status = 'PROCESSING', locked_at = now(), locked_by = $2, \
+            attempts = o.attempts + 1, updated_at = now() \
+       FROM due WHERE o.id = due.id \
+     RETURNING o.id, o.aggregate_id, o.aggregate_version, o.event_type, o.payload, o.attempts";
+
 /// Claims up to `limit` due PENDING events and marks them PROCESSING, in one
 /// short transaction.
 ///
@@ -42,22 +66,7 @@ pub async fn claim_due(
 ) -> Result<(Vec<ClaimedEvent>, Vec<Unreadable>), tokio_postgres::Error> {
     let rows = client
         .query(
-            &client.prepare_cached("WITH due AS ( \
-                 SELECT e.id FROM outbox_events e \
-                 WHERE e.status = 'PENDING' AND e.next_attempt_at <= now() \
-                   AND NOT EXISTS ( \
-                       SELECT 1 FROM outbox_events earlier \
-                       WHERE earlier.aggregate_id = e.aggregate_id \
-                         AND earlier.aggregate_version < e.aggregate_version \
-                         AND earlier.status IN ('PENDING', 'PROCESSING')) \
-                 ORDER BY e.next_attempt_at \
-                 LIMIT $1 \
-                 FOR UPDATE SKIP LOCKED) \
-             UPDATE outbox_events o \
-                SET status = 'PROCESSING', locked_at = now(), locked_by = $2, \
-                    attempts = o.attempts + 1, updated_at = now() \
-               FROM due WHERE o.id = due.id \
-             RETURNING o.id, o.aggregate_id, o.aggregate_version, o.event_type, o.payload, o.attempts").await?,
+            &client.prepare_cached(CLAIM_DUE).await?,
             &[&limit, &worker],
         )
         .await?;
