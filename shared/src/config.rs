@@ -7,9 +7,24 @@
 use std::env;
 use std::str::FromStr;
 
-#[derive(Debug, thiserror::Error)]
-#[error("configuration error: {0}")]
-pub struct ConfigError(pub String);
+/// A setting that cannot work, with the variable to change and how.
+/// Cold start fails with it, so the first invocation's log says what to fix.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("configuration error: {var} {problem}; {fix}")]
+pub struct ConfigError {
+    /// The environment variable (or setting) at fault.
+    pub var: String,
+    /// What is wrong with it, worded to follow the variable's name.
+    pub problem: String,
+    /// What to do about it.
+    pub fix: String,
+}
+
+impl ConfigError {
+    pub fn new(var: impl Into<String>, problem: impl Into<String>, fix: impl Into<String>) -> Self {
+        Self { var: var.into(), problem: problem.into(), fix: fix.into() }
+    }
+}
 
 /// Reads `name`, or `default` when it is unset or empty.
 pub fn var_or(name: &str, default: &str) -> String {
@@ -23,7 +38,7 @@ pub fn var_or(name: &str, default: &str) -> String {
 pub fn required(name: &str, hint: &str) -> Result<String, ConfigError> {
     match env::var(name) {
         Ok(v) if !v.trim().is_empty() => Ok(v.trim().to_string()),
-        _ => Err(ConfigError(format!("{name} is not set; {hint}"))),
+        _ => Err(ConfigError::new(name, "is not set", hint)),
     }
 }
 
@@ -36,7 +51,7 @@ where
         Ok(v) if !v.trim().is_empty() => v
             .trim()
             .parse()
-            .map_err(|e| ConfigError(format!("{name}={v:?} is invalid: {e}"))),
+            .map_err(|e| ConfigError::new(name, format!("is invalid ({v:?}: {e})"), "set a valid value, or unset it for the default")),
         _ => Ok(default),
     }
 }
@@ -51,6 +66,22 @@ pub enum AuthMode {
     /// headers are trusted. Must be switched on explicitly
     /// (`AUTH_MODE=insecure-dev-headers`).
     InsecureDevHeaders,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_bad_value_names_the_variable_and_the_fix() {
+        std::env::set_var("OUTBOX_CONFIG_TEST_NUMBER", "many");
+        let err = parsed_or("OUTBOX_CONFIG_TEST_NUMBER", 4u32).unwrap_err();
+        assert_eq!(err.var, "OUTBOX_CONFIG_TEST_NUMBER");
+        let text = err.to_string();
+        assert!(text.starts_with("configuration error: OUTBOX_CONFIG_TEST_NUMBER is invalid (\"many\""), "{text}");
+        assert!(text.ends_with("set a valid value, or unset it for the default"), "{text}");
+        assert_eq!(parsed_or("OUTBOX_CONFIG_TEST_UNSET", 4u32).unwrap(), 4);
+    }
 }
 
 impl FromStr for AuthMode {
@@ -81,9 +112,11 @@ impl ApiConfig {
         let auth_mode = parsed_or("AUTH_MODE", AuthMode::Jwt)?;
         let max_body_bytes = parsed_or("API_MAX_BODY_BYTES", Self::DEFAULT_MAX_BODY_BYTES)?;
         if max_body_bytes < 1024 {
-            return Err(ConfigError(format!(
-                "API_MAX_BODY_BYTES={max_body_bytes} is too small for a 50-attendee booking; use at least 1024"
-            )));
+            return Err(ConfigError::new(
+                "API_MAX_BODY_BYTES",
+                format!("{max_body_bytes} is too small for a 50-attendee booking"),
+                "use at least 1024",
+            ));
         }
         Ok(Self { auth_mode, max_body_bytes })
     }

@@ -12,6 +12,8 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use crate::config::ConfigError;
+
 pub const ENV_VAR: &str = "OUTBOX_FAULT_POINTS";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -44,26 +46,28 @@ impl Faults {
     }
 
     /// Reads `OUTBOX_FAULT_POINTS`; unset means inert.
-    pub fn from_env() -> Result<Self, crate::config::ConfigError> {
+    pub fn from_env() -> Result<Self, ConfigError> {
         match std::env::var(ENV_VAR) {
             Ok(spec) if !spec.trim().is_empty() => Self::parse(&spec),
             _ => Ok(Self::none()),
         }
     }
 
-    pub fn parse(spec: &str) -> Result<Self, crate::config::ConfigError> {
+    pub fn parse(spec: &str) -> Result<Self, ConfigError> {
         let mut faults = Self::none();
         for item in spec.split(',').map(str::trim).filter(|s| !s.is_empty()) {
             let (point, action) = item.split_once('=').ok_or_else(|| {
-                crate::config::ConfigError(format!("{ENV_VAR}: {item:?} is not point=action"))
+                ConfigError::new(ENV_VAR, format!("has {item:?}, which is not point=action"), "write point=error or point=kill")
             })?;
             let action = match action {
                 "error" => FaultAction::Error,
                 "kill" => FaultAction::Kill,
                 other => {
-                    return Err(crate::config::ConfigError(format!(
-                        "{ENV_VAR}: unknown action {other:?} for {point}; use error or kill"
-                    )))
+                    return Err(ConfigError::new(
+                        ENV_VAR,
+                        format!("has an unknown action {other:?} for {point}"),
+                        "use error or kill",
+                    ))
                 }
             };
             faults = faults.with(point, action);

@@ -1,21 +1,46 @@
 //! # The booking service and its transactional outbox
 //!
 //! This crate holds all the behaviour of the service; the Lambda binaries in
-//! `functions/` only adapt Lambda events to calls into it. Read it in the
-//! order a booking travels (the design story, `outbox-story.txt`):
+//! `functions/` only adapt Lambda events to calls into it. The modules are
+//! layers, and imports point one way, down:
+//!
+//! ```text
+//!   relay            the workers: poller, sweeper, retention, run summaries
+//!     │
+//!     ├──▶ api       HTTP requests → booking operations (problem+json)
+//!     ├──▶ notify    one email per recipient: claim, send, record (SES)
+//!     ▼
+//!   booking          bookings, their rules, and the events they write
+//!     ▼
+//!   outbox           a generic outbox: outbox_events, processed_events
+//!     ▼
+//!   db, config, fault, telemetry   (used by every layer)
+//! ```
+//!
+//! `api` and `notify` sit side by side and never import each other; nothing
+//! imports `relay`; `outbox` imports neither `booking` nor `notify`. A
+//! module that needs something from above is handed it as a value.
+//!
+//! Follow one booking down the tree (the design story, `outbox-story.txt`):
 //!
 //! 1. [`api`] turns an API Gateway HTTP API request into a call on
 //!    [`booking`], after checking the caller and parsing the body into domain
 //!    types (an invalid title or address cannot exist past the edge).
-//! 2. [`booking`] writes the booking **and** its outbox event in one Postgres
-//!    transaction ([`outbox::events`]), so either both exist or neither does.
-//! 3. The poller and sweeper (later layers of [`outbox`]) claim due events with
-//!    `FOR UPDATE SKIP LOCKED`, record them in `processed_events`, and claim
-//!    each recipient's notification before the mailer is called.
+//! 2. [`booking::service`] writes the booking **and** its outbox event
+//!    ([`booking::events`] → [`outbox::events::insert`]) in one Postgres
+//!    transaction, so either both exist or neither does.
+//! 3. [`relay::poller`] claims due events with `FOR UPDATE SKIP LOCKED`
+//!    ([`outbox::events::claim`]); [`relay::event`] records each in
+//!    `processed_events` ([`outbox::processed`]) and hands every recipient's
+//!    [`notify::Notification`] to [`notify::deliver`], which claims the send
+//!    in `booking_notification_sends` ([`notify::sends`]), commits, and only
+//!    then calls the mailer ([`notify::mailer::ses`]).
+//! 4. [`relay::sweeper`] resets rows stuck in PROCESSING and applies
+//!    retention.
 //!
 //! Cross-cutting pieces: [`config`] (validated at cold start), [`db`] (the
-//! connection pool and migrations) and [`fault`] (named fault points, inert
-//! unless a test turns them on).
+//! pool, migrations and the one [`db::DbError`]), [`fault`] (named fault
+//! points, inert unless a test turns them on) and [`telemetry`].
 
 pub mod api;
 pub mod booking;
@@ -24,4 +49,5 @@ pub mod db;
 pub mod fault;
 pub mod notify;
 pub mod outbox;
+pub mod relay;
 pub mod telemetry;

@@ -13,7 +13,7 @@ use outbox_tests::outbox::{create_booking_at, seed_events};
 use outbox_tests::TestDb;
 use shared::fault::Faults;
 use shared::notify::mailer::recording::RecordingMailer;
-use shared::outbox::poller::{Poller, PollerConfig};
+use shared::relay::{Poller, PollerConfig};
 
 fn env_usize(name: &str, default: usize) -> usize {
     std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)

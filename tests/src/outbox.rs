@@ -8,18 +8,17 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{TimeZone, Utc};
-use serde_json::Value;
 use shared::booking::domain::{
     parse_instant, Booking, BookingStatus, DisplayName, EmailAddress, NewBooking, Person, TimeRange, Timezone,
     Title,
 };
 use shared::booking::service::{BookingService, CreateOutcome};
+use shared::booking::events::{EventPayload, EventType};
 use shared::fault::Faults;
 use shared::notify::mailer::recording::RecordingMailer;
-use shared::outbox::events::EventPayload;
-use shared::outbox::poller::{Poller, PollerConfig};
-use shared::outbox::retention::RetentionConfig;
-use shared::outbox::sweep::{self, SweeperConfig};
+use shared::notify::sends as send_claims;
+use shared::outbox::events::{self, transitions::Reset};
+use shared::relay::{sweeper, Poller, PollerConfig, RetentionConfig, SweeperConfig};
 use uuid::Uuid;
 
 use crate::TestDb;
@@ -59,42 +58,29 @@ pub async fn seed_events(pool: &deadpool_postgres::Pool, events: usize, recipien
     let mut ids = Vec::with_capacity(events);
     let client = pool.get().await.unwrap();
     for chunk in (0..events).collect::<Vec<_>>().chunks(1000) {
-        let mut event_ids = Vec::new();
-        let mut booking_ids = Vec::new();
-        let mut payloads: Vec<Value> = Vec::new();
-        for &i in chunk {
-            let booking_id = Uuid::now_v7();
-            let start = Utc.with_ymd_and_hms(2027, 1, 1, 0, 0, 0).unwrap() + chrono::Duration::minutes(i as i64);
-            let booking = Booking {
-                id: booking_id,
-                title: format!("Seeded {i}"),
-                description: None,
-                location: None,
-                start,
-                end: start + chrono::Duration::minutes(30),
-                timezone: "UTC".into(),
-                organizer: person("organizer@example.com"),
-                attendees: (0..recipients).map(|r| person(&format!("r{r}.e{i}@example.com"))).collect(),
-                status: BookingStatus::Confirmed,
-                version: 1,
-                created_at: start,
-                updated_at: start,
-            };
-            event_ids.push(Uuid::now_v7());
-            booking_ids.push(booking_id);
-            payloads.push(
-                serde_json::to_value(EventPayload { booking, previous_start: None, previous_end: None }).unwrap(),
-            );
-        }
-        client
-            .execute(
-                "INSERT INTO outbox_events (id, aggregate_id, aggregate_version, event_type, payload) \
-                 SELECT id, agg, 1, 'BOOKING_CONFIRMED', p FROM unnest($1::uuid[], $2::uuid[], $3::jsonb[]) AS t(id, agg, p)",
-                &[&event_ids, &booking_ids, &payloads],
-            )
-            .await
-            .unwrap();
-        ids.extend(event_ids);
+        let new: Vec<_> = chunk
+            .iter()
+            .map(|&i| {
+                let start = Utc.with_ymd_and_hms(2027, 1, 1, 0, 0, 0).unwrap() + chrono::Duration::minutes(i as i64);
+                let booking = Booking {
+                    id: Uuid::now_v7(),
+                    title: format!("Seeded {i}"),
+                    description: None,
+                    location: None,
+                    start,
+                    end: start + chrono::Duration::minutes(30),
+                    timezone: "UTC".into(),
+                    organizer: person("organizer@example.com"),
+                    attendees: (0..recipients).map(|r| person(&format!("r{r}.e{i}@example.com"))).collect(),
+                    status: BookingStatus::Confirmed,
+                    version: 1,
+                    created_at: start,
+                    updated_at: start,
+                };
+                EventPayload::of(booking).to_outbox(EventType::BookingConfirmed)
+            })
+            .collect();
+        ids.extend(events::insert_many(&client, &new).await.unwrap());
     }
     ids
 }
@@ -127,36 +113,52 @@ pub async fn age_processing_rows(db: &TestDb, secs: i64) {
 }
 
 /// The sweep as the sweeper Lambda runs it, after the stuck timeout passed.
-pub async fn sweep_after_timeout(db: &TestDb, max_attempts: i32) -> Vec<sweep::Swept> {
+pub async fn sweep_after_timeout(db: &TestDb, max_attempts: i32) -> Vec<Reset> {
     age_processing_rows(db, 301).await;
     let client = db.pool.get().await.unwrap();
-    sweep::sweep(&client, &sweeper_config(max_attempts)).await.unwrap()
+    sweeper::sweep_once(&client, &sweeper_config(max_attempts), false).await.unwrap()
 }
 
+/// `(status, attempts, last_error)` of an event.
 pub async fn event_status(db: &TestDb, id: Uuid) -> (String, i32, Option<String>) {
     let client = db.pool.get().await.unwrap();
-    let row = client
-        .query_one("SELECT status, attempts, last_error FROM outbox_events WHERE id = $1", &[&id])
-        .await
-        .unwrap();
-    (row.get(0), row.get(1), row.get(2))
+    let e = events::get(&client, id).await.unwrap().expect("the event exists");
+    (e.status.to_string(), e.attempts, e.last_error)
 }
 
 /// `(recipient, status)` of every send of an event, sorted.
 pub async fn sends(db: &TestDb, event_id: Uuid) -> Vec<(String, String)> {
     let client = db.pool.get().await.unwrap();
-    let mut v: Vec<(String, String)> = client
-        .query(
-            "SELECT recipient_email, status FROM booking_notification_sends WHERE outbox_event_id = $1",
-            &[&event_id],
-        )
-        .await
-        .unwrap()
-        .iter()
-        .map(|r| (r.get(0), r.get(1)))
-        .collect();
-    v.sort();
-    v
+    let sends = send_claims::of_event(&client, event_id).await.unwrap();
+    sends.into_iter().map(|(to, status)| (to, status.to_string())).collect()
+}
+
+/// Events by status (`"DONE"` → count).
+pub async fn event_counts(db: &TestDb) -> std::collections::BTreeMap<String, i64> {
+    let client = db.pool.get().await.unwrap();
+    events::counts(&client).await.unwrap().into_iter().map(|(s, n)| (s.to_string(), n)).collect()
+}
+
+/// Sends by status (`"SENT"` → count).
+pub async fn send_counts(db: &TestDb) -> std::collections::BTreeMap<String, i64> {
+    let client = db.pool.get().await.unwrap();
+    send_claims::counts(&client).await.unwrap().into_iter().map(|(s, n)| (s.to_string(), n)).collect()
+}
+
+/// Forces a finished event to run again, as the library's operator
+/// transitions do (reopen + forget its `processed_events` row).
+pub async fn force_run_again(db: &TestDb, event_id: Uuid) {
+    let mut client = db.pool.get().await.unwrap();
+    let tx = client.transaction().await.unwrap();
+    shared::outbox::processed::forget(&tx, event_id).await.unwrap();
+    assert!(shared::outbox::events::transitions::reopen(&tx, event_id, "test: run again").await.unwrap());
+    tx.commit().await.unwrap();
+}
+
+/// Every outbox event of one booking, oldest version first.
+pub async fn events_of(db: &TestDb, booking_id: Uuid) -> Vec<events::StoredEvent> {
+    let client = db.pool.get().await.unwrap();
+    events::of_aggregate(&client, booking_id).await.unwrap()
 }
 
 pub async fn only_event_id(db: &TestDb) -> Uuid {

@@ -5,6 +5,7 @@ use serde_json::{json, Value};
 use shared::config::ApiConfig;
 use shared::fault::{FaultAction, Faults};
 use outbox_tests::api::{booking_body, Caller, TestApi, ALICE, BOB, EVE};
+use outbox_tests::outbox::events_of;
 use outbox_tests::TestDb;
 
 async fn create(api: &TestApi, hour: u32) -> Value {
@@ -27,22 +28,14 @@ async fn create_writes_booking_and_confirmed_event_in_one_transaction() {
     assert_eq!(resp.body["version"], 1);
     assert_eq!(resp.body["start"], "2026-12-01T09:00:00Z");
 
-    let client = db.pool.get().await.unwrap();
-    let row = client
-        .query_one(
-            "SELECT aggregate_id::text, aggregate_version, event_type, status, attempts, payload \
-             FROM outbox_events",
-            &[],
-        )
-        .await
-        .unwrap();
-    assert_eq!(row.get::<_, String>(0), id);
-    assert_eq!(row.get::<_, i32>(1), 1);
-    assert_eq!(row.get::<_, String>(2), "BOOKING_CONFIRMED");
-    assert_eq!(row.get::<_, String>(3), "PENDING");
-    assert_eq!(row.get::<_, i32>(4), 0);
-    let payload: Value = row.get(5);
-    assert_eq!(payload["booking"], resp.body, "the event carries the booking as created");
+    assert_eq!(db.count("outbox_events").await, 1);
+    let event = events_of(&db, id.parse().unwrap()).await.remove(0);
+    assert_eq!(event.aggregate_id.to_string(), id);
+    assert_eq!(event.aggregate_version, 1);
+    assert_eq!(event.event_type, "BOOKING_CONFIRMED");
+    assert_eq!(event.status.as_str(), "PENDING");
+    assert_eq!(event.attempts, 0);
+    assert_eq!(event.payload["booking"], resp.body, "the event carries the booking as created");
     // Both rows were written by the same transaction.
     let same_tx: bool = db
         .scalar("SELECT (SELECT xmin::text FROM bookings) = (SELECT xmin::text FROM outbox_events)")
@@ -200,17 +193,9 @@ async fn cancel_writes_cancelled_event_and_is_idempotent() {
     let again = api.send("POST", &path, Some(BOB), &[], None).await;
     assert_eq!(again.status, 200);
     assert_eq!(again.body, first.body, "cancelling twice changes nothing");
-    let events: Vec<(String, i32)> = db
-        .pool
-        .get()
-        .await
-        .unwrap()
-        .query("SELECT event_type, aggregate_version FROM outbox_events ORDER BY aggregate_version", &[])
-        .await
-        .unwrap()
-        .iter()
-        .map(|r| (r.get(0), r.get(1)))
-        .collect();
+    let id = first.body["id"].as_str().unwrap().parse().unwrap();
+    let events: Vec<(String, i32)> =
+        events_of(&db, id).await.into_iter().map(|e| (e.event_type, e.aggregate_version)).collect();
     assert_eq!(events, vec![("BOOKING_CONFIRMED".into(), 1), ("BOOKING_CANCELLED".into(), 2)]);
     // A cancelled booking no longer blocks the slot.
     assert_eq!(api.post("/bookings", BOB, &booking_body(9)).await.status, 201);
@@ -234,12 +219,8 @@ async fn reschedule_uses_optimistic_concurrency_and_writes_rescheduled_event() {
     assert_eq!(stale.body["type"], "/problems/version-conflict");
     assert_eq!(stale.body["current_version"], 2);
 
-    let client = db.pool.get().await.unwrap();
-    let row = client
-        .query_one("SELECT payload FROM outbox_events WHERE event_type = 'BOOKING_RESCHEDULED'", &[])
-        .await
-        .unwrap();
-    let payload: Value = row.get(0);
+    let events = events_of(&db, booking["id"].as_str().unwrap().parse().unwrap()).await;
+    let payload = &events.iter().find(|e| e.event_type == "BOOKING_RESCHEDULED").unwrap().payload;
     assert_eq!(payload["booking"]["version"], 2);
     assert_eq!(payload["previous_start"], "2026-12-01T09:00:00Z");
     assert_eq!(db.count("outbox_events").await, 2, "the stale attempt wrote nothing");

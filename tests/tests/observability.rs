@@ -4,7 +4,7 @@
 use outbox_tests::outbox::*;
 use outbox_tests::TestDb;
 use serde_json::Value;
-use shared::outbox::poller::RunSummary;
+use shared::relay::RunSummary;
 use shared::telemetry::emf;
 
 fn emf_lines(stdout: &str) -> Vec<Value> {

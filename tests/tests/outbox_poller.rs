@@ -12,8 +12,8 @@ use shared::booking::service::BookingService;
 use shared::fault::Faults;
 use shared::notify::mailer::recording::RecordingMailer;
 use shared::notify::mailer::SendOutcome;
-use shared::outbox::events::EventType;
-use shared::outbox::poller::PollerConfig;
+use shared::booking::events::EventType;
+use shared::relay::PollerConfig;
 
 #[tokio::test]
 async fn per_booking_ordering_cancel_never_overtakes_its_invitation_and_others_are_not_stalled() {
@@ -42,22 +42,10 @@ async fn per_booking_ordering_cancel_never_overtakes_its_invitation_and_others_a
         ],
         "booking B went through both its events while A was stuck"
     );
-    let a_cancel: String = db
-        .scalar(&format!(
-            "SELECT status FROM outbox_events WHERE aggregate_id = '{}' AND event_type = 'BOOKING_CANCELLED'",
-            a.id
-        ))
-        .await;
-    assert_eq!(a_cancel, "PENDING", "A's cancel waits behind its unfinished invitation");
-    assert_eq!(
-        db.scalar::<i32>(&format!(
-            "SELECT attempts FROM outbox_events WHERE aggregate_id = '{}' AND event_type = 'BOOKING_CANCELLED'",
-            a.id
-        ))
-        .await,
-        0,
-        "and was never claimed"
-    );
+    let a_events = events_of(&db, a.id).await;
+    let a_cancel = a_events.iter().find(|e| e.event_type == "BOOKING_CANCELLED").unwrap();
+    assert_eq!(a_cancel.status.as_str(), "PENDING", "A's cancel waits behind its unfinished invitation");
+    assert_eq!(a_cancel.attempts, 0, "and was never claimed");
 
     p.drain().await.unwrap();
     let alice: Vec<(EventType, i32)> = mailer
@@ -78,17 +66,7 @@ async fn a_dead_event_does_not_block_later_events_of_its_booking_forever() {
     let mailer = Arc::new(RecordingMailer::new());
     mailer.script("alice@example.com", SendOutcome::Misconfigured { reason: "MailFromDomainNotVerified".into() }, 1);
     poller(&db, mailer.clone(), PollerConfig::for_tests("w")).drain().await.unwrap();
-    let statuses: Vec<String> = db
-        .pool
-        .get()
-        .await
-        .unwrap()
-        .query("SELECT status FROM outbox_events ORDER BY aggregate_version", &[])
-        .await
-        .unwrap()
-        .iter()
-        .map(|r| r.get(0))
-        .collect();
+    let statuses: Vec<String> = events_of(&db, a.id).await.iter().map(|e| e.status.to_string()).collect();
     assert_eq!(statuses, vec!["DEAD", "DONE"]);
 }
 
@@ -150,8 +128,8 @@ fn backoff_grows_exponentially_with_jitter_and_is_capped() {
 
 #[test]
 fn sweeper_timeout_must_exceed_the_poller_timeout() {
-    use shared::outbox::retention::RetentionConfig;
-    use shared::outbox::sweep::SweeperConfig;
+    use shared::relay::RetentionConfig;
+    use shared::relay::SweeperConfig;
     let err = SweeperConfig::new(Duration::from_secs(30), Duration::from_secs(60), 8, 100, RetentionConfig::default())
         .unwrap_err()
         .to_string();
@@ -161,7 +139,7 @@ fn sweeper_timeout_must_exceed_the_poller_timeout() {
 
 #[tokio::test]
 async fn retention_deletes_only_finished_rows_in_bounded_batches() {
-    use shared::outbox::retention::{self, RetentionConfig};
+    use shared::relay::{retention, RetentionConfig};
     let db = TestDb::create().await;
     for slot in 0..5 {
         create_booking(&db, slot, &["alice@example.com"]).await;
@@ -204,7 +182,7 @@ async fn soak_eight_pollers_5000_events_3_recipients_each_delivered_exactly_once
         let pool = TestDb::pool_for(&db.url, 5);
         let mut config = PollerConfig::for_tests(&format!("soak-{i}"));
         config.concurrency = 2;
-        let p = shared::outbox::poller::Poller::new(pool, mailer.clone(), Faults::none(), config);
+        let p = shared::relay::Poller::new(pool, mailer.clone(), Faults::none(), config);
         handles.push(tokio::spawn(async move { p.drain().await.unwrap() }));
     }
     let mut per_worker = Vec::new();
@@ -219,13 +197,13 @@ async fn soak_eight_pollers_5000_events_3_recipients_each_delivered_exactly_once
     assert!(counts.values().all(|&c| c == 1), "and none twice");
     assert_eq!(mailer.count(), 15_000);
     assert!(per_worker.iter().filter(|&&s| s > 0).count() >= 4, "the work was shared: {per_worker:?}");
-    assert_eq!(db.scalar::<i64>("SELECT count(*) FROM outbox_events WHERE status = 'DONE'").await, events.len() as i64);
-    assert_eq!(db.scalar::<i64>("SELECT count(*) FROM booking_notification_sends WHERE status = 'SENT'").await, 15_000);
+    assert_eq!(event_counts(&db).await["DONE"], events.len() as i64);
+    assert_eq!(send_counts(&db).await["SENT"], 15_000);
 }
 
 #[tokio::test]
 async fn sweeper_run_resets_and_dead_letters_stuck_rows_then_applies_retention() {
-    use shared::outbox::sweep;
+    use shared::relay::sweeper;
     let db = TestDb::create().await;
     for slot in 0..3 {
         create_booking(&db, slot, &["alice@example.com"]).await;
@@ -245,7 +223,7 @@ async fn sweeper_run_resets_and_dead_letters_stuck_rows_then_applies_retention()
         )
         .await
         .unwrap();
-    let report = sweep::run(&db.pool, &sweeper_config(8)).await.unwrap();
+    let report = sweeper::run(&db.pool, &sweeper_config(8)).await.unwrap();
     assert_eq!((report.reset, report.dead_lettered, report.retention.events), (1, 1, 1));
     let statuses: Vec<String> = client
         .query("SELECT status FROM outbox_events ORDER BY id", &[])
@@ -293,7 +271,7 @@ async fn claim_cost(done: i64) -> (i64, String) {
     let tx = conn.transaction().await.unwrap();
     let plan: serde_json::Value = tx
         .query_one(
-            &format!("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) {}", shared::outbox::claim::CLAIM_DUE),
+            &format!("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) {}", shared::outbox::events::claim::CLAIM_DUE),
             &[&32i64, &"explain"],
         )
         .await

@@ -7,10 +7,12 @@ use std::time::Duration;
 
 use outbox_tests::outbox::*;
 use outbox_tests::TestDb;
-use shared::notify::dispatch::{FAULT_AFTER_SEND, FAULT_AFTER_SEND_CLAIM};
+use shared::notify::deliver::{FAULT_AFTER_SEND, FAULT_AFTER_SEND_CLAIM};
 use shared::notify::mailer::recording::RecordingMailer;
 use shared::notify::mailer::SendOutcome;
-use shared::outbox::poller::{PollerConfig, FAULT_AFTER_CLAIM, FAULT_BEFORE_DONE_COMMIT};
+use shared::relay::event::FAULT_BEFORE_DONE_COMMIT;
+use shared::relay::poller::FAULT_AFTER_CLAIM;
+use shared::relay::PollerConfig;
 
 const ALICE: &str = "alice@example.com";
 const CAROL: &str = "carol@example.com";
@@ -36,7 +38,7 @@ async fn crash_after_send_before_commit_sends_no_duplicate() {
 
     let swept = sweep_after_timeout(&db, 8).await;
     assert_eq!(swept.len(), 1);
-    assert_eq!(swept[0].to, "PENDING");
+    assert_eq!(swept[0].to.as_str(), "PENDING");
     let status = worker.run(&db, "", &[]).await;
     assert!(status.success());
 
@@ -138,7 +140,7 @@ async fn two_workers_on_the_same_events_send_no_duplicate() {
     keys.sort();
     keys.dedup();
     assert_eq!(keys.len(), 600, "no (event, recipient) was sent twice");
-    assert_eq!(db.scalar::<i64>("SELECT count(*) FROM outbox_events WHERE status = 'DONE'").await, 300);
+    assert_eq!(event_counts(&db).await["DONE"], 300);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -176,7 +178,7 @@ async fn stuck_processing_row_is_swept_and_then_delivered() {
 
     // Not yet past the timeout: a sweep leaves it alone (it could be live).
     let client = db.pool.get().await.unwrap();
-    assert!(shared::outbox::sweep::sweep(&client, &sweeper_config(8)).await.unwrap().is_empty());
+    assert!(shared::relay::sweeper::sweep_once(&client, &sweeper_config(8), false).await.unwrap().is_empty());
     // A poll does not see it either: only PENDING rows are claimed.
     assert!(worker.run(&db, "", &[]).await.success());
     assert!(worker.sent().is_empty());
@@ -205,7 +207,7 @@ async fn exhausted_attempts_go_dead_with_no_sweep_ping_pong() {
         assert_eq!(event_status(&db, event).await.1, attempt);
         let swept = sweep_after_timeout(&db, 2).await;
         let expected = if attempt < 2 { "PENDING" } else { "DEAD" };
-        assert_eq!(swept[0].to, expected, "attempt {attempt}");
+        assert_eq!(swept[0].to.as_str(), expected, "attempt {attempt}");
     }
     let (status, attempts, last_error) = event_status(&db, event).await;
     assert_eq!((status.as_str(), attempts), ("DEAD", 2));
@@ -283,8 +285,7 @@ async fn unknown_outcome_keeps_the_claim_and_is_never_resent() {
     assert_eq!(sends(&db, event).await, vec![(ALICE.into(), "UNKNOWN".into())]);
     assert_eq!(event_status(&db, event).await.0, "DONE");
     // Even if the event is forced to run again, the kept claim stops a resend.
-    db.scalar::<i64>("WITH u AS (UPDATE outbox_events SET status = 'PENDING' RETURNING 1) SELECT count(*) FROM u").await;
-    db.scalar::<i64>("WITH d AS (DELETE FROM processed_events RETURNING 1) SELECT count(*) FROM d").await;
+    force_run_again(&db, event).await;
     p.drain().await.unwrap();
     assert_eq!(mailer.count(), 0);
 }
@@ -292,8 +293,8 @@ async fn unknown_outcome_keeps_the_claim_and_is_never_resent() {
 #[tokio::test]
 async fn paused_provider_stops_the_run_without_burning_attempts() {
     let db = TestDb::create().await;
-    create_booking(&db, 1, &[ALICE]).await;
-    create_booking(&db, 2, &[CAROL]).await;
+    let a = create_booking(&db, 1, &[ALICE]).await;
+    let c = create_booking(&db, 2, &[CAROL]).await;
     let mailer = Arc::new(RecordingMailer::new());
     mailer.script(ALICE, SendOutcome::Paused { reason: "SendingPausedException".into() }, 1);
     mailer.script(CAROL, SendOutcome::Paused { reason: "SendingPausedException".into() }, 1);
@@ -302,17 +303,14 @@ async fn paused_provider_stops_the_run_without_burning_attempts() {
     let summary = poller(&db, mailer.clone(), config).drain().await.unwrap();
     assert!(summary.paused);
     assert_eq!(mailer.count(), 0);
-    let rows: Vec<(String, i32)> = db
-        .pool
-        .get()
-        .await
-        .unwrap()
-        .query("SELECT status, attempts FROM outbox_events", &[])
-        .await
-        .unwrap()
-        .iter()
-        .map(|r| (r.get(0), r.get(1)))
-        .collect();
+    let client = db.pool.get().await.unwrap();
+    let mut rows: Vec<(String, i32)> = Vec::new();
+    for booking in [&a, &c] {
+        for e in shared::outbox::events::of_aggregate(&client, booking.id).await.unwrap() {
+            rows.push((e.status.to_string(), e.attempts));
+        }
+    }
+    assert_eq!(rows.len(), 2);
     assert!(rows.iter().all(|(s, a)| s == "PENDING" && *a == 0), "requeued, no attempt used: {rows:?}");
     assert_eq!(db.count("booking_notification_sends").await, 0, "claims released");
 }

@@ -8,7 +8,7 @@ use outbox_tests::TestDb;
 use serde_json::Value;
 use shared::notify::mailer::recording::RecordingMailer;
 use shared::notify::mailer::SendOutcome;
-use shared::outbox::poller::PollerConfig;
+use shared::relay::PollerConfig;
 
 struct Out {
     code: i32,
@@ -169,7 +169,7 @@ async fn replay_all_filters_by_type_and_time() {
     assert_eq!(later.json(), serde_json::json!([]));
     let all = ctl(&db, &["dead", "replay", "--all", "--type", "BOOKING_CONFIRMED", "--json"]);
     assert_eq!(all.json().as_array().unwrap().len(), 1);
-    assert_eq!(db.scalar::<i64>("SELECT count(*) FROM outbox_events WHERE status = 'DEAD'").await, 0);
+    assert_eq!(event_counts(&db).await["DEAD"], 0);
 }
 
 #[tokio::test]

@@ -12,7 +12,7 @@ use outbox_tests::TestDb;
 use serde_json::{json, Value};
 use shared::fault::Faults;
 use shared::notify::mailer::ses::SesMailer;
-use shared::outbox::poller::{Poller, PollerConfig};
+use shared::relay::{Poller, PollerConfig};
 
 const BOB: Caller<'static> = Caller { email: "bob@example.com", name: "Bob Organizer" };
 
@@ -159,8 +159,7 @@ async fn send_to_a_closed_port_is_unknown_and_never_resent() {
     assert_eq!(sends(&db, event).await, vec![("alice@example.com".into(), "UNKNOWN".into())]);
     assert_eq!(event_status(&db, event).await.0, "DONE");
     // Forcing the event to run again does not send it either: the claim stays.
-    db.scalar::<i64>("WITH u AS (UPDATE outbox_events SET status = 'PENDING' RETURNING 1) SELECT count(*) FROM u").await;
-    db.scalar::<i64>("WITH d AS (DELETE FROM processed_events RETURNING 1) SELECT count(*) FROM d").await;
+    outbox_tests::outbox::force_run_again(&db, event).await;
     let again = poller.drain().await.unwrap();
     assert_eq!((again.skipped, again.sent, again.unknown), (1, 0, 0));
 }

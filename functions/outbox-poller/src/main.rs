@@ -1,5 +1,5 @@
 //! Outbox poller Lambda (EventBridge schedule): an adapter from the
-//! scheduled event to `shared::outbox::poller::Poller::invoke`, which keeps
+//! scheduled event to `shared::relay::Poller::invoke`, which keeps
 //! polling until the invocation's deadline minus a safety margin, emits EMF
 //! metrics and returns a health summary. The pool and the SES client are
 //! built once per container.
@@ -11,7 +11,7 @@ use serde_json::Value;
 use shared::db::DbConfig;
 use shared::fault::Faults;
 use shared::notify::mailer::ses::{SesConfig, SesMailer};
-use shared::outbox::poller::{deadline_from, Poller, PollerConfig};
+use shared::relay::{deadline_from, Poller, PollerConfig};
 use tracing::Instrument;
 
 #[tokio::main]

@@ -1,5 +1,5 @@
 //! Outbox sweeper Lambda (EventBridge schedule): an adapter to
-//! `shared::outbox::sweep::run`, which resets rows stuck in PROCESSING (or
+//! `shared::relay::sweeper::run`, which resets rows stuck in PROCESSING (or
 //! dead-letters them when out of attempts), applies retention and emits EMF
 //! metrics. Configuration is checked at cold start: the stuck timeout must
 //! exceed the poller's timeout.
@@ -7,7 +7,7 @@
 use lambda_runtime::{run, service_fn, Error, LambdaEvent};
 use serde_json::Value;
 use shared::db::DbConfig;
-use shared::outbox::sweep::{self, SweeperConfig};
+use shared::relay::{sweeper, SweeperConfig};
 use tracing::Instrument;
 
 #[tokio::main]
@@ -19,7 +19,7 @@ async fn main() -> Result<(), Error> {
     run(service_fn(move |event: LambdaEvent<Value>| {
         let span = tracing::info_span!("invocation", request_id = %event.context.request_id);
         async move {
-            let report = sweep::run(pool, config).await?;
+            let report = sweeper::run(pool, config).await?;
             tracing::info!(reset = report.reset, dead_lettered = report.dead_lettered, "sweep finished");
             Ok::<_, Error>(serde_json::to_value(report)?)
         }

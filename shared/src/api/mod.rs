@@ -26,6 +26,7 @@ use crate::booking::domain::{self, Booking, Person, TimeRange, Timezone};
 use crate::booking::service::{BookingService, CreateOutcome, IdempotencyRequest};
 use crate::booking::BookingError;
 use crate::config::ApiConfig;
+use crate::db::DbError;
 use crate::fault::Faults;
 use body::{parse_json, CreateBookingBody, FieldErrors};
 use problem::Problem;
@@ -55,7 +56,7 @@ impl Api {
         use tracing::Instrument;
         let request_id = req.lambda_context_ref().map(|c| c.request_id.clone()).unwrap_or_default();
         let span = tracing::info_span!("request", %request_id, method = %req.method(), path = %req.uri().path());
-        let resp = match self.dispatch(&req).instrument(span.clone()).await {
+        let resp = match self.route_request(&req).instrument(span.clone()).await {
             Ok(resp) => resp,
             Err(problem) => problem.into_response(),
         };
@@ -63,7 +64,8 @@ impl Api {
         resp
     }
 
-    async fn dispatch(&self, req: &Request) -> Result<Response<Body>, Problem> {
+    /// Routes one request to its handler.
+    async fn route_request(&self, req: &Request) -> Result<Response<Body>, Problem> {
         let route = route(req.uri().path()).ok_or_else(|| {
             Problem::new(StatusCode::NOT_FOUND, "not-found", "Not found", format!("no route for {}", req.uri().path()))
         })?;
@@ -224,11 +226,11 @@ fn problem_for(err: BookingError) -> Problem {
             "Idempotency-Key reused",
             err.to_string(),
         ),
-        Unavailable(_) => {
+        Db(DbError::Unavailable(_)) => {
             tracing::error!(error = %err, "database unavailable");
             Problem::new(StatusCode::SERVICE_UNAVAILABLE, "unavailable", "Service unavailable", "the database is unavailable; retry shortly")
         }
-        Db(ref e) if is_transient(e) => {
+        Db(ref e) if e.is_transient() => {
             tracing::warn!(error = %err, "transient database error");
             Problem::new(StatusCode::SERVICE_UNAVAILABLE, "unavailable", "Service unavailable", "a transient database error occurred; retry")
         }
@@ -237,15 +239,4 @@ fn problem_for(err: BookingError) -> Problem {
             Problem::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", "Internal error", "the request could not be completed; nothing was saved")
         }
     }
-}
-
-fn is_transient(e: &tokio_postgres::Error) -> bool {
-    use tokio_postgres::error::SqlState;
-    e.is_closed()
-        || e.code().is_some_and(|c| {
-            *c == SqlState::T_R_SERIALIZATION_FAILURE
-                || *c == SqlState::T_R_DEADLOCK_DETECTED
-                || *c == SqlState::ADMIN_SHUTDOWN
-                || *c == SqlState::CANNOT_CONNECT_NOW
-        })
 }

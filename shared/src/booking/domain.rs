@@ -210,14 +210,17 @@ pub enum BookingStatus {
 }
 
 impl BookingStatus {
-    pub fn as_str(self) -> &'static str {
+    /// The status as stored; the one place it is spelled (statements splice
+    /// it in at compile time).
+    pub const fn as_str(self) -> &'static str {
         match self {
             BookingStatus::Confirmed => "CONFIRMED",
             BookingStatus::Cancelled => "CANCELLED",
         }
     }
+
     pub fn from_db(s: &str) -> Self {
-        if s == "CANCELLED" {
+        if s == BookingStatus::Cancelled.as_str() {
             BookingStatus::Cancelled
         } else {
             BookingStatus::Confirmed

@@ -6,10 +6,13 @@
 //! key until the first transaction ends: if it committed, the second sees the
 //! stored response; if it rolled back, the second proceeds as if first.
 
+use std::time::Duration;
+
 use deadpool_postgres::GenericClient;
 use uuid::Uuid;
 
 use super::BookingError;
+use crate::db::DbResult;
 
 /// The stored outcome of an earlier request with the same key.
 #[derive(Debug, Clone)]
@@ -82,7 +85,14 @@ pub async fn complete(
     Ok(())
 }
 
-/// Retention of keys older than their TTL ($1 seconds), at most $2 per call.
-pub const DELETE_EXPIRED: &str = "DELETE FROM idempotency_keys WHERE (caller_email, idempotency_key) IN ( \
-     SELECT caller_email, idempotency_key FROM idempotency_keys \
-      WHERE created_at < now() - make_interval(secs => $1) LIMIT $2)";
+/// Retention: deletes up to `limit` keys older than `ttl`; returns how many.
+pub async fn purge_expired(client: &impl GenericClient, ttl: Duration, limit: i64) -> DbResult<u64> {
+    Ok(client
+        .execute(
+            "DELETE FROM idempotency_keys WHERE (caller_email, idempotency_key) IN ( \
+                 SELECT caller_email, idempotency_key FROM idempotency_keys \
+                  WHERE created_at < now() - make_interval(secs => $1) LIMIT $2)",
+            &[&ttl.as_secs_f64(), &limit],
+        )
+        .await?)
+}

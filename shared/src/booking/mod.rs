@@ -3,8 +3,10 @@
 //! Every operation that changes a booking writes its outbox event in the same
 //! transaction (see [`service`]). That is the first guarantee of the design
 //! story: the booking and the promise to notify exist together or not at all.
+//! [`events`] says what those events carry and who is told about them.
 
 pub mod domain;
+pub mod events;
 pub mod idempotency;
 pub mod service;
 pub mod store;
@@ -25,12 +27,22 @@ pub enum BookingError {
     Cancelled,
     #[error("this Idempotency-Key was already used with a different request")]
     IdempotencyKeyMismatch,
-    #[error("database unavailable: {0}")]
-    Unavailable(#[from] deadpool_postgres::PoolError),
-    #[error("database error: {0}")]
-    Db(#[from] tokio_postgres::Error),
+    #[error(transparent)]
+    Db(#[from] crate::db::DbError),
     #[error("stored data is invalid: {0}")]
     Corrupt(String),
     #[error(transparent)]
     Fault(#[from] crate::fault::FaultError),
+}
+
+impl From<tokio_postgres::Error> for BookingError {
+    fn from(e: tokio_postgres::Error) -> Self {
+        BookingError::Db(e.into())
+    }
+}
+
+impl From<deadpool_postgres::PoolError> for BookingError {
+    fn from(e: deadpool_postgres::PoolError) -> Self {
+        BookingError::Db(e.into())
+    }
 }

@@ -9,7 +9,8 @@ use super::domain::{Booking, BookingStatus, EmailAddress, NewBooking, Person, Ti
 use super::idempotency::{self, Begin, StoredResponse};
 use super::{store, BookingError};
 use crate::fault::Faults;
-use crate::outbox::events::{self, EventPayload, EventType};
+use super::events::{EventPayload, EventType};
+use crate::outbox;
 
 /// Fault point between the booking insert and the outbox insert.
 pub const FAULT_CREATE_BETWEEN_INSERTS: &str = "booking.create.between_inserts";
@@ -68,8 +69,8 @@ impl BookingService {
         let booking = store::insert(&tx, Uuid::now_v7(), organizer, &new).await?;
         tracing::Span::current().record("booking_id", tracing::field::display(booking.id));
         self.faults.hit(FAULT_CREATE_BETWEEN_INSERTS)?;
-        let payload = EventPayload { booking, previous_start: None, previous_end: None };
-        let event_id = events::insert(&tx, EventType::BookingConfirmed, &payload).await?;
+        let payload = EventPayload::of(booking);
+        let event_id = outbox::events::insert(&tx, &payload.to_outbox(EventType::BookingConfirmed)).await?;
         if let Some(idem) = &idem {
             let body = serde_json::to_value(&payload.booking).expect("booking serialises");
             idempotency::complete(&tx, organizer.email.as_str(), &idem.key, 201, &body, payload.booking.id)
@@ -99,8 +100,8 @@ impl BookingService {
         }
         let booking = store::mark_cancelled(&tx, id).await?;
         self.faults.hit(FAULT_CHANGE_BETWEEN_WRITES)?;
-        let payload = EventPayload { booking, previous_start: None, previous_end: None };
-        let event_id = events::insert(&tx, EventType::BookingCancelled, &payload).await?;
+        let payload = EventPayload::of(booking);
+        let event_id = outbox::events::insert(&tx, &payload.to_outbox(EventType::BookingCancelled)).await?;
         tx.commit().await?;
         tracing::info!(%event_id, "booking cancelled");
         Ok(Changed { booking: payload.booking, changed: true })
@@ -134,7 +135,7 @@ impl BookingService {
             previous_start: Some(current.start),
             previous_end: Some(current.end),
         };
-        let event_id = events::insert(&tx, EventType::BookingRescheduled, &payload).await?;
+        let event_id = outbox::events::insert(&tx, &payload.to_outbox(EventType::BookingRescheduled)).await?;
         tx.commit().await?;
         tracing::info!(%event_id, "booking rescheduled");
         Ok(Changed { booking: payload.booking, changed: true })

@@ -2,12 +2,14 @@
 //! any `GenericClient`) so the caller decides what commits together.
 
 use chrono::{DateTime, Utc};
+use const_format::formatcp;
 use deadpool_postgres::GenericClient;
 use tokio_postgres::Row;
 use uuid::Uuid;
 
 use super::domain::{Booking, BookingStatus, DisplayName, EmailAddress, NewBooking, Person};
 use super::BookingError;
+use crate::db::DbError;
 
 const COLUMNS: &str = "id, organizer_email, organizer_name, title, description, location, timezone, \
                        starts_at, ends_at, attendees, status, version, created_at, updated_at";
@@ -45,10 +47,9 @@ fn from_row(row: &Row) -> Result<Booking, BookingError> {
 
 /// Maps the exclusion-constraint violation to a domain conflict.
 fn overlap_or(e: tokio_postgres::Error) -> BookingError {
-    if let Some(db) = e.as_db_error() {
-        if db.constraint() == Some(NO_OVERLAP_CONSTRAINT) {
-            return BookingError::Overlap;
-        }
+    let e = DbError::from(e);
+    if e.constraint() == Some(NO_OVERLAP_CONSTRAINT) {
+        return BookingError::Overlap;
     }
     BookingError::Db(e)
 }
@@ -99,11 +100,12 @@ pub async fn get_for_update(tx: &impl GenericClient, id: Uuid) -> Result<Option<
 }
 
 pub async fn mark_cancelled(tx: &impl GenericClient, id: Uuid) -> Result<Booking, BookingError> {
-    let sql = format!(
-        "UPDATE bookings SET status = 'CANCELLED', version = version + 1, updated_at = now() \
-         WHERE id = $1 RETURNING {COLUMNS}"
+    const SQL: &str = formatcp!(
+        "UPDATE bookings SET status = '{}', version = version + 1, updated_at = now() \
+         WHERE id = $1 RETURNING {COLUMNS}",
+        BookingStatus::Cancelled.as_str()
     );
-    from_row(&tx.query_one(&sql, &[&id]).await?)
+    from_row(&tx.query_one(SQL, &[&id]).await?)
 }
 
 pub async fn reschedule(

@@ -22,7 +22,7 @@ use sha2::{Digest, Sha256};
 
 use super::Notification;
 use crate::booking::domain::{EmailAddress, Person};
-use crate::outbox::events::EventType;
+use crate::booking::events::EventType;
 
 /// The verified SES identity the mail is sent from.
 #[derive(Debug, Clone)]

@@ -1,23 +1,25 @@
-//! Notifications: who is told about an outbox event, and how each send is
-//! claimed before the mailer is called (layer 3 of the design story).
+//! Notifications: one email per recipient of a booking event, each claimed
+//! in `booking_notification_sends` and committed before the mailer is called
+//! (layer 3 of the design story).
 //!
-//! - [`claims`]: SQL of `booking_notification_sends`.
-//! - [`dispatch`]: claim → send → record, for every recipient of an event.
-//! - [`mailer`]: the `Mailer` trait and its adapters.
+//! - [`sends`]: the `booking_notification_sends` table, every statement.
+//! - [`deliver`]: claim → send → record, for one notification; the outcome
+//!   is one [`deliver::Delivery`].
+//! - [`mailer`]: the `Mailer` trait and its adapters (SES, recording).
 //! - [`invite`]: the invitation email (MIME + iCalendar).
 //! - [`unknown`]: sends whose outcome is unknown, and the explicit resend.
 
-pub mod claims;
-pub mod dispatch;
+pub mod deliver;
 pub mod invite;
 pub mod mailer;
+pub mod sends;
 pub mod unknown;
 
 use serde::Serialize;
 use uuid::Uuid;
 
 use crate::booking::domain::Person;
-use crate::outbox::events::{EventPayload, EventType};
+use crate::booking::events::{BookingEvent, EventPayload, EventType};
 
 /// One email to send: an event, seen by one recipient.
 #[derive(Debug, Clone, Serialize)]
@@ -28,8 +30,18 @@ pub struct Notification {
     pub recipient: Person,
 }
 
-/// Every attendee is told about a confirmation, a reschedule and a
-/// cancellation.
-pub fn recipients(_event_type: EventType, payload: &EventPayload) -> Vec<Person> {
-    payload.booking.attendees.clone()
+impl Notification {
+    /// One notification per recipient of `event`, in the event's order.
+    pub fn for_each_recipient(event: &BookingEvent) -> Vec<Notification> {
+        event
+            .recipients()
+            .iter()
+            .map(|recipient| Notification {
+                event_id: event.id,
+                event_type: event.event_type,
+                payload: event.payload.clone(),
+                recipient: recipient.clone(),
+            })
+            .collect()
+    }
 }

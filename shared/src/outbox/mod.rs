@@ -1,19 +1,16 @@
-//! The outbox: durable promises that a side effect must happen, and the
-//! machinery that keeps them. One module per job:
+//! A generic transactional outbox: durable promises that a side effect must
+//! happen, and the machinery that keeps them. It knows nothing of bookings
+//! or mail: an event is an aggregate id, a version, a type name and a JSON
+//! payload, written in the caller's transaction.
 //!
-//! - [`events`]: writing an event inside the business transaction.
-//! - [`claim`]: claiming due events (`FOR UPDATE SKIP LOCKED`, PROCESSING).
-//! - [`complete`]: `processed_events` + DONE together; retry with backoff; dead letter.
-//! - [`poller`]: the loop that claims and dispatches until its deadline.
-//! - [`sweep`]: resetting rows stuck in PROCESSING (or failing them).
-//! - [`retention`]: deleting finished rows in bounded batches.
-//! - [`status`]: how far behind the outbox is (operators, metrics).
-//! - [`dead_letter`]: listing and replaying DEAD events.
-pub mod claim;
-pub mod dead_letter;
-pub mod complete;
+//! - [`events`]: the `outbox_events` table: writing an event, claiming due
+//!   events (`FOR UPDATE SKIP LOCKED`), and every status transition, each
+//!   written once ([`events::EventStatus`]).
+//! - [`processed`]: the `processed_events` table (layer 2 of the story).
+//!
+//! The workers that drive it live in `relay`, above everything else.
+
 pub mod events;
-pub mod poller;
-pub mod retention;
-pub mod status;
-pub mod sweep;
+pub mod processed;
+
+pub use events::{ClaimedEvent, EventStatus, NewEvent};

@@ -1,6 +1,6 @@
 //! A poller in its own process, for crash tests: the tests start it, let a
 //! fault point SIGKILL it, and check what survived. It runs the same
-//! `shared::outbox::poller::Poller` as the poller Lambda, with a recording
+//! `shared::relay::Poller` as the poller Lambda, with a recording
 //! mailer that journals every accepted send to a file.
 //!
 //! Usage: `outbox-worker drain|invoke JOURNAL` (env: DATABASE_URL,
@@ -14,7 +14,7 @@ use std::time::Duration;
 use shared::db::DbConfig;
 use shared::fault::Faults;
 use shared::notify::mailer::recording::RecordingMailer;
-use shared::outbox::poller::{Poller, PollerConfig};
+use shared::relay::{Poller, PollerConfig};
 
 #[tokio::main]
 async fn main() {

@@ -13,7 +13,7 @@ use uuid::Uuid;
 
 use super::{Mailer, SendOutcome};
 use crate::notify::Notification;
-use crate::outbox::events::EventType;
+use crate::booking::events::EventType;
 
 /// One accepted send.
 #[derive(Debug, Clone)]

@@ -41,18 +41,24 @@ pub struct SesConfig {
 impl SesConfig {
     pub fn from_env() -> Result<Self, ConfigError> {
         let from = config::required("SES_FROM_ADDRESS", "set it to the verified sender, e.g. \"Bookings <bookings@example.com>\"")?;
-        let from = Sender::parse(&from).map_err(|e| ConfigError(format!("SES_FROM_ADDRESS: {e}")))?;
+        let from = Sender::parse(&from).map_err(|e| {
+            ConfigError::new("SES_FROM_ADDRESS", format!("is invalid: {e}"), "use the verified sender, e.g. \"Bookings <bookings@example.com>\"")
+        })?;
         let region = match std::env::var("SES_REGION").ok().filter(|s| !s.is_empty()) {
             Some(r) => r,
             None => config::required("AWS_REGION", "or set SES_REGION")?,
         };
         let rate: u32 = config::parsed_or("SES_MAX_SEND_RATE", 10u32)?;
         let max_send_rate = NonZeroU32::new(rate)
-            .ok_or_else(|| ConfigError("SES_MAX_SEND_RATE must be at least 1 (messages per second)".into()))?;
+            .ok_or_else(|| ConfigError::new("SES_MAX_SEND_RATE", "must be at least 1", "set messages per second, 1 or more"))?;
         let endpoint_url = std::env::var("SES_ENDPOINT_URL").ok().filter(|s| !s.is_empty());
         if let Some(url) = &endpoint_url {
             if !(url.starts_with("http://") || url.starts_with("https://")) {
-                return Err(ConfigError(format!("SES_ENDPOINT_URL={url:?} must start with http:// or https://")));
+                return Err(ConfigError::new(
+                    "SES_ENDPOINT_URL",
+                    format!("({url:?}) is not an http:// or https:// URL"),
+                    "use an http:// or https:// URL, or unset it for real SES",
+                ));
             }
         }
         Ok(Self {

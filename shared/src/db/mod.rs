@@ -1,4 +1,5 @@
-//! The Postgres connection pool and the schema migrations.
+//! The Postgres connection pool, its settings, the schema migrations, and
+//! the one error type every statement in the library returns ([`DbError`]).
 //!
 //! A Lambda container builds its pool once, at cold start, and reuses it for
 //! every invocation: connections survive between invocations while the
@@ -11,15 +12,12 @@ use tokio_postgres::NoTls;
 
 use crate::config::{self, ConfigError};
 
+mod error;
+mod migrate;
+
 pub use deadpool_postgres::{Object as Client, Pool as DbPool, PoolError};
-
-/// `pg_advisory_lock` key held while migrations run ("outbox" in ASCII), so two
-/// deploys or two cold starts cannot apply the same migration at once.
-const MIGRATION_LOCK_KEY: i64 = 0x6f7574626f78;
-
-mod embedded {
-    refinery::embed_migrations!("../migrations");
-}
+pub use error::{DbError, DbResult};
+pub use migrate::{migrate, MigrateError};
 
 /// TLS to the database.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -100,16 +98,20 @@ impl DbConfig {
     /// Parses a libpq URL or key=value string. TLS is `auto`.
     pub fn from_url(url: &str, pool_size: usize, connect_timeout: Duration) -> Result<Self, ConfigError> {
         let pg: tokio_postgres::Config =
-            url.parse().map_err(|e| ConfigError(format!("DATABASE_URL cannot be parsed: {e}")))?;
+            url.parse().map_err(|e| {
+                ConfigError::new("DATABASE_URL", format!("cannot be parsed: {e}"), "use postgres://user:password@host:5432/dbname")
+            })?;
         Self::from_pg(pg, pool_size, connect_timeout)
     }
 
     /// Builds the settings from a Secrets Manager secret string (JSON).
     pub fn from_secret(secret: &str, pool_size: usize, connect_timeout: Duration) -> Result<Self, ConfigError> {
         let f: SecretFields = serde_json::from_str(secret).map_err(|e| {
-            ConfigError(format!(
-                "the database secret must be JSON with host, port, username, password and dbname ({e})"
-            ))
+            ConfigError::new(
+                "DATABASE_SECRET_ARN",
+                format!("names a secret that is not the expected JSON ({e})"),
+                "the database secret must be JSON with host, port, username, password and dbname",
+            )
         })?;
         let mut pg = tokio_postgres::Config::new();
         pg.host(&f.host).port(f.port).user(&f.username).password(f.password.as_bytes());
@@ -119,10 +121,10 @@ impl DbConfig {
 
     fn from_pg(mut pg: tokio_postgres::Config, pool_size: usize, connect_timeout: Duration) -> Result<Self, ConfigError> {
         if pg.get_hosts().is_empty() {
-            return Err(ConfigError("the database settings name no host".into()));
+            return Err(ConfigError::new("DATABASE_URL", "names no host", "name the database host"));
         }
         if pool_size == 0 {
-            return Err(ConfigError("DATABASE_POOL_SIZE must be at least 1".into()));
+            return Err(ConfigError::new("DATABASE_POOL_SIZE", "must be at least 1", "raise DATABASE_POOL_SIZE"));
         }
         pg.connect_timeout(connect_timeout);
         if pg.get_application_name().is_none() {
@@ -140,7 +142,7 @@ impl DbConfig {
             "auto" | "require" => DbTls::Require { ca_file },
             "disable" => DbTls::Disable,
             other => {
-                return Err(ConfigError(format!("DATABASE_TLS={other:?} is invalid; use auto, require or disable")))
+                return Err(ConfigError::new("DATABASE_TLS", format!("is invalid ({other:?})"), "use auto, require or disable"))
             }
         };
         self.with_tls(tls)
@@ -150,10 +152,10 @@ impl DbConfig {
     /// to the database is required outside local mode.
     pub fn with_tls(mut self, tls: DbTls) -> Result<Self, ConfigError> {
         if tls == DbTls::Disable && !is_loopback(&self.pg) {
-            return Err(ConfigError(
-                "DATABASE_TLS=disable is only allowed for a database on a loopback address; TLS is required \
-                 elsewhere (set DATABASE_CA_FILE to trust a private CA such as the RDS bundle)"
-                    .into(),
+            return Err(ConfigError::new(
+                "DATABASE_TLS=disable",
+                "is only allowed for a database on a loopback address",
+                "TLS is required elsewhere (set DATABASE_CA_FILE to trust a private CA such as the RDS bundle)",
             ));
         }
         self.tls = tls;
@@ -179,8 +181,16 @@ impl DbConfig {
             .wait_timeout(Some(Duration::from_secs(10)))
             .create_timeout(self.pg.get_connect_timeout().copied())
             .build()
-            .map_err(|e| ConfigError(format!("cannot build the database pool: {e}")))
+            .map_err(|e| ConfigError::new("DATABASE_POOL_SIZE", format!("cannot build the database pool: {e}"), "check the pool settings"))
     }
+}
+
+fn ca_error(path: &std::path::Path, problem: String) -> ConfigError {
+    ConfigError::new(
+        "DATABASE_CA_FILE",
+        format!("{}: {problem}", path.display()),
+        "point it at a readable PEM bundle (e.g. the RDS CA bundle)",
+    )
 }
 
 fn rustls_config(ca_file: Option<&std::path::Path>) -> Result<rustls::ClientConfig, ConfigError> {
@@ -189,20 +199,20 @@ fn rustls_config(ca_file: Option<&std::path::Path>) -> Result<rustls::ClientConf
     if let Some(path) = ca_file {
         let certs: Vec<_> = rustls::pki_types::CertificateDer::pem_file_iter(path)
             .and_then(|it| it.collect::<Result<Vec<_>, _>>())
-            .map_err(|e| ConfigError(format!("DATABASE_CA_FILE {}: cannot read PEM certificates: {e}", path.display())))?;
+            .map_err(|e| ca_error(path, format!("cannot read PEM certificates: {e}")))?;
         if certs.is_empty() {
-            return Err(ConfigError(format!("DATABASE_CA_FILE {} holds no certificate", path.display())));
+            return Err(ca_error(path, "holds no certificate".into()));
         }
         for cert in certs {
             roots
                 .add(cert)
-                .map_err(|e| ConfigError(format!("DATABASE_CA_FILE {}: {e}", path.display())))?;
+                .map_err(|e| ca_error(path, e.to_string()))?;
         }
     }
     let provider = std::sync::Arc::new(rustls::crypto::aws_lc_rs::default_provider());
     Ok(rustls::ClientConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
-        .map_err(|e| ConfigError(format!("TLS setup: {e}")))?
+        .map_err(|e| ConfigError::new("DATABASE_TLS", format!("cannot set up TLS: {e}"), "report this as a bug"))?
         .with_root_certificates(roots)
         .with_no_client_auth())
 }
@@ -211,37 +221,14 @@ fn rustls_config(ca_file: Option<&std::path::Path>) -> Result<rustls::ClientConf
 pub async fn fetch_secret(sdk: &aws_config::SdkConfig, arn: &str) -> Result<String, ConfigError> {
     let client = aws_sdk_secretsmanager::Client::new(sdk);
     let out = client.get_secret_value().secret_id(arn).send().await.map_err(|e| {
-        ConfigError(format!(
-            "cannot read the database secret {arn}: {}",
-            aws_sdk_secretsmanager::error::DisplayErrorContext(&e)
-        ))
+        ConfigError::new(
+            "DATABASE_SECRET_ARN",
+            format!("{arn}: cannot read the database secret: {}", aws_sdk_secretsmanager::error::DisplayErrorContext(&e)),
+            "check the ARN and that the function's role may call secretsmanager:GetSecretValue on it",
+        )
     })?;
-    out.secret_string.ok_or_else(|| ConfigError(format!("the database secret {arn} has no SecretString")))
+    out.secret_string.ok_or_else(|| {
+        ConfigError::new("DATABASE_SECRET_ARN", format!("{arn} names a secret with no SecretString"), "store the settings as a JSON string")
+    })
 }
 
-#[derive(Debug, thiserror::Error)]
-pub enum MigrateError {
-    #[error("cannot connect to the database: {0}")]
-    Connect(#[from] PoolError),
-    #[error("cannot take the migration lock: {0}")]
-    Lock(#[from] tokio_postgres::Error),
-    #[error("migration failed: {0}")]
-    Migration(#[from] refinery::Error),
-}
-
-/// Applies pending migrations from `migrations/` under an advisory lock and
-/// returns the names of those applied now. History is kept by refinery in
-/// `refinery_schema_history`.
-pub async fn migrate(pool: &Pool) -> Result<Vec<String>, MigrateError> {
-    let mut client = pool.get().await?;
-    client.execute("SELECT pg_advisory_lock($1)", &[&MIGRATION_LOCK_KEY]).await?;
-    let report = embedded::migrations::runner()
-        .set_abort_divergent(true)
-        .run_async(&mut **client)
-        .await;
-    // Unlock even when the migration failed; the session lock would otherwise
-    // live as long as the pooled connection.
-    client.execute("SELECT pg_advisory_unlock($1)", &[&MIGRATION_LOCK_KEY]).await?;
-    let report = report?;
-    Ok(report.applied_migrations().iter().map(|m| m.to_string()).collect())
-}

@@ -1,15 +1,18 @@
-//! SQL that writes `outbox_events` rows, always inside the caller's
-//! transaction: the event commits with the business change or not at all.
+//! Booking events: what the outbox carries for a booking, and who is told.
+//!
+//! The outbox stores an event as a type name and JSON; this module owns
+//! what those mean for bookings. A row that does not decode is a poison
+//! message, which the relay dead-letters.
 
 use std::fmt;
 use std::str::FromStr;
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
-use deadpool_postgres::GenericClient;
 use uuid::Uuid;
 
-use crate::booking::domain::Booking;
+use super::domain::{Booking, Person};
+use crate::outbox::{ClaimedEvent, NewEvent};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
@@ -61,19 +64,42 @@ pub struct EventPayload {
     pub previous_end: Option<DateTime<Utc>>,
 }
 
-/// Inserts a PENDING event for `payload.booking` at its current version.
-pub async fn insert(
-    tx: &impl GenericClient,
-    event_type: EventType,
-    payload: &EventPayload,
-) -> Result<Uuid, tokio_postgres::Error> {
-    let id = Uuid::now_v7();
-    let json = serde_json::to_value(payload).expect("event payload serialises");
-    tx.execute(
-        &tx.prepare_cached("INSERT INTO outbox_events (id, aggregate_id, aggregate_version, event_type, payload) \
-         VALUES ($1, $2, $3, $4, $5)").await?,
-        &[&id, &payload.booking.id, &payload.booking.version, &event_type.as_str(), &json],
-    )
-    .await?;
-    Ok(id)
+impl EventPayload {
+    pub fn of(booking: Booking) -> Self {
+        Self { booking, previous_start: None, previous_end: None }
+    }
+
+    /// The outbox row for this payload, keyed by the booking and its version.
+    pub fn to_outbox(&self, event_type: EventType) -> NewEvent {
+        NewEvent {
+            aggregate_id: self.booking.id,
+            aggregate_version: self.booking.version,
+            event_type: event_type.as_str().to_string(),
+            payload: serde_json::to_value(self).expect("event payload serialises"),
+        }
+    }
+}
+
+/// A claimed outbox event, read as a booking event.
+#[derive(Debug, Clone)]
+pub struct BookingEvent {
+    pub id: Uuid,
+    pub event_type: EventType,
+    pub payload: EventPayload,
+}
+
+impl BookingEvent {
+    /// Reads a claimed event; the error says why it cannot be (a poison
+    /// message: retrying will not help).
+    pub fn decode(event: &ClaimedEvent) -> Result<Self, String> {
+        let event_type = event.event_type.parse::<EventType>()?;
+        let payload = EventPayload::deserialize(&event.payload).map_err(|e| format!("unreadable payload: {e}"))?;
+        Ok(Self { id: event.id, event_type, payload })
+    }
+
+    /// Who is told: every attendee, of a confirmation, a reschedule and a
+    /// cancellation alike.
+    pub fn recipients(&self) -> &[Person] {
+        &self.payload.booking.attendees
+    }
 }

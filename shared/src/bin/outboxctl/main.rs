@@ -1,0 +1,182 @@
+//! `outboxctl`: operate the booking outbox from a shell, without writing SQL.
+//! It reads the same configuration as the functions (`DATABASE_URL`,
+//! `SWEEP_STUCK_AFTER_SECS`, ...) and calls the same code.
+//!
+//! Errors are one line on stderr and a non-zero exit status: 1 for a
+//! failure, 2 for wrong arguments.
+
+use std::process::ExitCode;
+
+mod commands;
+
+use anyhow::Context;
+use chrono::{DateTime, Utc};
+use clap::{Args, Parser, Subcommand};
+use shared::booking::events::EventType;
+use shared::db::DbConfig;
+use shared::outbox::events::transitions::ReplaySelection;
+use uuid::Uuid;
+
+#[derive(Parser)]
+#[command(name = "outboxctl", version, about = "Operate the booking outbox", disable_help_subcommand = true)]
+struct Cli {
+    /// Machine-readable JSON output.
+    #[arg(long, global = true)]
+    json: bool,
+    /// Who is acting, recorded with replays and resends (default: $USER).
+    #[arg(long, global = true, env = "OUTBOXCTL_OPERATOR")]
+    operator: Option<String>,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Apply pending migrations (advisory lock; safe to run concurrently).
+    Migrate,
+    /// Outbox lag, stuck rows, dead letters and send outcomes.
+    Status,
+    /// Dead-lettered events.
+    #[command(subcommand)]
+    Dead(DeadCommand),
+    /// Sends whose outcome is unknown (possibly lost emails).
+    #[command(subcommand)]
+    Unknown(UnknownCommand),
+    /// Reset rows stuck in PROCESSING (what the sweeper does), or show what it would do.
+    Sweep {
+        /// Only show what would be reset or failed.
+        #[arg(long)]
+        dry_run: bool,
+    },
+}
+
+#[derive(Subcommand)]
+enum DeadCommand {
+    /// List DEAD events, newest first.
+    List {
+        #[arg(long, default_value_t = 50)]
+        limit: i64,
+    },
+    /// Show one DEAD event with its payload and send claims.
+    Show { id: Uuid },
+    /// Put DEAD events back to PENDING with fresh attempts (recorded).
+    Replay(ReplayArgs),
+}
+
+#[derive(Args)]
+struct ReplayArgs {
+    /// Event ids to replay.
+    #[arg(required_unless_present = "all", conflicts_with = "all")]
+    ids: Vec<Uuid>,
+    /// Replay every DEAD event (narrow with --type and --since).
+    #[arg(long)]
+    all: bool,
+    /// Only events of this type (with --all).
+    #[arg(long = "type", requires = "all", value_parser = parse_event_type)]
+    event_type: Option<EventType>,
+    /// Only events that died at or after this RFC 3339 time (with --all).
+    #[arg(long, requires = "all", value_parser = parse_time)]
+    since: Option<DateTime<Utc>>,
+}
+
+#[derive(Subcommand)]
+enum UnknownCommand {
+    /// List sends claimed but never confirmed.
+    List {
+        #[arg(long, default_value_t = 50)]
+        limit: i64,
+    },
+    /// Re-send one recipient's email. This may deliver a duplicate; the
+    /// decision is recorded.
+    Resend {
+        /// The send id (from `unknown list`).
+        id: Uuid,
+        /// Required: you accept that the recipient may get the email twice.
+        #[arg(long = "yes-i-accept-a-possible-duplicate", required = true)]
+        accept_duplicate: bool,
+    },
+}
+
+async fn run(cli: Cli) -> anyhow::Result<()> {
+    let pool = DbConfig::from_env().await?.build_pool()?;
+    let mut client = pool.get().await.context("cannot connect to the database")?;
+    let out = commands::Output { json: cli.json };
+    match &cli.command {
+        Command::Migrate => {
+            drop(client);
+            commands::migrate(out, &pool).await
+        }
+        Command::Status => commands::status(out, &client).await,
+        Command::Dead(DeadCommand::List { limit }) => commands::dead_list(out, &client, *limit).await,
+        Command::Dead(DeadCommand::Show { id }) => commands::dead_show(out, &client, *id).await,
+        Command::Dead(DeadCommand::Replay(args)) => {
+            let selection = if args.all {
+                ReplaySelection::All { event_type: args.event_type.map(|t| t.as_str()), since: args.since }
+            } else {
+                ReplaySelection::Ids(&args.ids)
+            };
+            commands::dead_replay(out, &mut client, selection, &operator(&cli)).await
+        }
+        Command::Unknown(UnknownCommand::List { limit }) => commands::unknown_list(out, &client, *limit).await,
+        Command::Unknown(UnknownCommand::Resend { id, accept_duplicate }) => {
+            debug_assert!(*accept_duplicate, "clap requires the flag");
+            commands::unknown_resend(out, &mut client, *id, &operator(&cli)).await
+        }
+        Command::Sweep { dry_run } => commands::sweep(out, &client, *dry_run).await,
+    }
+}
+
+fn parse_event_type(s: &str) -> Result<EventType, String> {
+    s.parse()
+}
+
+fn parse_time(s: &str) -> Result<DateTime<Utc>, String> {
+    DateTime::parse_from_rfc3339(s)
+        .map(|t| t.with_timezone(&Utc))
+        .map_err(|e| format!("expected an RFC 3339 time like 2026-11-30T00:00:00Z ({e})"))
+}
+
+fn operator(cli: &Cli) -> String {
+    cli.operator.clone().or_else(|| std::env::var("USER").ok()).unwrap_or_else(|| "unknown-operator".into())
+}
+
+/// One line: the error and, when different, its root cause.
+fn one_line(e: &anyhow::Error) -> String {
+    let top = e.to_string();
+    let root = e.root_cause().to_string();
+    let line = if root == top || top.contains(&root) { top } else { format!("{top}: {root}") };
+    line.replace('\n', " ")
+}
+
+#[tokio::main(flavor = "current_thread")]
+async fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) if !e.use_stderr() => {
+            // --help, --version
+            print!("{e}");
+            return ExitCode::SUCCESS;
+        }
+        Err(e) => {
+            // clap's message without its usage block, on one line.
+            let rendered = e.render().to_string();
+            let message: Vec<&str> = rendered
+                .lines()
+                .take_while(|l| !l.starts_with("Usage:") && !l.starts_with("For more information"))
+                .map(str::trim)
+                .filter(|l| !l.is_empty())
+                .collect();
+            let message = message.join(" ");
+            let message = message.trim_start_matches("error: ");
+            eprintln!("outboxctl: error: {message} (see outboxctl --help)");
+            return ExitCode::from(2);
+        }
+    };
+    match run(cli).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("outboxctl: error: {}", one_line(&e));
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,39 @@
+//! Schema migrations from `migrations/`, applied under an advisory lock.
+
+use deadpool_postgres::Pool;
+
+use super::DbError;
+
+/// `pg_advisory_lock` key held while migrations run ("outbox" in ASCII), so two
+/// deploys or two cold starts cannot apply the same migration at once.
+const MIGRATION_LOCK_KEY: i64 = 0x6f7574626f78;
+
+mod embedded {
+    refinery::embed_migrations!("../migrations");
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum MigrateError {
+    /// Connecting, or taking or releasing the migration lock.
+    #[error("cannot take the migration lock: {0}")]
+    Db(#[from] DbError),
+    #[error("migration failed: {0}")]
+    Migration(#[from] refinery::Error),
+}
+
+/// Applies pending migrations from `migrations/` under an advisory lock and
+/// returns the names of those applied now. History is kept by refinery in
+/// `refinery_schema_history`.
+pub async fn migrate(pool: &Pool) -> Result<Vec<String>, MigrateError> {
+    let mut client = pool.get().await.map_err(DbError::from)?;
+    client.execute("SELECT pg_advisory_lock($1)", &[&MIGRATION_LOCK_KEY]).await.map_err(DbError::from)?;
+    let report = embedded::migrations::runner()
+        .set_abort_divergent(true)
+        .run_async(&mut **client)
+        .await;
+    // Unlock even when the migration failed; the session lock would otherwise
+    // live as long as the pooled connection.
+    client.execute("SELECT pg_advisory_unlock($1)", &[&MIGRATION_LOCK_KEY]).await.map_err(DbError::from)?;
+    let report = report?;
+    Ok(report.applied_migrations().iter().map(|m| m.to_string()).collect())
+}

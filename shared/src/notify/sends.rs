@@ -1,0 +1,277 @@
+//! `booking_notification_sends`: one row per
+//! `(outbox_event_id, recipient_email, event_type)`. Every statement on the
+//! table lives here.
+//!
+//! The claim runs in its own (autocommit) transaction on purpose: it must be
+//! durable *before* the mailer is called, so that a crash after an accepted
+//! send can never lead to a second send.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::str::FromStr;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use const_format::{concatcp, formatcp};
+use deadpool_postgres::GenericClient;
+use serde::Serialize;
+use uuid::Uuid;
+
+use super::Notification;
+use crate::db::DbResult;
+use crate::outbox::events::{EventStatus, UNFINISHED_EVENT_WITH_ID};
+
+/// The state of one send.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum SendStatus {
+    /// Committed; the mailer has not answered (or the worker died).
+    Claimed,
+    /// Accepted by the provider.
+    Sent,
+    /// Permanently refused for this recipient.
+    Failed,
+    /// The outcome could not be known; never re-sent automatically.
+    Unknown,
+}
+
+impl SendStatus {
+    pub const ALL: [SendStatus; 4] = [SendStatus::Claimed, SendStatus::Sent, SendStatus::Failed, SendStatus::Unknown];
+
+    /// The status as stored; statements splice it in at compile time.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            SendStatus::Claimed => "CLAIMED",
+            SendStatus::Sent => "SENT",
+            SendStatus::Failed => "FAILED",
+            SendStatus::Unknown => "UNKNOWN",
+        }
+    }
+}
+
+impl fmt::Display for SendStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for SendStatus {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Self::ALL.into_iter().find(|t| t.as_str() == s).ok_or_else(|| format!("unknown send status {s:?}"))
+    }
+}
+
+fn status_of(row: &tokio_postgres::Row, idx: &str) -> SendStatus {
+    let raw: &str = row.get(idx);
+    raw.parse().unwrap_or_else(|e| panic!("booking_notification_sends.{idx}: {e}"))
+}
+
+const CLAIMED: &str = concatcp!("'", SendStatus::Claimed.as_str(), "'");
+const SENT: &str = concatcp!("'", SendStatus::Sent.as_str(), "'");
+const FAILED: &str = concatcp!("'", SendStatus::Failed.as_str(), "'");
+const UNKNOWN: &str = concatcp!("'", SendStatus::Unknown.as_str(), "'");
+const EVENT_PROCESSING: &str = concatcp!("'", EventStatus::Processing.as_str(), "'");
+
+pub enum Claim {
+    /// This worker owns the send; the claim is committed.
+    Won(Uuid),
+    /// A claim already exists: never send again.
+    Exists { id: Uuid, status: SendStatus },
+}
+
+/// Claims one send. Commits before returning (autocommit statement).
+pub async fn claim(client: &impl GenericClient, n: &Notification, worker: &str) -> DbResult<Claim> {
+    let id = Uuid::now_v7();
+    let (event_id, booking_id) = (n.event_id, n.payload.booking.id);
+    let (recipient, event_type) = (n.recipient.email.as_str(), n.event_type.as_str());
+    let won = client
+        .query_opt(
+            &client
+                .prepare_cached(
+                    "INSERT INTO booking_notification_sends \
+                         (id, outbox_event_id, booking_id, recipient_email, event_type, claimed_by) \
+                     VALUES ($1, $2, $3, $4, $5, $6) \
+                     ON CONFLICT (outbox_event_id, recipient_email, event_type) DO NOTHING RETURNING id",
+                )
+                .await?,
+            &[&id, &event_id, &booking_id, &recipient, &event_type, &worker],
+        )
+        .await?;
+    if won.is_some() {
+        return Ok(Claim::Won(id));
+    }
+    let row = client
+        .query_one(
+            &client
+                .prepare_cached(
+                    "SELECT id, status FROM booking_notification_sends \
+                     WHERE outbox_event_id = $1 AND recipient_email = $2 AND event_type = $3",
+                )
+                .await?,
+            &[&event_id, &recipient, &event_type],
+        )
+        .await?;
+    Ok(Claim::Exists { id: row.get("id"), status: status_of(&row, "status") })
+}
+
+/// CLAIMED → SENT, with the provider's message id.
+pub async fn mark_sent(client: &impl GenericClient, id: Uuid, message_id: &str) -> DbResult<()> {
+    let sql = formatcp!(
+        "UPDATE booking_notification_sends SET status = {SENT}, provider_message_id = $2, \
+             completed_at = now(), updated_at = now() WHERE id = $1"
+    );
+    client.execute(&client.prepare_cached(sql).await?, &[&id, &message_id]).await?;
+    Ok(())
+}
+
+/// How a send settled without being sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Settled {
+    /// Permanently refused for this recipient.
+    Failed,
+    /// The provider may or may not have accepted it.
+    Unknown,
+}
+
+/// CLAIMED → FAILED or UNKNOWN, with the reason.
+pub async fn mark_settled(client: &impl GenericClient, id: Uuid, settled: Settled, error: &str) -> DbResult<()> {
+    let sql = formatcp!(
+        "UPDATE booking_notification_sends SET status = $2, last_error = $3, completed_at = now(), \
+             updated_at = now() WHERE id = $1"
+    );
+    let status = match settled {
+        Settled::Failed => SendStatus::Failed,
+        Settled::Unknown => SendStatus::Unknown,
+    };
+    client.execute(&client.prepare_cached(sql).await?, &[&id, &status.as_str(), &error]).await?;
+    Ok(())
+}
+
+/// A claim left CLAIMED by an attempt that died between claim and outcome:
+/// the email may or may not have gone out, so it becomes UNKNOWN and is never
+/// re-sent automatically (`outboxctl unknown` lists it).
+pub async fn mark_orphan_unknown(client: &impl GenericClient, id: Uuid) -> DbResult<()> {
+    let sql = formatcp!(
+        "UPDATE booking_notification_sends SET status = {UNKNOWN}, \
+             last_error = 'claimed by an attempt that died before recording the outcome', \
+             completed_at = now(), updated_at = now() \
+         WHERE id = $1 AND status = {CLAIMED}"
+    );
+    client.execute(&client.prepare_cached(sql).await?, &[&id]).await?;
+    Ok(())
+}
+
+/// Releases a claim after a send that certainly did not happen, so the retry
+/// may send it.
+pub async fn release(client: &impl GenericClient, id: Uuid) -> DbResult<()> {
+    let sql = formatcp!("DELETE FROM booking_notification_sends WHERE id = $1 AND status = {CLAIMED}");
+    client.execute(&client.prepare_cached(sql).await?, &[&id]).await?;
+    Ok(())
+}
+
+/// `(recipient, status)` of every send of an event, by recipient.
+pub async fn of_event(client: &impl GenericClient, event_id: Uuid) -> DbResult<Vec<(String, SendStatus)>> {
+    let rows = client
+        .query(
+            "SELECT recipient_email, status FROM booking_notification_sends WHERE outbox_event_id = $1 \
+             ORDER BY recipient_email",
+            &[&event_id],
+        )
+        .await?;
+    Ok(rows.iter().map(|r| (r.get("recipient_email"), status_of(r, "status"))).collect())
+}
+
+/// Sends by status, zeros included.
+pub async fn counts(client: &impl GenericClient) -> DbResult<BTreeMap<SendStatus, i64>> {
+    let mut counts: BTreeMap<SendStatus, i64> = SendStatus::ALL.into_iter().map(|s| (s, 0)).collect();
+    for row in client.query("SELECT status, count(*) AS n FROM booking_notification_sends GROUP BY status", &[]).await? {
+        counts.insert(status_of(&row, "status"), row.get("n"));
+    }
+    Ok(counts)
+}
+
+/// A send whose outcome is unknown.
+#[derive(Debug, Clone, Serialize)]
+pub struct UnknownSend {
+    pub id: Uuid,
+    pub event_id: Uuid,
+    pub booking_id: Uuid,
+    pub recipient: String,
+    pub event_type: String,
+    pub status: SendStatus,
+    pub last_error: Option<String>,
+    pub claimed_at: DateTime<Utc>,
+    pub claimed_by: Option<String>,
+}
+
+/// UNKNOWN sends, and CLAIMED sends whose event is no longer in flight
+/// (their worker died and no retry has looked at them yet).
+pub async fn list_unknown(client: &impl GenericClient, limit: i64) -> DbResult<Vec<UnknownSend>> {
+    let sql = formatcp!(
+        "SELECT s.id, s.outbox_event_id, s.booking_id, s.recipient_email, s.event_type, s.status, \
+                s.last_error, s.claimed_at, s.claimed_by \
+           FROM booking_notification_sends s \
+          WHERE s.status = {UNKNOWN} \
+             OR (s.status = {CLAIMED} AND NOT EXISTS ( \
+                    SELECT 1 FROM outbox_events e WHERE e.id = s.outbox_event_id AND e.status = {EVENT_PROCESSING})) \
+          ORDER BY s.claimed_at DESC LIMIT $1"
+    );
+    let rows = client.query(sql, &[&limit]).await?;
+    Ok(rows
+        .iter()
+        .map(|r| UnknownSend {
+            id: r.get("id"),
+            event_id: r.get("outbox_event_id"),
+            booking_id: r.get("booking_id"),
+            recipient: r.get("recipient_email"),
+            event_type: r.get("event_type"),
+            status: status_of(r, "status"),
+            last_error: r.get("last_error"),
+            claimed_at: r.get("claimed_at"),
+            claimed_by: r.get("claimed_by"),
+        })
+        .collect())
+}
+
+/// Locks one send for an operator's decision; returns its event and status.
+pub async fn lock(tx: &impl GenericClient, id: Uuid) -> DbResult<Option<(Uuid, SendStatus)>> {
+    let row = tx
+        .query_opt("SELECT outbox_event_id, status FROM booking_notification_sends WHERE id = $1 FOR UPDATE", &[&id])
+        .await?;
+    Ok(row.map(|r| (r.get("outbox_event_id"), status_of(&r, "status"))))
+}
+
+/// Archives a send in `notification_resends` with who decided, then deletes
+/// the claim so the next attempt of its event sends it again.
+pub async fn archive_for_resend(tx: &impl GenericClient, id: Uuid, decided_by: &str) -> DbResult<()> {
+    tx.execute(
+        "INSERT INTO notification_resends (id, send_id, outbox_event_id, recipient_email, event_type, \
+                 previous_status, previous_error, claimed_at, decided_by) \
+         SELECT gen_random_uuid(), id, outbox_event_id, recipient_email, event_type, status, last_error, \
+                claimed_at, $2 FROM booking_notification_sends WHERE id = $1",
+        &[&id, &decided_by],
+    )
+    .await?;
+    tx.execute("DELETE FROM booking_notification_sends WHERE id = $1", &[&id]).await?;
+    Ok(())
+}
+
+/// Retention: deletes up to `limit` SENT/FAILED sends completed more than
+/// `max_age` ago whose event is finished. A claim of an event that may still
+/// run is kept: deleting it would let a retry send that email twice.
+pub async fn purge(client: &impl GenericClient, max_age: Duration, limit: i64) -> DbResult<u64> {
+    const SQL: &str = concatcp!(
+        "DELETE FROM booking_notification_sends WHERE id IN ( \
+             SELECT s.id FROM booking_notification_sends s \
+              WHERE s.status IN (",
+        SENT,
+        ", ",
+        FAILED,
+        ") AND s.completed_at < now() - make_interval(secs => $1) \
+                AND NOT EXISTS (",
+        UNFINISHED_EVENT_WITH_ID,
+        "s.outbox_event_id) LIMIT $2)"
+    );
+    Ok(client.execute(SQL, &[&max_age.as_secs_f64(), &limit]).await?)
+}

@@ -1,0 +1,183 @@
+//! `outbox_events`: every statement on the table lives in this module and
+//! its children.
+//!
+//! - here: writing an event inside the caller's transaction, and reading
+//!   events back (operators, metrics, tests);
+//! - [`claim`]: claiming due events (`FOR UPDATE SKIP LOCKED`, PROCESSING);
+//! - [`transitions`]: every other status change, each written once;
+//! - [`status`]: [`EventStatus`] and its SQL text.
+//!
+//! An event is generic: an aggregate id, the aggregate's version, a type
+//! name and a JSON payload. What they mean belongs to the layer above.
+
+pub mod claim;
+pub mod status;
+pub mod transitions;
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use const_format::formatcp;
+use deadpool_postgres::GenericClient;
+use serde::Serialize;
+use uuid::Uuid;
+
+pub use claim::ClaimedEvent;
+pub use status::EventStatus;
+use status::sql::{DEAD, DONE, PENDING, PROCESSING};
+
+use crate::db::DbResult;
+
+/// An event to write with a business change.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewEvent {
+    pub aggregate_id: Uuid,
+    /// Events of one aggregate are dispatched in version order.
+    pub aggregate_version: i32,
+    pub event_type: String,
+    pub payload: serde_json::Value,
+}
+
+/// Inserts a PENDING event. Runs in the caller's transaction, so the event
+/// commits with the business change or not at all.
+pub async fn insert(tx: &impl GenericClient, event: &NewEvent) -> DbResult<Uuid> {
+    let id = Uuid::now_v7();
+    tx.execute(
+        &tx.prepare_cached(
+            "INSERT INTO outbox_events (id, aggregate_id, aggregate_version, event_type, payload) \
+             VALUES ($1, $2, $3, $4, $5)",
+        )
+        .await?,
+        &[&id, &event.aggregate_id, &event.aggregate_version, &event.event_type, &event.payload],
+    )
+    .await?;
+    Ok(id)
+}
+
+/// Inserts many PENDING events in one statement (imports, soak tests,
+/// benchmarks); returns their ids in order.
+pub async fn insert_many(client: &impl GenericClient, events: &[NewEvent]) -> DbResult<Vec<Uuid>> {
+    let ids: Vec<Uuid> = events.iter().map(|_| Uuid::now_v7()).collect();
+    let aggregates: Vec<Uuid> = events.iter().map(|e| e.aggregate_id).collect();
+    let versions: Vec<i32> = events.iter().map(|e| e.aggregate_version).collect();
+    let types: Vec<&str> = events.iter().map(|e| e.event_type.as_str()).collect();
+    let payloads: Vec<&serde_json::Value> = events.iter().map(|e| &e.payload).collect();
+    client
+        .execute(
+            "INSERT INTO outbox_events (id, aggregate_id, aggregate_version, event_type, payload) \
+             SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::int4[], $4::text[], $5::jsonb[])",
+            &[&ids, &aggregates, &versions, &types, &payloads],
+        )
+        .await?;
+    Ok(ids)
+}
+
+/// An event as stored, for operators and tests.
+#[derive(Debug, Clone, Serialize)]
+pub struct StoredEvent {
+    pub id: Uuid,
+    pub aggregate_id: Uuid,
+    pub aggregate_version: i32,
+    pub event_type: String,
+    pub status: EventStatus,
+    pub attempts: i32,
+    pub last_error: Option<String>,
+    pub next_attempt_at: DateTime<Utc>,
+    pub locked_by: Option<String>,
+    pub created_at: DateTime<Utc>,
+    /// When the status last changed (for DEAD: when it died).
+    pub updated_at: DateTime<Utc>,
+    pub payload: serde_json::Value,
+}
+
+const COLUMNS: &str = "id, aggregate_id, aggregate_version, event_type, status, attempts, last_error, \
+                       next_attempt_at, locked_by, created_at, updated_at, payload";
+
+fn stored(r: &tokio_postgres::Row) -> StoredEvent {
+    StoredEvent {
+        id: r.get("id"),
+        aggregate_id: r.get("aggregate_id"),
+        aggregate_version: r.get("aggregate_version"),
+        event_type: r.get("event_type"),
+        status: status::from_row(r, "status"),
+        attempts: r.get("attempts"),
+        last_error: r.get("last_error"),
+        next_attempt_at: r.get("next_attempt_at"),
+        locked_by: r.get("locked_by"),
+        created_at: r.get("created_at"),
+        updated_at: r.get("updated_at"),
+        payload: r.get("payload"),
+    }
+}
+
+pub async fn get(client: &impl GenericClient, id: Uuid) -> DbResult<Option<StoredEvent>> {
+    let sql = formatcp!("SELECT {COLUMNS} FROM outbox_events WHERE id = $1");
+    Ok(client.query_opt(sql, &[&id]).await?.as_ref().map(stored))
+}
+
+/// Every event of one aggregate, oldest version first.
+pub async fn of_aggregate(client: &impl GenericClient, aggregate_id: Uuid) -> DbResult<Vec<StoredEvent>> {
+    let sql = formatcp!("SELECT {COLUMNS} FROM outbox_events WHERE aggregate_id = $1 ORDER BY aggregate_version");
+    Ok(client.query(sql, &[&aggregate_id]).await?.iter().map(stored).collect())
+}
+
+/// DEAD events, the most recently dead first.
+pub async fn list_dead(client: &impl GenericClient, limit: i64) -> DbResult<Vec<StoredEvent>> {
+    let sql = formatcp!("SELECT {COLUMNS} FROM outbox_events WHERE status = {DEAD} ORDER BY updated_at DESC LIMIT $1");
+    Ok(client.query(sql, &[&limit]).await?.iter().map(stored).collect())
+}
+
+/// The status of each id (None when it does not exist).
+pub async fn statuses(client: &impl GenericClient, ids: &[Uuid]) -> DbResult<Vec<(Uuid, Option<EventStatus>)>> {
+    let rows = client.query("SELECT id, status FROM outbox_events WHERE id = ANY($1)", &[&ids]).await?;
+    Ok(ids
+        .iter()
+        .map(|id| (*id, rows.iter().find(|r| r.get::<_, Uuid>("id") == *id).map(|r| status::from_row(r, "status"))))
+        .collect())
+}
+
+/// Events by status, zeros included.
+pub async fn counts(client: &impl GenericClient) -> DbResult<BTreeMap<EventStatus, i64>> {
+    let mut counts: BTreeMap<EventStatus, i64> = EventStatus::ALL.into_iter().map(|s| (s, 0)).collect();
+    for row in client.query("SELECT status, count(*) AS n FROM outbox_events GROUP BY status", &[]).await? {
+        counts.insert(status::from_row(&row, "status"), row.get("n"));
+    }
+    Ok(counts)
+}
+
+/// Age in seconds of the oldest PENDING event that is due now (None when
+/// nothing is due).
+pub async fn oldest_due_age(client: &impl GenericClient) -> DbResult<Option<f64>> {
+    let sql = formatcp!(
+        "SELECT extract(epoch FROM now() - min(created_at))::float8 \
+           FROM outbox_events WHERE status = {PENDING} AND next_attempt_at <= now()"
+    );
+    Ok(client.query_one(sql, &[]).await?.get(0))
+}
+
+/// PROCESSING rows locked longer than `stuck_after` (their worker died).
+pub async fn count_stuck(client: &impl GenericClient, stuck_after: Duration) -> DbResult<i64> {
+    let sql = formatcp!(
+        "SELECT count(*) FROM outbox_events \
+          WHERE status = {PROCESSING} AND locked_at < now() - make_interval(secs => $1)"
+    );
+    Ok(client.query_one(sql, &[&stuck_after.as_secs_f64()]).await?.get(0))
+}
+
+/// Retention: deletes up to `limit` DONE events completed more than
+/// `max_age` ago; returns how many.
+pub async fn purge_done(client: &impl GenericClient, max_age: Duration, limit: i64) -> DbResult<u64> {
+    let sql = formatcp!(
+        "DELETE FROM outbox_events WHERE id IN ( \
+             SELECT id FROM outbox_events WHERE status = {DONE} \
+                AND completed_at < now() - make_interval(secs => $1) LIMIT $2)"
+    );
+    Ok(client.execute(sql, &[&max_age.as_secs_f64(), &limit]).await?)
+}
+
+/// `… <id expression>)` completes a subquery that finds the event while it
+/// may still run (it exists and is not DONE). Retention of other tables
+/// keeps their rows while it does; "finished" is defined here, once.
+pub const UNFINISHED_EVENT_WITH_ID: &str =
+    formatcp!("SELECT 1 FROM outbox_events e WHERE e.status <> {DONE} AND e.id = ");

@@ -1,0 +1,216 @@
+//! Every status change of an `outbox_events` row after its claim, each
+//! written once (see [`super::status`] for the picture).
+//!
+//! A worker's transitions (`complete`, `retry`, `requeue`, `dead_letter`)
+//! only touch a row the worker still holds, so a row the sweeper handed to
+//! someone else is left to its new owner.
+
+use std::time::Duration;
+
+use const_format::formatcp;
+use deadpool_postgres::GenericClient;
+use serde::Serialize;
+use uuid::Uuid;
+
+use super::status::sql::{DEAD, DONE, PENDING, PROCESSING};
+use super::status::{self, EventStatus};
+use crate::db::DbResult;
+
+/// The worker's own row: still PROCESSING and locked by it ($1 id, $2 worker).
+const HELD: &str = formatcp!("id = $1 AND status = {PROCESSING} AND locked_by = $2");
+
+/// Leaves the lock columns clear, as every status but PROCESSING has them.
+const UNLOCK: &str = "locked_at = NULL, locked_by = NULL, updated_at = now()";
+
+/// PROCESSING → DONE. Commits with the event's `processed_events` row (the
+/// caller's transaction).
+pub async fn complete(tx: &impl GenericClient, event_id: Uuid) -> DbResult<()> {
+    let sql = formatcp!(
+        "UPDATE outbox_events SET status = {DONE}, completed_at = now(), last_error = NULL, {UNLOCK} WHERE id = $1"
+    );
+    tx.execute(&tx.prepare_cached(sql).await?, &[&event_id]).await?;
+    Ok(())
+}
+
+/// Where a retried event went.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Retried {
+    /// PENDING again after the delay.
+    Pending,
+    /// Its attempts were used up: DEAD.
+    Dead,
+    /// No longer ours (swept and re-claimed); left alone.
+    NotOwned,
+}
+
+/// A known failure: PROCESSING → PENDING after `delay`, or → DEAD once
+/// `max_attempts` are used up.
+pub async fn retry(
+    client: &impl GenericClient,
+    event_id: Uuid,
+    worker: &str,
+    delay: Duration,
+    error: &str,
+    max_attempts: i32,
+) -> DbResult<Retried> {
+    let sql = formatcp!(
+        "UPDATE outbox_events \
+            SET status = CASE WHEN attempts >= $4 THEN {DEAD} ELSE {PENDING} END, \
+                next_attempt_at = now() + make_interval(secs => $3), \
+                last_error = CASE WHEN attempts >= $4 \
+                                  THEN format('attempts exhausted (%s): %s', attempts, $5::text) \
+                                  ELSE $5::text END, \
+                {UNLOCK} \
+          WHERE {HELD} RETURNING status"
+    );
+    let row = client
+        .query_opt(&client.prepare_cached(sql).await?, &[&event_id, &worker, &delay.as_secs_f64(), &max_attempts, &error])
+        .await?;
+    Ok(match row.map(|r| status::from_row(&r, "status")) {
+        Some(EventStatus::Dead) => Retried::Dead,
+        Some(_) => Retried::Pending,
+        None => Retried::NotOwned,
+    })
+}
+
+/// PROCESSING → PENDING after `delay` without using up an attempt (the
+/// provider paused sending; the event itself did nothing wrong).
+pub async fn requeue(
+    client: &impl GenericClient,
+    event_id: Uuid,
+    worker: &str,
+    delay: Duration,
+    reason: &str,
+) -> DbResult<()> {
+    let sql = formatcp!(
+        "UPDATE outbox_events SET status = {PENDING}, attempts = greatest(attempts - 1, 0), \
+             next_attempt_at = now() + make_interval(secs => $3), last_error = $4, {UNLOCK} \
+         WHERE {HELD}"
+    );
+    client.execute(&client.prepare_cached(sql).await?, &[&event_id, &worker, &delay.as_secs_f64(), &reason]).await?;
+    Ok(())
+}
+
+/// PROCESSING → DEAD at once (unreadable payload, misconfigured mailer):
+/// retrying cannot help; an operator replays it once the cause is fixed.
+pub async fn dead_letter(client: &impl GenericClient, event_id: Uuid, worker: &str, reason: &str) -> DbResult<()> {
+    let sql = formatcp!("UPDATE outbox_events SET status = {DEAD}, last_error = $3, {UNLOCK} WHERE {HELD}");
+    client.execute(&client.prepare_cached(sql).await?, &[&event_id, &worker, &reason]).await?;
+    Ok(())
+}
+
+/// One stuck row and what the sweep does (or did) with it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Reset {
+    pub id: Uuid,
+    pub attempts: i32,
+    /// The worker that held it.
+    pub locked_by: Option<String>,
+    /// PENDING (reset) or DEAD (attempts exhausted).
+    pub to: EventStatus,
+}
+
+fn reset_row(r: &tokio_postgres::Row) -> Reset {
+    Reset { id: r.get("id"), attempts: r.get("attempts"), locked_by: r.get("locked_by"), to: status::from_row(r, "status") }
+}
+
+/// Which rows the sweep takes: PROCESSING rows locked longer than
+/// `stuck_after` (their worker died), at most `limit` of them.
+#[derive(Debug, Clone, Copy)]
+pub struct Stuck {
+    pub stuck_after: Duration,
+    /// A row with this many attempts goes to DEAD instead of PENDING.
+    pub max_attempts: i32,
+    pub limit: i64,
+}
+
+const RESET_STUCK: &str = formatcp!(
+    "WITH stuck AS ( \
+         SELECT id, locked_by AS previous_worker, locked_at AS previous_lock FROM outbox_events \
+         WHERE status = {PROCESSING} AND locked_at < now() - make_interval(secs => $1) \
+         ORDER BY locked_at LIMIT $3 FOR UPDATE SKIP LOCKED) \
+     UPDATE outbox_events o \
+        SET status = CASE WHEN o.attempts >= $2 THEN {DEAD} ELSE {PENDING} END, \
+            last_error = CASE WHEN o.attempts >= $2 \
+                THEN format('attempts exhausted (%s): stuck in PROCESSING since %s (worker %s)', \
+                            o.attempts, stuck.previous_lock, stuck.previous_worker) \
+                ELSE format('swept: stuck in PROCESSING since %s (worker %s)', \
+                            stuck.previous_lock, stuck.previous_worker) END, \
+            next_attempt_at = now(), {UNLOCK} \
+       FROM stuck WHERE o.id = stuck.id \
+     RETURNING o.id, o.attempts, stuck.previous_worker AS locked_by, o.status"
+);
+
+const PREVIEW_RESET_STUCK: &str = formatcp!(
+    "SELECT id, attempts, locked_by, CASE WHEN attempts >= $2 THEN {DEAD} ELSE {PENDING} END AS status \
+       FROM outbox_events \
+      WHERE status = {PROCESSING} AND locked_at < now() - make_interval(secs => $1) \
+      ORDER BY locked_at LIMIT $3"
+);
+
+/// The sweep: stuck rows → PENDING, or → DEAD when their attempts are used
+/// up, so the sweep and the poller never hand a doomed event back and forth.
+/// Rows a live transaction is touching are skipped, not waited for. With
+/// `dry_run`, reports what it would do and changes nothing.
+pub async fn reset_stuck(client: &impl GenericClient, stuck: &Stuck, dry_run: bool) -> DbResult<Vec<Reset>> {
+    let sql = if dry_run { PREVIEW_RESET_STUCK } else { RESET_STUCK };
+    let rows = client.query(sql, &[&stuck.stuck_after.as_secs_f64(), &stuck.max_attempts, &stuck.limit]).await?;
+    Ok(rows.iter().map(reset_row).collect())
+}
+
+/// What a replay selects.
+pub enum ReplaySelection<'a> {
+    Ids(&'a [Uuid]),
+    All { event_type: Option<&'a str>, since: Option<chrono::DateTime<chrono::Utc>> },
+}
+
+/// DEAD → PENDING with fresh attempts, for the selected events, in one
+/// transaction that also records each replay in `outbox_replays`. Events
+/// that are not DEAD are never touched. Returns the replayed ids.
+pub async fn replay(
+    client: &mut deadpool_postgres::Client,
+    selection: ReplaySelection<'_>,
+    replayed_by: &str,
+) -> DbResult<Vec<Uuid>> {
+    let (ids, event_type, since) = match selection {
+        ReplaySelection::Ids(ids) => (Some(ids.to_vec()), None, None),
+        ReplaySelection::All { event_type, since } => (None, event_type, since),
+    };
+    let sql = formatcp!(
+        "WITH target AS ( \
+             SELECT id, attempts, last_error FROM outbox_events \
+              WHERE status = {DEAD} \
+                AND ($1::uuid[] IS NULL OR id = ANY($1)) \
+                AND ($2::text IS NULL OR event_type = $2) \
+                AND ($3::timestamptz IS NULL OR updated_at >= $3) \
+              FOR UPDATE), \
+         rec AS ( \
+             INSERT INTO outbox_replays (id, outbox_event_id, previous_attempts, previous_error, replayed_by) \
+             SELECT gen_random_uuid(), id, attempts, last_error, $4 FROM target) \
+         UPDATE outbox_events o SET status = {PENDING}, attempts = 0, next_attempt_at = now(), \
+                last_error = 'replayed by ' || $4 || ' after: ' || coalesce(o.last_error, ''), {UNLOCK} \
+           FROM target WHERE o.id = target.id RETURNING o.id"
+    );
+    let tx = client.transaction().await?;
+    let rows = tx.query(sql, &[&ids, &event_type, &since, &replayed_by]).await?;
+    tx.commit().await?;
+    Ok(rows.iter().map(|r| r.get(0)).collect())
+}
+
+/// How many times an event was replayed.
+pub async fn replay_count(client: &impl GenericClient, event_id: Uuid) -> DbResult<i64> {
+    Ok(client.query_one("SELECT count(*) FROM outbox_replays WHERE outbox_event_id = $1", &[&event_id]).await?.get(0))
+}
+
+/// DONE or DEAD → PENDING with fresh attempts, in the caller's transaction:
+/// an operator decided the event must run again (e.g. to resend one
+/// recipient). The caller also forgets its `processed_events` row. Returns
+/// false, changing nothing, when the event is not DONE or DEAD.
+pub async fn reopen(tx: &impl GenericClient, event_id: Uuid, reason: &str) -> DbResult<bool> {
+    let sql = formatcp!(
+        "UPDATE outbox_events SET status = {PENDING}, attempts = 0, next_attempt_at = now(), \
+                last_error = $2, completed_at = NULL, {UNLOCK} \
+          WHERE id = $1 AND status IN ({DONE}, {DEAD})"
+    );
+    Ok(tx.execute(sql, &[&event_id, &reason]).await? == 1)
+}

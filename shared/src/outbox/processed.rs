@@ -1,0 +1,54 @@
+//! `processed_events`, layer 2 of the design story: "have we already
+//! processed this event?" Every statement on the table lives here.
+
+use std::time::Duration;
+
+use const_format::concatcp;
+use deadpool_postgres::{GenericClient, Transaction};
+use uuid::Uuid;
+
+use super::events::UNFINISHED_EVENT_WITH_ID;
+use crate::db::DbResult;
+
+/// The story's `tryInsert(eventId)`, inside the transaction that will also
+/// mark the event DONE. Returns false when the event was already processed.
+///
+/// While this transaction is open, a second attempt on the same event blocks
+/// here until it ends, so two live workers can never dispatch one event at
+/// the same time, even if the sweeper handed it out twice.
+pub async fn try_insert(tx: &Transaction<'_>, event_id: Uuid) -> DbResult<bool> {
+    let n = tx
+        .execute(
+            &tx.prepare_cached(
+                "INSERT INTO processed_events (event_id, processed_at) VALUES ($1, now()) ON CONFLICT DO NOTHING",
+            )
+            .await?,
+            &[&event_id],
+        )
+        .await?;
+    Ok(n == 1)
+}
+
+/// Lets a reopened event through again (an operator's resend decision).
+pub async fn forget(tx: &impl GenericClient, event_id: Uuid) -> DbResult<()> {
+    tx.execute("DELETE FROM processed_events WHERE event_id = $1", &[&event_id]).await?;
+    Ok(())
+}
+
+pub async fn count(client: &impl GenericClient) -> DbResult<i64> {
+    Ok(client.query_one("SELECT count(*) FROM processed_events", &[]).await?.get(0))
+}
+
+/// Retention: deletes up to `limit` rows older than `max_age` whose event is
+/// DONE or gone (a row of an event that may still run is kept).
+pub async fn purge(client: &impl GenericClient, max_age: Duration, limit: i64) -> DbResult<u64> {
+    const SQL: &str = concatcp!(
+        "DELETE FROM processed_events WHERE event_id IN ( \
+             SELECT p.event_id FROM processed_events p \
+              WHERE p.processed_at < now() - make_interval(secs => $1) \
+                AND NOT EXISTS (",
+        UNFINISHED_EVENT_WITH_ID,
+        "p.event_id) LIMIT $2)"
+    );
+    Ok(client.execute(SQL, &[&max_age.as_secs_f64(), &limit]).await?)
+}

@@ -1,0 +1,226 @@
+//! The workers' settings, read from the environment once per cold start and
+//! validated there, so a misconfigured function fails its first invocation
+//! with the variable to change.
+
+use std::time::Duration;
+
+use crate::config::{self, ConfigError};
+use crate::outbox::events::transitions::Stuck;
+
+pub const DEFAULT_MAX_ATTEMPTS: i32 = 8;
+
+#[derive(Debug, Clone)]
+pub struct PollerConfig {
+    pub batch_size: i64,
+    /// Events dispatched at once within one invocation.
+    pub concurrency: usize,
+    /// Wait between empty polls.
+    pub idle_wait: Duration,
+    /// Stop claiming when less than this remains before the deadline.
+    pub safety_margin: Duration,
+    pub max_attempts: i32,
+    pub backoff_base: Duration,
+    pub backoff_cap: Duration,
+    /// How long to wait after the provider paused sending.
+    pub pause_delay: Duration,
+    /// `locked_by` of claimed rows.
+    pub worker_id: String,
+    /// Optional cap on one invocation's polling time (and the run time used
+    /// when the runtime reports no usable deadline, as local emulators do).
+    pub max_run: Option<Duration>,
+}
+
+impl PollerConfig {
+    /// The concurrency configured in the environment, so the pool can be
+    /// sized for it before the rest is read.
+    pub fn concurrency_from_env() -> Result<usize, ConfigError> {
+        config::parsed_or("POLLER_CONCURRENCY", 4usize)
+    }
+
+    pub fn from_env(pool_size: usize) -> Result<Self, ConfigError> {
+        let cfg = Self {
+            batch_size: config::parsed_or("POLLER_BATCH_SIZE", 32i64)?,
+            concurrency: Self::concurrency_from_env()?,
+            idle_wait: Duration::from_millis(config::parsed_or("POLLER_IDLE_WAIT_MS", 200u64)?),
+            safety_margin: Duration::from_secs(config::parsed_or("POLLER_SAFETY_MARGIN_SECS", 10u64)?),
+            max_attempts: config::parsed_or("OUTBOX_MAX_ATTEMPTS", DEFAULT_MAX_ATTEMPTS)?,
+            backoff_base: Duration::from_secs_f64(config::parsed_or("OUTBOX_BACKOFF_BASE_SECS", 2.0f64)?),
+            backoff_cap: Duration::from_secs_f64(config::parsed_or("OUTBOX_BACKOFF_CAP_SECS", 900.0f64)?),
+            pause_delay: Duration::from_secs(config::parsed_or("OUTBOX_PAUSE_DELAY_SECS", 300u64)?),
+            worker_id: default_worker_id(),
+            max_run: match config::parsed_or("POLLER_MAX_RUN_SECS", 0u64)? {
+                0 => None,
+                secs => Some(Duration::from_secs(secs)),
+            },
+        };
+        cfg.validate(pool_size)?;
+        Ok(cfg)
+    }
+
+    /// Defaults suitable for tests and benchmarks.
+    pub fn for_tests(worker_id: &str) -> Self {
+        Self {
+            batch_size: 32,
+            concurrency: 4,
+            idle_wait: Duration::from_millis(20),
+            safety_margin: Duration::from_millis(0),
+            max_attempts: DEFAULT_MAX_ATTEMPTS,
+            backoff_base: Duration::from_millis(0),
+            backoff_cap: Duration::from_millis(0),
+            pause_delay: Duration::from_secs(300),
+            worker_id: worker_id.to_string(),
+            max_run: None,
+        }
+    }
+
+    pub fn validate(&self, pool_size: usize) -> Result<(), ConfigError> {
+        for (var, ok) in [
+            ("POLLER_BATCH_SIZE", self.batch_size >= 1),
+            ("POLLER_CONCURRENCY", self.concurrency >= 1),
+            ("OUTBOX_MAX_ATTEMPTS", self.max_attempts >= 1),
+        ] {
+            if !ok {
+                return Err(ConfigError::new(var, "must be at least 1", format!("set {var} to 1 or more")));
+            }
+        }
+        if self.backoff_cap < self.backoff_base {
+            return Err(ConfigError::new(
+                "OUTBOX_BACKOFF_CAP_SECS",
+                "is below OUTBOX_BACKOFF_BASE_SECS",
+                "raise OUTBOX_BACKOFF_CAP_SECS to at least OUTBOX_BACKOFF_BASE_SECS",
+            ));
+        }
+        // Each in-flight event holds its processed_events transaction plus one
+        // connection for its claims; one more claims the next batch. Fewer
+        // would let every connection wait for another: a deadlock.
+        let needed = 2 * self.concurrency + 1;
+        if pool_size < needed {
+            return Err(ConfigError::new(
+                "DATABASE_POOL_SIZE",
+                format!("({pool_size}) is too small for POLLER_CONCURRENCY ({})", self.concurrency),
+                format!("it needs at least {needed}; raise it or lower POLLER_CONCURRENCY"),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Exponential backoff with jitter for the attempt that just failed
+    /// (1-based): `base * 2^(n-1)`, capped, plus up to 100% jitter, capped again.
+    pub fn backoff(&self, attempt: i32) -> Duration {
+        let n = attempt.max(1) as usize;
+        use backon::BackoffBuilder;
+        backon::ExponentialBuilder::default()
+            .with_min_delay(self.backoff_base)
+            .with_max_delay(self.backoff_cap)
+            .with_factor(2.0)
+            .with_jitter()
+            .without_max_times()
+            .build()
+            .nth(n - 1)
+            .unwrap_or(self.backoff_cap)
+            .min(self.backoff_cap)
+    }
+}
+
+fn default_worker_id() -> String {
+    let host = std::env::var("AWS_LAMBDA_LOG_STREAM_NAME")
+        .or_else(|_| std::env::var("HOSTNAME"))
+        .unwrap_or_else(|_| "local".into());
+    format!("{host}:{}:{}", std::process::id(), &uuid::Uuid::now_v7().simple().to_string()[24..])
+}
+
+#[derive(Debug, Clone)]
+pub struct SweeperConfig {
+    /// A PROCESSING row older than this is presumed abandoned.
+    pub stuck_after: Duration,
+    /// The poller's maximum run time (its Lambda timeout).
+    pub poller_timeout: Duration,
+    pub max_attempts: i32,
+    /// Rows per sweep statement.
+    pub batch_size: i64,
+    pub retention: RetentionConfig,
+}
+
+impl SweeperConfig {
+    pub fn from_env() -> Result<Self, ConfigError> {
+        Self::new(
+            Duration::from_secs(config::parsed_or("SWEEP_STUCK_AFTER_SECS", 300u64)?),
+            Duration::from_secs(config::parsed_or("POLLER_TIMEOUT_SECS", 60u64)?),
+            config::parsed_or("OUTBOX_MAX_ATTEMPTS", DEFAULT_MAX_ATTEMPTS)?,
+            config::parsed_or("SWEEP_BATCH_SIZE", 500i64)?,
+            RetentionConfig::from_env()?,
+        )
+    }
+
+    pub fn new(
+        stuck_after: Duration,
+        poller_timeout: Duration,
+        max_attempts: i32,
+        batch_size: i64,
+        retention: RetentionConfig,
+    ) -> Result<Self, ConfigError> {
+        // A live poller must never be swept: its row would be handed to a
+        // second worker while the first is still sending.
+        if stuck_after <= poller_timeout {
+            return Err(ConfigError::new(
+                "SWEEP_STUCK_AFTER_SECS",
+                format!(
+                    ": the sweeper timeout ({}s) must exceed the poller timeout ({}s)",
+                    stuck_after.as_secs(),
+                    poller_timeout.as_secs()
+                ),
+                "raise SWEEP_STUCK_AFTER_SECS or lower POLLER_TIMEOUT_SECS",
+            ));
+        }
+        if max_attempts < 1 {
+            return Err(ConfigError::new("OUTBOX_MAX_ATTEMPTS", "must be at least 1", "set it to 1 or more"));
+        }
+        if batch_size < 1 {
+            return Err(ConfigError::new("SWEEP_BATCH_SIZE", "must be at least 1", "set it to 1 or more"));
+        }
+        Ok(Self { stuck_after, poller_timeout, max_attempts, batch_size, retention })
+    }
+}
+
+impl SweeperConfig {
+    /// The rows one sweep statement takes.
+    pub fn stuck(&self) -> Stuck {
+        Stuck { stuck_after: self.stuck_after, max_attempts: self.max_attempts, limit: self.batch_size }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct RetentionConfig {
+    pub max_age: Duration,
+    pub batch_size: i64,
+    /// Batches per table per run (bounds one run's work).
+    pub max_batches: u32,
+    pub idempotency_key_ttl: Duration,
+}
+
+impl RetentionConfig {
+    pub fn from_env() -> Result<Self, ConfigError> {
+        let days = config::parsed_or("RETENTION_DAYS", 7u64)?;
+        let cfg = Self {
+            max_age: Duration::from_secs(days * 86_400),
+            batch_size: config::parsed_or("RETENTION_BATCH_SIZE", 1000i64)?,
+            max_batches: config::parsed_or("RETENTION_MAX_BATCHES", 20u32)?,
+            idempotency_key_ttl: Duration::from_secs(config::parsed_or("IDEMPOTENCY_KEY_TTL_HOURS", 24u64)? * 3600),
+        };
+        if cfg.batch_size < 1 {
+            return Err(ConfigError::new("RETENTION_BATCH_SIZE", "must be at least 1", "set it to 1 or more"));
+        }
+        Ok(cfg)
+    }
+}
+
+impl Default for RetentionConfig {
+    fn default() -> Self {
+        Self {
+            max_age: Duration::from_secs(7 * 86_400),
+            batch_size: 1000,
+            max_batches: 20,
+            idempotency_key_ttl: Duration::from_secs(86_400),
+        }
+    }
+}

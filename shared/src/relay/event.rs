@@ -1,0 +1,132 @@
+//! One claimed event, from `processed_events` to DONE (or retry, or the
+//! dead letter): tell every recipient, then settle the event by what the
+//! deliveries say.
+
+use std::sync::atomic::Ordering;
+
+use super::poller::Poller;
+use super::summary::RunSummary;
+use super::RelayError;
+use crate::booking::events::BookingEvent;
+use crate::notify::deliver::{deliver, Delivery};
+use crate::notify::mailer::Mailer;
+use crate::notify::Notification;
+use crate::outbox::events::transitions::{self, Retried};
+use crate::outbox::processed;
+
+/// Every recipient handled; `processed_events` + DONE not yet committed.
+pub const FAULT_BEFORE_DONE_COMMIT: &str = "poller.before_done_commit";
+
+/// What the deliveries of one event mean for the event. When several apply,
+/// the strongest wins (in this order), with the first reason of its kind.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Settle {
+    /// Every recipient has an outcome: DONE.
+    Done,
+    /// The provider paused sending: back to PENDING without using an attempt.
+    Requeue(String),
+    /// A known failure: back to PENDING with backoff (or DEAD when out of attempts).
+    Retry(String),
+    /// Our mailer configuration is wrong: DEAD until an operator replays it.
+    DeadLetter(String),
+}
+
+impl Settle {
+    fn rank(&self) -> u8 {
+        match self {
+            Settle::Done => 0,
+            Settle::Requeue(_) => 1,
+            Settle::Retry(_) => 2,
+            Settle::DeadLetter(_) => 3,
+        }
+    }
+
+    fn join(self, other: Settle) -> Settle {
+        if other.rank() > self.rank() {
+            other
+        } else {
+            self
+        }
+    }
+
+    fn of(d: &Delivery) -> Settle {
+        match d {
+            Delivery::Released { reason } => Settle::Retry(reason.clone()),
+            Delivery::Paused { reason } => Settle::Requeue(reason.clone()),
+            Delivery::Misconfigured { reason } => Settle::DeadLetter(reason.clone()),
+            _ => Settle::Done,
+        }
+    }
+}
+
+impl<M: Mailer + 'static> Poller<M> {
+    #[tracing::instrument(skip_all, fields(event_id = %event.id, booking_id = %event.payload.booking.id, event_type = %event.event_type, attempt = attempts))]
+    pub(super) async fn process(&self, event: BookingEvent, attempts: i32) -> Result<RunSummary, RelayError> {
+        let mut summary = RunSummary::default();
+        let mut client = self.pool.get().await?;
+        let tx = client.transaction().await?;
+        if !processed::try_insert(&tx, event.id).await? {
+            // A previous attempt committed: the event is processed already.
+            transitions::complete(&tx, event.id).await?;
+            tx.commit().await?;
+            summary.already_processed += 1;
+            summary.done += 1;
+            return Ok(summary);
+        }
+        let mut settle = Settle::Done;
+        for n in Notification::for_each_recipient(&event) {
+            if self.paused.load(Ordering::SeqCst) {
+                settle = settle.join(Settle::Requeue("sending paused earlier in this run".into()));
+                break;
+            }
+            let delivery = deliver(&self.pool, &*self.mailer, &self.faults, &self.config.worker_id, &n).await?;
+            summary.count(&delivery);
+            let stop = matches!(delivery, Delivery::Paused { .. } | Delivery::Misconfigured { .. });
+            if let Delivery::Paused { .. } = delivery {
+                self.paused.store(true, Ordering::SeqCst);
+            }
+            settle = settle.join(Settle::of(&delivery));
+            if stop {
+                break;
+            }
+        }
+        let worker = &self.config.worker_id;
+        if settle == Settle::Done {
+            self.faults.hit(FAULT_BEFORE_DONE_COMMIT)?;
+            transitions::complete(&tx, event.id).await?;
+            tx.commit().await?;
+            summary.done += 1;
+            return Ok(summary);
+        }
+        // Not done: processed_events must not commit, so the event runs again.
+        tx.rollback().await?;
+        let client = self.pool.get().await?;
+        match settle {
+            Settle::Done => {} // committed above
+            Settle::DeadLetter(reason) => {
+                transitions::dead_letter(&client, event.id, worker, &format!("mailer misconfigured: {reason}")).await?;
+                summary.dead_lettered += 1;
+            }
+            Settle::Retry(reason) => {
+                let delay = self.backoff(attempts);
+                let max = self.config.max_attempts;
+                match transitions::retry(&client, event.id, worker, delay, &reason, max).await? {
+                    Retried::Dead => {
+                        tracing::error!(%reason, attempts, "attempts exhausted; dead-lettered");
+                        summary.dead_lettered += 1;
+                    }
+                    Retried::Pending => {
+                        tracing::info!(%reason, delay_ms = delay.as_millis() as u64, "will retry");
+                        summary.retried += 1;
+                    }
+                    Retried::NotOwned => tracing::warn!("event was swept from under this worker; left to its new owner"),
+                }
+            }
+            Settle::Requeue(reason) => {
+                let delay = self.config.pause_delay;
+                transitions::requeue(&client, event.id, worker, delay, &format!("sending paused: {reason}")).await?;
+            }
+        }
+        Ok(summary)
+    }
+}

@@ -1,0 +1,44 @@
+//! Retention: deletes finished rows past a configurable age, table by table,
+//! in bounded batches so one run never holds long locks or bloats a
+//! transaction. Each table's own module says which of its rows may go; the
+//! order matters: sends and `processed_events` first, because their guard
+//! looks at the event row.
+
+use std::future::Future;
+
+use deadpool_postgres::GenericClient;
+
+use super::config::RetentionConfig;
+use super::summary::RetentionReport;
+use crate::booking::idempotency;
+use crate::db::DbResult;
+use crate::notify::sends;
+use crate::outbox::{events, processed};
+
+/// Runs `purge(batch_size)` until it deletes less than a batch, at most
+/// `max_batches` times; returns the total.
+async fn in_batches<F, Fut>(cfg: &RetentionConfig, mut purge: F) -> DbResult<u64>
+where
+    F: FnMut(i64) -> Fut,
+    Fut: Future<Output = DbResult<u64>>,
+{
+    let mut total = 0;
+    for _ in 0..cfg.max_batches {
+        let n = purge(cfg.batch_size).await?;
+        total += n;
+        if n < cfg.batch_size as u64 {
+            break;
+        }
+    }
+    Ok(total)
+}
+
+pub async fn run(client: &impl GenericClient, cfg: &RetentionConfig) -> DbResult<RetentionReport> {
+    let age = cfg.max_age;
+    let sends = in_batches(cfg, |n| sends::purge(client, age, n)).await?;
+    let processed_events = in_batches(cfg, |n| processed::purge(client, age, n)).await?;
+    let events = in_batches(cfg, |n| events::purge_done(client, age, n)).await?;
+    let ttl = cfg.idempotency_key_ttl;
+    let idempotency_keys = in_batches(cfg, |n| idempotency::purge_expired(client, ttl, n)).await?;
+    Ok(RetentionReport { events, processed_events, sends, idempotency_keys })
+}

@@ -1,0 +1,36 @@
+//! How the whole pipeline stands, for `outboxctl status`: events by status,
+//! lag, stuck rows, and sends by status.
+
+use std::collections::BTreeMap;
+
+use deadpool_postgres::GenericClient;
+use serde::Serialize;
+
+use super::config::SweeperConfig;
+use crate::db::DbResult;
+use crate::notify::sends::{self, SendStatus};
+use crate::outbox::events::{self, EventStatus};
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Status {
+    /// Events by status, zeros included.
+    pub events: BTreeMap<EventStatus, i64>,
+    /// Age of the oldest PENDING event that is due now, in seconds.
+    pub oldest_due_pending_age_secs: Option<f64>,
+    /// PROCESSING rows older than the sweep timeout (their worker died).
+    pub processing_past_sweep_timeout: i64,
+    pub dead: i64,
+    /// Sends by status, zeros included.
+    pub sends: BTreeMap<SendStatus, i64>,
+}
+
+pub async fn fetch(client: &impl GenericClient, config: &SweeperConfig) -> DbResult<Status> {
+    let events = events::counts(client).await?;
+    Ok(Status {
+        dead: events[&EventStatus::Dead],
+        events,
+        oldest_due_pending_age_secs: events::oldest_due_age(client).await?,
+        processing_past_sweep_timeout: events::count_stuck(client, config.stuck_after).await?,
+        sends: sends::counts(client).await?,
+    })
+}

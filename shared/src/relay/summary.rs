@@ -1,0 +1,121 @@
+//! What a worker run did: returned by the Lambdas, logged, and emitted as
+//! EMF metrics (names the template's alarms use).
+
+use serde::Serialize;
+
+use crate::notify::deliver::Delivery;
+use crate::outbox::events::transitions::Reset;
+use crate::outbox::EventStatus;
+use crate::telemetry::emf::Unit;
+
+/// What one poller run did.
+#[derive(Debug, Default, Clone, PartialEq, Eq, Serialize)]
+pub struct RunSummary {
+    pub batches: u32,
+    pub claimed: u32,
+    pub done: u32,
+    pub already_processed: u32,
+    pub sent: u32,
+    pub skipped: u32,
+    pub released: u32,
+    pub failed: u32,
+    pub unknown: u32,
+    pub retried: u32,
+    pub dead_lettered: u32,
+    pub paused: bool,
+    pub errors: u32,
+    /// The slowest batch (claim + dispatch) of the run.
+    pub batch_duration_ms_max: u64,
+}
+
+impl RunSummary {
+    pub(super) fn add(&mut self, o: &RunSummary) {
+        self.batches += o.batches;
+        self.claimed += o.claimed;
+        self.done += o.done;
+        self.already_processed += o.already_processed;
+        self.sent += o.sent;
+        self.skipped += o.skipped;
+        self.released += o.released;
+        self.failed += o.failed;
+        self.unknown += o.unknown;
+        self.retried += o.retried;
+        self.dead_lettered += o.dead_lettered;
+        self.paused |= o.paused;
+        self.errors += o.errors;
+        self.batch_duration_ms_max = self.batch_duration_ms_max.max(o.batch_duration_ms_max);
+    }
+
+    /// Counts one recipient's delivery.
+    pub(super) fn count(&mut self, d: &Delivery) {
+        match d {
+            Delivery::Sent { .. } => self.sent += 1,
+            Delivery::AlreadyClaimed => self.skipped += 1,
+            Delivery::Orphaned | Delivery::Unknown { .. } => self.unknown += 1,
+            Delivery::Released { .. } | Delivery::Paused { .. } | Delivery::Misconfigured { .. } => self.released += 1,
+            Delivery::Rejected { .. } => self.failed += 1,
+        }
+    }
+
+    /// The run as EMF metrics.
+    pub fn metrics(&self) -> Vec<(&'static str, f64, Unit)> {
+        vec![
+            ("Claimed", self.claimed as f64, Unit::Count),
+            ("Sent", self.sent as f64, Unit::Count),
+            ("Released", self.released as f64, Unit::Count),
+            ("Unknown", self.unknown as f64, Unit::Count),
+            ("PermanentlyFailed", self.failed as f64, Unit::Count),
+            ("DeadLettered", self.dead_lettered as f64, Unit::Count),
+            ("Errors", self.errors as f64, Unit::Count),
+            ("BatchDurationMs", self.batch_duration_ms_max as f64, Unit::Milliseconds),
+        ]
+    }
+}
+
+/// What the poller Lambda returns: what it did this invocation, and how far
+/// behind the outbox is now.
+#[derive(Debug, Clone, Serialize)]
+pub struct Health {
+    pub summary: RunSummary,
+    pub oldest_due_pending_age_secs: f64,
+    pub duration_ms: u64,
+}
+
+/// What one sweeper run did; the sweeper Lambda returns it.
+#[derive(Debug, Default, Clone, Serialize)]
+pub struct SweepRun {
+    pub reset: u32,
+    pub dead_lettered: u32,
+    pub swept: Vec<Reset>,
+    pub retention: RetentionReport,
+    pub oldest_due_pending_age_secs: f64,
+}
+
+impl SweepRun {
+    pub(super) fn count(&mut self, r: &Reset) {
+        if r.to == EventStatus::Dead {
+            self.dead_lettered += 1;
+            tracing::error!(event_id = %r.id, attempts = r.attempts, "stuck event out of attempts; dead-lettered");
+        } else {
+            self.reset += 1;
+            tracing::warn!(event_id = %r.id, attempts = r.attempts, "stuck event reset to PENDING");
+        }
+    }
+
+    pub fn metrics(&self) -> Vec<(&'static str, f64, Unit)> {
+        vec![
+            ("Swept", self.reset as f64, Unit::Count),
+            ("DeadLettered", self.dead_lettered as f64, Unit::Count),
+            ("OldestPendingAgeSeconds", self.oldest_due_pending_age_secs, Unit::Seconds),
+        ]
+    }
+}
+
+/// Rows deleted by one retention run, per table.
+#[derive(Debug, Default, Clone, PartialEq, Eq, Serialize)]
+pub struct RetentionReport {
+    pub events: u64,
+    pub processed_events: u64,
+    pub sends: u64,
+    pub idempotency_keys: u64,
+}
