@@ -68,3 +68,22 @@ for f in booking-api outbox-poller outbox-sweeper; do
   [ -s "$zip" ] || { echo "error: $zip was not built" >&2; exit 1; }
   echo "    $zip: $(du -k "$zip" | cut -f1) KiB"
 done
+
+echo "==> release binaries carry no dev switches"
+# The dev feature (insecure identity headers, fault points) must never be in
+# a release build. The same search must find them in a dev build, when one
+# exists (the tests' crash worker), so the check cannot pass by being blind.
+python3 - <<'PY'
+import os, sys, zipfile
+needles = [b"x-dev-user-email", b"x-dev-user-name", b"OUTBOX_FAULT_POINTS"]
+for f in ["booking-api", "outbox-poller", "outbox-sweeper"]:
+    binary = zipfile.ZipFile(f"target/lambda/{f}/bootstrap.zip").read("bootstrap")
+    found = [n.decode() for n in needles if n in binary]
+    if found:
+        sys.exit(f"error: the release {f} contains dev switches: {', '.join(found)}")
+    print(f"    {f}: none of {', '.join(n.decode() for n in needles)}")
+dev = "target/debug/outbox-worker"
+if os.path.exists(dev):
+    assert b"OUTBOX_FAULT_POINTS" in open(dev, "rb").read(), f"the search missed the fault points in {dev}"
+    print(f"    (the same search finds them in the dev build {dev})")
+PY

@@ -100,7 +100,9 @@ RUST_LOG=info
 ENV
 
 echo "==> cargo lambda watch on 127.0.0.1:$DEV_LAMBDA_PORT (logs in .local/watch.log)"
-spawn cargo lambda watch -A 127.0.0.1 -P "$DEV_LAMBDA_PORT" --env-file "$DEV_DIR/dev.env" >"$DEV_DIR/watch.log" 2>&1
+# The dev feature compiles in the local identity headers; release builds lack it.
+spawn cargo lambda watch -A 127.0.0.1 -P "$DEV_LAMBDA_PORT" --features outbox-shared/dev \
+  --env-file "$DEV_DIR/dev.env" >"$DEV_DIR/watch.log" 2>&1
 
 URL="http://127.0.0.1:$DEV_LAMBDA_PORT/lambda-url/booking-api"
 echo "==> waiting for the booking API (the first request compiles it)"

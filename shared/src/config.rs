@@ -56,18 +56,6 @@ where
     }
 }
 
-/// How the booking API learns who is calling.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum AuthMode {
-    /// Production: the `email` and `name` claims that API Gateway's JWT
-    /// authorizer put in the request context.
-    Jwt,
-    /// Local development only: `X-Dev-User-Email` / `X-Dev-User-Name`
-    /// headers are trusted. Must be switched on explicitly
-    /// (`AUTH_MODE=insecure-dev-headers`).
-    InsecureDevHeaders,
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -84,46 +72,3 @@ mod tests {
     }
 }
 
-impl FromStr for AuthMode {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s {
-            "jwt" => Ok(AuthMode::Jwt),
-            "insecure-dev-headers" => Ok(AuthMode::InsecureDevHeaders),
-            other => Err(format!(
-                "unknown auth mode {other:?}; use \"jwt\" (default) or \"insecure-dev-headers\" (local development only)"
-            )),
-        }
-    }
-}
-
-/// Settings of the booking API function.
-#[derive(Debug, Clone)]
-pub struct ApiConfig {
-    pub auth_mode: AuthMode,
-    /// Requests with a larger body get 413 before anything is parsed.
-    pub max_body_bytes: usize,
-}
-
-impl ApiConfig {
-    pub const DEFAULT_MAX_BODY_BYTES: usize = 64 * 1024;
-
-    pub fn from_env() -> Result<Self, ConfigError> {
-        let auth_mode = parsed_or("AUTH_MODE", AuthMode::Jwt)?;
-        let max_body_bytes = parsed_or("API_MAX_BODY_BYTES", Self::DEFAULT_MAX_BODY_BYTES)?;
-        if max_body_bytes < 1024 {
-            return Err(ConfigError::new(
-                "API_MAX_BODY_BYTES",
-                format!("{max_body_bytes} is too small for a 50-attendee booking"),
-                "use at least 1024",
-            ));
-        }
-        Ok(Self { auth_mode, max_body_bytes })
-    }
-}
-
-impl Default for ApiConfig {
-    fn default() -> Self {
-        Self { auth_mode: AuthMode::Jwt, max_body_bytes: Self::DEFAULT_MAX_BODY_BYTES }
-    }
-}

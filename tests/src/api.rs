@@ -4,7 +4,8 @@
 use lambda_http::http::HeaderMap;
 use serde_json::{json, Value};
 use shared::api::Api;
-use shared::config::{ApiConfig, AuthMode};
+use shared::api::config::{ApiConfig, AuthMode};
+use shared::booking::domain::StartWindow;
 use shared::fault::Faults;
 
 use crate::TestDb;
@@ -36,9 +37,18 @@ impl TestResponse {
     }
 }
 
+/// The production configuration, except that a booking may start up to a
+/// century from now either way: the tests use fixed dates (December 2026),
+/// which must stay bookable whenever the suite runs. The start-window test
+/// sets its own window.
+pub fn test_config() -> ApiConfig {
+    let century = chrono::Duration::days(36_500);
+    ApiConfig { start_window: StartWindow { max_past: century, max_future: century }, ..ApiConfig::default() }
+}
+
 impl TestApi {
     pub fn new(db: &TestDb) -> Self {
-        Self::with(db, Faults::none(), ApiConfig::default())
+        Self::with(db, Faults::none(), test_config())
     }
 
     pub fn with(db: &TestDb, faults: Faults, config: ApiConfig) -> Self {
@@ -46,7 +56,7 @@ impl TestApi {
     }
 
     pub fn dev_mode(db: &TestDb) -> Self {
-        Self::with(db, Faults::none(), ApiConfig { auth_mode: AuthMode::InsecureDevHeaders, ..ApiConfig::default() })
+        Self::with(db, Faults::none(), ApiConfig { auth_mode: AuthMode::InsecureDevHeaders, ..test_config() })
     }
 
     /// Sends a request with a JSON body (or raw text when `body` is a string).

@@ -2,7 +2,7 @@
 //! writes nothing, and never produces a 500.
 
 use serde_json::{json, Value};
-use shared::config::ApiConfig;
+use shared::api::config::ApiConfig;
 use outbox_tests::api::{booking_body, TestApi, BOB};
 use outbox_tests::TestDb;
 
@@ -185,4 +185,96 @@ async fn bad_reschedule_bodies_are_refused_and_change_nothing() {
     }
     assert_eq!(api.get(&path, BOB).await.body["version"], 1);
     assert_eq!(db.count("outbox_events").await, 1);
+}
+
+#[tokio::test]
+async fn invisible_and_separator_characters_are_refused_where_they_reach_a_header() {
+    let db = TestDb::create().await;
+    let api = TestApi::new(&db);
+    // Bidi override, isolate, zero-width space, BOM, soft hyphen (Cf) and
+    // the line and paragraph separators (Zl, Zp).
+    for c in ['\u{202E}', '\u{2066}', '\u{2069}', '\u{200B}', '\u{FEFF}', '\u{00AD}', '\u{2028}', '\u{2029}'] {
+        let text = format!("Pay{c}ment due");
+        let body = refused(&api, &db, &with("title", json!(text)), 422, Some("title")).await;
+        assert!(body["detail"].as_str().unwrap().contains(&format!("U+{:04X}", c as u32)), "{body}");
+        refused(&api, &db, &with("location", json!(text)), 422, Some("location")).await;
+        let attendee = json!([{"email": "alice@example.com", "name": text}]);
+        refused(&api, &db, &with("attendees", attendee), 422, Some("attendees[0].name")).await;
+        let attendee = json!([{"email": format!("al{c}ice@example.com"), "name": "Alice"}]);
+        refused(&api, &db, &with("attendees", attendee), 422, Some("attendees[0].email")).await;
+    }
+    // Ordinary non-ASCII text is fine.
+    let ok = api.post("/bookings", BOB, &{
+        let mut b = booking_body(9);
+        b["title"] = json!("Réunion — 会議 ✓");
+        b
+    })
+    .await;
+    assert_eq!(ok.status, 201, "{}", ok.body);
+}
+
+#[tokio::test]
+async fn a_lone_cr_in_the_description_is_stored_as_a_line_break_and_never_reaches_the_ics() {
+    use shared::booking::events::{EventPayload, EventType};
+    use shared::notify::{invite, Notification};
+    let db = TestDb::create().await;
+    let api = TestApi::new(&db);
+    let created = api.post("/bookings", BOB, &{
+        let mut b = booking_body(9);
+        b["description"] = json!("line one\rline two\r\nline three");
+        b
+    })
+    .await;
+    assert_eq!(created.status, 201, "{}", created.body);
+    assert_eq!(created.body["description"], "line one\nline two\nline three");
+    let booking: shared::booking::domain::Booking = serde_json::from_value(created.body.clone()).unwrap();
+    let recipient = booking.attendees[0].clone();
+    let n = Notification {
+        event_id: uuid::Uuid::now_v7(),
+        event_type: EventType::BookingConfirmed,
+        payload: EventPayload::of(booking),
+        recipient,
+    };
+    let ics = invite::ics(&n);
+    assert!(ics.contains("DESCRIPTION:line one\\nline two\\nline three"), "{ics}");
+    assert!(!ics.replace("\r\n", "").contains('\r'), "no CR but the line endings");
+}
+
+#[tokio::test]
+async fn start_times_outside_the_configured_window_are_refused() {
+    let db = TestDb::create().await;
+    let mut config = outbox_tests::api::test_config();
+    config.start_window = shared::booking::domain::StartWindow {
+        max_past: chrono::Duration::days(1),
+        max_future: chrono::Duration::days(365),
+    };
+    let api = TestApi::with(&db, shared::fault::Faults::none(), config);
+    let at = |start: chrono::DateTime<chrono::Utc>| {
+        let mut b = booking_body(9);
+        b["start"] = json!(start.to_rfc3339());
+        b["end"] = json!((start + chrono::Duration::minutes(30)).to_rfc3339());
+        b.to_string()
+    };
+    let now = chrono::Utc::now();
+    for bad in [
+        "9999-12-31T23:30:00-01:00".to_string(),
+        "0000-01-01T00:10:00+01:00".to_string(),
+        (now - chrono::Duration::days(2)).to_rfc3339(),
+        (now + chrono::Duration::days(400)).to_rfc3339(),
+    ] {
+        let mut b = booking_body(9);
+        b["start"] = json!(bad);
+        b["end"] = json!("9999-12-31T23:59:00Z");
+        let body = refused(&api, &db, &b.to_string(), 422, Some("start")).await;
+        assert!(body["detail"].as_str().unwrap().contains("start:"), "{body}");
+    }
+    let ok = api.send("POST", "/bookings", Some(BOB), &[], Some(&at(now + chrono::Duration::days(30)))).await;
+    assert_eq!(ok.status, 201, "{}", ok.body);
+    // A reschedule is held to the same window.
+    let path = format!("/bookings/{}", ok.body["id"].as_str().unwrap());
+    let far = json!({"start": "9999-12-31T23:30:00-01:00", "end": "9999-12-31T23:45:00-01:00", "version": 1});
+    let moved = api.send("PATCH", &path, Some(BOB), &[], Some(&far.to_string())).await;
+    assert_eq!(moved.status, 422, "{}", moved.body);
+    assert_eq!(moved.body["invalid_params"][0]["name"], "start");
+    assert_eq!(db.count("outbox_events").await, 1, "the refused reschedule wrote nothing");
 }

@@ -2,9 +2,8 @@
 //! outbox event, idempotency keys, access rules, overlap and concurrency.
 
 use serde_json::{json, Value};
-use shared::config::ApiConfig;
 use shared::fault::{FaultAction, Faults};
-use outbox_tests::api::{booking_body, Caller, TestApi, ALICE, BOB, EVE};
+use outbox_tests::api::{booking_body, test_config, Caller, TestApi, ALICE, BOB, EVE};
 use outbox_tests::outbox::events_of;
 use outbox_tests::TestDb;
 
@@ -47,7 +46,7 @@ async fn create_writes_booking_and_confirmed_event_in_one_transaction() {
 async fn fault_between_the_two_inserts_leaves_neither_row() {
     let db = TestDb::create().await;
     let faults = Faults::none().with(shared::booking::service::FAULT_CREATE_BETWEEN_INSERTS, FaultAction::Error);
-    let api = TestApi::with(&db, faults, ApiConfig::default());
+    let api = TestApi::with(&db, faults, test_config());
     let resp = api.post("/bookings", BOB, &booking_body(9)).await;
     assert_eq!(resp.status, 500);
     assert_eq!(db.count("bookings").await, 0, "booking rolled back with the failed event insert");
@@ -62,7 +61,7 @@ async fn fault_between_change_and_event_leaves_booking_unchanged() {
     let booking = create(&TestApi::new(&db), 9).await;
     let id = booking["id"].as_str().unwrap();
     let faults = Faults::none().with(shared::booking::service::FAULT_CHANGE_BETWEEN_WRITES, FaultAction::Error);
-    let api = TestApi::with(&db, faults, ApiConfig::default());
+    let api = TestApi::with(&db, faults, test_config());
     assert_eq!(api.post(&format!("/bookings/{id}/cancel"), BOB, &json!({})).await.status, 500);
     let after = TestApi::new(&db).get(&format!("/bookings/{id}"), BOB).await;
     assert_eq!(after.body["status"], "CONFIRMED");
@@ -298,10 +297,47 @@ async fn database_outage_is_503_not_500() {
     // A pool pointed at a port nobody listens on.
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     let dead = TestDb::pool_for(&format!("postgres://postgres@127.0.0.1:{port}/x"), 1);
-    let api = shared::api::Api::new(dead, Faults::none(), ApiConfig::default());
+    let api = shared::api::Api::new(dead, Faults::none(), test_config());
     let api = TestApi { api };
     let resp = api.post("/bookings", BOB, &booking_body(9)).await;
     assert_eq!(resp.status, 503, "{}", resp.body);
     assert_eq!(resp.header("retry-after"), Some("1"));
     drop(db);
+}
+
+#[tokio::test]
+async fn dev_mode_prefers_present_jwt_claims_over_dev_headers() {
+    let db = TestDb::create().await;
+    let dev = TestApi::dev_mode(&db);
+    let headers = [("X-Dev-User-Email", "bob@example.com")];
+    let resp = dev.send("POST", "/bookings", Some(ALICE), &headers, Some(&booking_body(9).to_string())).await;
+    assert_eq!(resp.status, 201, "{}", resp.body);
+    assert_eq!(resp.body["organizer"]["email"], "alice@example.com", "the token's owner, not the header's");
+}
+
+#[tokio::test]
+async fn an_idempotency_key_past_its_ttl_is_forgotten_on_read() {
+    let db = TestDb::create().await;
+    let api = TestApi::new(&db);
+    let key = [("Idempotency-Key", "k-ttl")];
+    let first = api.send("POST", "/bookings", Some(BOB), &key, Some(&booking_body(9).to_string())).await;
+    assert_eq!(first.status, 201);
+    // Within the TTL a different body is a mismatch...
+    let early = api.send("POST", "/bookings", Some(BOB), &key, Some(&booking_body(11).to_string())).await;
+    assert_eq!(early.status, 422);
+    // ...but once the key is older than its TTL (24 h), retention or not,
+    // the key is free again and the request runs afresh.
+    db.scalar::<i64>(
+        "WITH u AS (UPDATE idempotency_keys SET created_at = now() - interval '25 hours' RETURNING 1) \
+         SELECT count(*) FROM u",
+    )
+    .await;
+    let later = api.send("POST", "/bookings", Some(BOB), &key, Some(&booking_body(11).to_string())).await;
+    assert_eq!(later.status, 201, "{}", later.body);
+    assert!(later.header("idempotent-replayed").is_none());
+    assert_ne!(later.body["id"], first.body["id"]);
+    let replay = api.send("POST", "/bookings", Some(BOB), &key, Some(&booking_body(11).to_string())).await;
+    assert_eq!(replay.header("idempotent-replayed"), Some("true"));
+    assert_eq!(replay.body["id"], later.body["id"]);
+    assert_eq!(db.count("bookings").await, 2);
 }

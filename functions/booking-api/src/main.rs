@@ -5,7 +5,7 @@
 
 use lambda_http::{run, service_fn, Request};
 use shared::api::Api;
-use shared::config::ApiConfig;
+use shared::api::config::ApiConfig;
 use shared::db::DbConfig;
 use shared::fault::Faults;
 

@@ -8,8 +8,8 @@ use serde::Deserialize;
 
 use super::problem::{InvalidParam, Problem};
 use crate::booking::domain::{
-    self, Description, DisplayName, EmailAddress, Location, NewBooking, Person, TimeRange, Timezone, Title,
-    MAX_ATTENDEES,
+    self, Description, DisplayName, EmailAddress, Location, NewBooking, Person, StartWindow, TimeRange, Timezone,
+    Title, MAX_ATTENDEES,
 };
 
 /// Collects field errors so one response names all of them.
@@ -102,16 +102,23 @@ pub struct CreateBookingBody {
     pub location: Option<String>,
 }
 
+/// Parses `start` and `end` into a range whose start lies in `window`.
+pub fn parse_range(errors: &mut FieldErrors, start: &str, end: &str, window: &StartWindow) -> Option<TimeRange> {
+    let start = errors
+        .check("start", domain::parse_instant(start))
+        .and_then(|s| errors.check("start", window.check(s, chrono::Utc::now()).map(|_| s)));
+    let end = errors.check("end", domain::parse_instant(end));
+    match (start, end) {
+        (Some(s), Some(e)) => errors.check("end", TimeRange::new(s, e)),
+        _ => None,
+    }
+}
+
 impl CreateBookingBody {
-    pub fn into_new_booking(self) -> Result<NewBooking, Problem> {
+    pub fn into_new_booking(self, window: &StartWindow) -> Result<NewBooking, Problem> {
         let mut errors = FieldErrors::default();
         let title = errors.check("title", Title::parse(&self.title));
-        let start = errors.check("start", domain::parse_instant(&self.start));
-        let end = errors.check("end", domain::parse_instant(&self.end));
-        let range = match (start, end) {
-            (Some(s), Some(e)) => errors.check("end", TimeRange::new(s, e)),
-            _ => None,
-        };
+        let range = parse_range(&mut errors, &self.start, &self.end, window);
         let timezone = errors.check("timezone", Timezone::parse(&self.timezone));
         let description = self.description.as_deref().and_then(|d| errors.check("description", Description::parse(d)));
         let location = self.location.as_deref().and_then(|l| errors.check("location", Location::parse(l)));

@@ -7,11 +7,13 @@ use lambda_http::{Request, RequestExt};
 
 use super::problem::Problem;
 use crate::booking::domain::{DisplayName, EmailAddress, Person};
-use crate::config::AuthMode;
+use super::config::AuthMode;
 use lambda_http::http::StatusCode;
 
-/// Local development only (`AUTH_MODE=insecure-dev-headers`).
+/// Local development only (`AUTH_MODE=insecure-dev-headers`, `dev` builds).
+#[cfg(feature = "dev")]
 pub const DEV_EMAIL_HEADER: &str = "x-dev-user-email";
+#[cfg(feature = "dev")]
 pub const DEV_NAME_HEADER: &str = "x-dev-user-name";
 
 fn unauthorized(detail: impl Into<String>) -> Problem {
@@ -21,21 +23,12 @@ fn unauthorized(detail: impl Into<String>) -> Problem {
 pub fn caller(req: &Request, mode: AuthMode) -> Result<Person, Problem> {
     let (email, name) = match mode {
         AuthMode::Jwt => jwt_claims(req)?,
-        AuthMode::InsecureDevHeaders => {
-            let header = |name: &str| -> Result<Option<String>, Problem> {
-                match req.headers().get(name) {
-                    None => Ok(None),
-                    Some(v) => v
-                        .to_str()
-                        .map(|s| Some(s.to_string()))
-                        .map_err(|_| unauthorized(format!("{name} must be plain ASCII"))),
-                }
-            };
-            let email = header(DEV_EMAIL_HEADER)?.ok_or_else(|| {
-                unauthorized(format!("AUTH_MODE=insecure-dev-headers: send the {DEV_EMAIL_HEADER} header"))
-            })?;
-            (email, header(DEV_NAME_HEADER)?)
-        }
+        // Claims a real authorizer put in the request win over the headers,
+        // so a dev build behind API Gateway still acts as the token's owner.
+        #[cfg(feature = "dev")]
+        AuthMode::InsecureDevHeaders if has_jwt_claims(req) => jwt_claims(req)?,
+        #[cfg(feature = "dev")]
+        AuthMode::InsecureDevHeaders => dev_headers(req)?,
     };
     let email = EmailAddress::parse(&email)
         .map_err(|e| unauthorized(format!("the caller's email claim {e}")))?;
@@ -47,15 +40,39 @@ pub fn caller(req: &Request, mode: AuthMode) -> Result<Person, Problem> {
     Ok(Person { email, name })
 }
 
-fn jwt_claims(req: &Request) -> Result<(String, Option<String>), Problem> {
-    let claims = match req.request_context_ref() {
+#[cfg(feature = "dev")]
+fn dev_headers(req: &Request) -> Result<(String, Option<String>), Problem> {
+    let header = |name: &str| -> Result<Option<String>, Problem> {
+        match req.headers().get(name) {
+            None => Ok(None),
+            Some(v) => {
+                v.to_str().map(|s| Some(s.to_string())).map_err(|_| unauthorized(format!("{name} must be plain ASCII")))
+            }
+        }
+    };
+    let email = header(DEV_EMAIL_HEADER)?
+        .ok_or_else(|| unauthorized(format!("AUTH_MODE=insecure-dev-headers: send the {DEV_EMAIL_HEADER} header")))?;
+    Ok((email, header(DEV_NAME_HEADER)?))
+}
+
+/// The claims API Gateway's JWT authorizer put in the request context.
+fn claims_of(req: &Request) -> Option<&std::collections::HashMap<String, String>> {
+    match req.request_context_ref() {
         Some(RequestContext::ApiGatewayV2(ctx)) => {
             ctx.authorizer.as_ref().and_then(|a| a.jwt.as_ref()).map(|jwt| &jwt.claims)
         }
         #[allow(unreachable_patterns)]
         _ => None,
-    };
-    let claims = claims.ok_or_else(|| unauthorized("no JWT authorizer claims in the request context"))?;
+    }
+}
+
+#[cfg(feature = "dev")]
+fn has_jwt_claims(req: &Request) -> bool {
+    claims_of(req).is_some_and(|c| !c.is_empty())
+}
+
+fn jwt_claims(req: &Request) -> Result<(String, Option<String>), Problem> {
+    let claims = claims_of(req).ok_or_else(|| unauthorized("no JWT authorizer claims in the request context"))?;
     let email = claims
         .get("email")
         .cloned()

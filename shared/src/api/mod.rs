@@ -12,6 +12,7 @@
 //! the field, and is refused before the database is touched.
 
 mod body;
+pub mod config;
 pub mod identity;
 pub mod problem;
 
@@ -22,13 +23,13 @@ use serde::Deserialize;
 use sha2::{Digest, Sha256};
 use uuid::Uuid;
 
-use crate::booking::domain::{self, Booking, Person, TimeRange, Timezone};
+use crate::booking::domain::{Booking, Person, Timezone};
 use crate::booking::service::{BookingService, CreateOutcome, IdempotencyRequest};
 use crate::booking::BookingError;
-use crate::config::ApiConfig;
+use config::ApiConfig;
 use crate::db::DbError;
 use crate::fault::Faults;
-use body::{parse_json, CreateBookingBody, FieldErrors};
+use body::{parse_json, parse_range, CreateBookingBody, FieldErrors};
 use problem::Problem;
 
 pub const IDEMPOTENCY_KEY_HEADER: &str = "idempotency-key";
@@ -108,8 +109,12 @@ impl Api {
     async fn create(&self, req: &Request, caller: &Person) -> Result<Response<Body>, Problem> {
         let idem_key = idempotency_key(req)?;
         let (value, body): (_, CreateBookingBody) = parse_json(req, self.config.max_body_bytes)?;
-        let new = body.into_new_booking()?;
-        let idem = idem_key.map(|key| IdempotencyRequest { key, request_hash: request_hash("POST /bookings", &value) });
+        let new = body.into_new_booking(&self.config.start_window)?;
+        let idem = idem_key.map(|key| IdempotencyRequest {
+            key,
+            request_hash: request_hash("POST /bookings", &value),
+            ttl: self.config.idempotency_key_ttl,
+        });
         match self.bookings.create(caller, new, idem).await.map_err(problem_for)? {
             CreateOutcome::Created(booking) => Ok(created(&booking)),
             CreateOutcome::Replayed(stored) => {
@@ -135,13 +140,8 @@ impl Api {
         }
         let (_, body): (_, RescheduleBody) = parse_json(req, self.config.max_body_bytes)?;
         let mut errors = FieldErrors::default();
-        let start = errors.check("start", domain::parse_instant(&body.start));
-        let end = errors.check("end", domain::parse_instant(&body.end));
+        let range = parse_range(&mut errors, &body.start, &body.end, &self.config.start_window);
         let timezone = body.timezone.as_deref().and_then(|t| errors.check("timezone", Timezone::parse(t)));
-        let range = match (start, end) {
-            (Some(s), Some(e)) => errors.check("end", TimeRange::new(s, e)),
-            _ => None,
-        };
         errors.into_result()?;
         let range = range.expect("checked above");
         let changed = self

@@ -4,12 +4,16 @@
 //!
 //! Fields that reach an email header (title → Subject, names → To/From
 //! display names, addresses) refuse every control character; that is what
-//! keeps a hostile title from adding or splitting a header.
+//! keeps a hostile title from adding or splitting a header. They also refuse
+//! the invisible characters that spoof what a reader sees (Unicode format
+//! characters, Cf, such as bidi overrides and zero-width spaces) and the
+//! line and paragraph separators (Zl, Zp).
 
 use std::fmt;
 
 use chrono::{DateTime, Duration, Utc};
 use serde::{Deserialize, Serialize};
+use unicode_properties::{GeneralCategory, UnicodeGeneralCategory};
 
 pub const MAX_TITLE_CHARS: usize = 200;
 pub const MAX_NAME_CHARS: usize = 100;
@@ -36,6 +40,7 @@ impl EmailAddress {
         if raw.chars().any(char::is_control) {
             return Err("must not contain control characters (such as CR or LF)".into());
         }
+        refuse_invisible(raw)?;
         // The crate accepts RFC 5322 oddities (quoted local parts, comments,
         // domain literals) that have no place in a header we build; refuse
         // the characters they need.
@@ -61,10 +66,31 @@ impl fmt::Display for EmailAddress {
     }
 }
 
+/// Refuses Unicode format characters (Cf: bidi overrides and isolates,
+/// zero-width characters, soft hyphens...) and line or paragraph separators
+/// (Zl, Zp): in a Subject or a display name they make text read other than
+/// it is.
+fn refuse_invisible(raw: &str) -> Result<(), String> {
+    let bad = raw.chars().find(|c| {
+        matches!(
+            c.general_category(),
+            GeneralCategory::Format | GeneralCategory::LineSeparator | GeneralCategory::ParagraphSeparator
+        )
+    });
+    match bad {
+        Some(c) => Err(format!(
+            "must not contain invisible formatting or separator characters (found U+{:04X})",
+            c as u32
+        )),
+        None => Ok(()),
+    }
+}
+
 fn single_line(raw: &str, max_chars: usize, allow_empty: bool) -> Result<String, String> {
     if raw.chars().any(char::is_control) {
         return Err("must not contain control characters (such as CR, LF or TAB)".into());
     }
+    refuse_invisible(raw)?;
     let trimmed = raw.trim();
     if trimmed.is_empty() && !allow_empty {
         return Err("must not be empty".into());
@@ -110,7 +136,9 @@ text_type!(
 );
 
 /// Free text for the invitation body. Line breaks and tabs are allowed here
-/// (it never reaches a header); other control characters are not.
+/// (it never reaches a header); other control characters are not. Every
+/// line break is stored as LF: a lone CR would otherwise reach the
+/// iCalendar DESCRIPTION, where RFC 5545 forbids it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(transparent)]
 pub struct Description(String);
@@ -123,7 +151,7 @@ impl Description {
         if raw.chars().count() > MAX_DESCRIPTION_CHARS {
             return Err(format!("must be at most {MAX_DESCRIPTION_CHARS} characters"));
         }
-        Ok(Self(raw.replace("\r\n", "\n")))
+        Ok(Self(raw.replace("\r\n", "\n").replace('\r', "\n")))
     }
     pub fn as_str(&self) -> &str {
         &self.0
@@ -156,6 +184,27 @@ pub fn parse_instant(raw: &str) -> Result<DateTime<Utc>, String> {
     DateTime::parse_from_rfc3339(raw)
         .map(|t| t.with_timezone(&Utc))
         .map_err(|e| format!("must be an RFC 3339 timestamp with an offset, like 2026-12-01T09:00:00Z ({e})"))
+}
+
+/// How far from now a booking may start: not further back than `max_past`,
+/// not further ahead than `max_future`. It also keeps every instant a
+/// four-digit-year RFC 3339 timestamp.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StartWindow {
+    pub max_past: Duration,
+    pub max_future: Duration,
+}
+
+impl StartWindow {
+    pub fn check(&self, start: DateTime<Utc>, now: DateTime<Utc>) -> Result<(), String> {
+        if start < now - self.max_past {
+            return Err(format!("must not be more than {} days in the past", self.max_past.num_days()));
+        }
+        if start > now + self.max_future {
+            return Err(format!("must be at most {} days ahead", self.max_future.num_days()));
+        }
+        Ok(())
+    }
 }
 
 /// A half-open time range `[start, end)` with `end > start`.

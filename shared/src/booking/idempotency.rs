@@ -11,6 +11,7 @@ use std::time::Duration;
 use deadpool_postgres::GenericClient;
 use uuid::Uuid;
 
+use super::service::IdempotencyRequest;
 use super::BookingError;
 use crate::db::DbResult;
 
@@ -30,17 +31,23 @@ pub enum Begin {
     Replay(StoredResponse),
 }
 
-pub async fn begin(
-    tx: &impl GenericClient,
-    caller: &str,
-    key: &str,
-    request_hash: &[u8],
-) -> Result<Begin, BookingError> {
+/// Takes the key for this transaction, or finds the earlier request's
+/// stored response. A key older than its TTL counts as never used: it is
+/// taken over (reset) as if fresh, so the TTL holds on read, not only once
+/// retention has deleted the row.
+pub async fn begin(tx: &impl GenericClient, caller: &str, idem: &IdempotencyRequest) -> Result<Begin, BookingError> {
+    let (key, request_hash) = (&idem.key, &idem.request_hash);
     let inserted = tx
         .execute(
-            &tx.prepare_cached("INSERT INTO idempotency_keys (caller_email, idempotency_key, request_hash) \
-             VALUES ($1, $2, $3) ON CONFLICT DO NOTHING").await?,
-            &[&caller, &key, &request_hash],
+            &tx.prepare_cached(
+                "INSERT INTO idempotency_keys (caller_email, idempotency_key, request_hash) VALUES ($1, $2, $3) \
+                 ON CONFLICT (caller_email, idempotency_key) DO UPDATE \
+                    SET request_hash = EXCLUDED.request_hash, response_status = NULL, response_body = NULL, \
+                        booking_id = NULL, created_at = now() \
+                  WHERE idempotency_keys.created_at < now() - make_interval(secs => $4)",
+            )
+            .await?,
+            &[&caller, &key, &request_hash, &idem.ttl.as_secs_f64()],
         )
         .await?;
     if inserted == 1 {

@@ -22,6 +22,8 @@ pub const FAULT_CHANGE_BETWEEN_WRITES: &str = "booking.change.between_writes";
 pub struct IdempotencyRequest {
     pub key: String,
     pub request_hash: Vec<u8>,
+    /// A stored key older than this is forgotten: the request runs afresh.
+    pub ttl: std::time::Duration,
 }
 
 pub enum CreateOutcome {
@@ -58,7 +60,7 @@ impl BookingService {
         let mut client = self.pool.get().await?;
         let tx = client.transaction().await?;
         if let Some(idem) = &idem {
-            match idempotency::begin(&tx, organizer.email.as_str(), &idem.key, &idem.request_hash).await? {
+            match idempotency::begin(&tx, organizer.email.as_str(), idem).await? {
                 Begin::Fresh => {}
                 Begin::Replay(stored) if stored.request_hash == idem.request_hash => {
                     return Ok(CreateOutcome::Replayed(stored));

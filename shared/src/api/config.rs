@@ -1,0 +1,100 @@
+//! Settings of the booking API function, read once at cold start.
+
+use std::str::FromStr;
+
+use crate::booking::domain::StartWindow;
+use crate::config::{parsed_or, ConfigError};
+
+/// How the booking API learns who is calling.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AuthMode {
+    /// Production: the `email` and `name` claims that API Gateway's JWT
+    /// authorizer put in the request context.
+    Jwt,
+    /// Local development only: `X-Dev-User-Email` / `X-Dev-User-Name`
+    /// headers are trusted when the request carries no JWT claims. Must be
+    /// switched on explicitly (`AUTH_MODE=insecure-dev-headers`), and exists
+    /// only in builds with the `dev` feature: a release binary cannot be
+    /// configured into it.
+    #[cfg(feature = "dev")]
+    InsecureDevHeaders,
+}
+
+impl FromStr for AuthMode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "jwt" => Ok(AuthMode::Jwt),
+            #[cfg(feature = "dev")]
+            "insecure-dev-headers" => Ok(AuthMode::InsecureDevHeaders),
+            #[cfg(feature = "dev")]
+            other => Err(format!(
+                "unknown auth mode {other:?}; use \"jwt\" (default) or \"insecure-dev-headers\" (local development only)"
+            )),
+            #[cfg(not(feature = "dev"))]
+            other => Err(format!("unknown auth mode {other:?}; this build accepts only \"jwt\"")),
+        }
+    }
+}
+
+/// Settings of the booking API function.
+#[derive(Debug, Clone)]
+pub struct ApiConfig {
+    pub auth_mode: AuthMode,
+    /// Requests with a larger body get 413 before anything is parsed.
+    pub max_body_bytes: usize,
+    /// How far back and ahead a booking may start
+    /// (`BOOKING_MAX_PAST_DAYS`, `BOOKING_MAX_FUTURE_DAYS`).
+    pub start_window: StartWindow,
+    /// An `Idempotency-Key` older than this is forgotten, even before
+    /// retention deletes it (`IDEMPOTENCY_KEY_TTL_HOURS`).
+    pub idempotency_key_ttl: std::time::Duration,
+}
+
+impl ApiConfig {
+    pub const DEFAULT_MAX_BODY_BYTES: usize = 64 * 1024;
+    pub const DEFAULT_MAX_PAST_DAYS: i64 = 1;
+    pub const DEFAULT_MAX_FUTURE_DAYS: i64 = 5 * 366;
+    pub const DEFAULT_IDEMPOTENCY_KEY_TTL_HOURS: u64 = 24;
+
+    pub fn from_env() -> Result<Self, ConfigError> {
+        let auth_mode = parsed_or("AUTH_MODE", AuthMode::Jwt)?;
+        let max_body_bytes = parsed_or("API_MAX_BODY_BYTES", Self::DEFAULT_MAX_BODY_BYTES)?;
+        if max_body_bytes < 1024 {
+            return Err(ConfigError::new(
+                "API_MAX_BODY_BYTES",
+                format!("{max_body_bytes} is too small for a 50-attendee booking"),
+                "use at least 1024",
+            ));
+        }
+        let past = parsed_or("BOOKING_MAX_PAST_DAYS", Self::DEFAULT_MAX_PAST_DAYS)?;
+        let future = parsed_or("BOOKING_MAX_FUTURE_DAYS", Self::DEFAULT_MAX_FUTURE_DAYS)?;
+        // Beyond ~9000 years an instant no longer fits a four-digit year.
+        for (var, days) in [("BOOKING_MAX_PAST_DAYS", past), ("BOOKING_MAX_FUTURE_DAYS", future)] {
+            if !(0..=3_000_000).contains(&days) {
+                return Err(ConfigError::new(var, format!("({days}) is out of range"), "use 0 to 3000000 days"));
+            }
+        }
+        let ttl_hours = parsed_or("IDEMPOTENCY_KEY_TTL_HOURS", Self::DEFAULT_IDEMPOTENCY_KEY_TTL_HOURS)?;
+        Ok(Self {
+            auth_mode,
+            max_body_bytes,
+            start_window: StartWindow { max_past: chrono::Duration::days(past), max_future: chrono::Duration::days(future) },
+            idempotency_key_ttl: std::time::Duration::from_secs(ttl_hours * 3600),
+        })
+    }
+}
+
+impl Default for ApiConfig {
+    fn default() -> Self {
+        Self {
+            auth_mode: AuthMode::Jwt,
+            max_body_bytes: Self::DEFAULT_MAX_BODY_BYTES,
+            start_window: StartWindow {
+                max_past: chrono::Duration::days(Self::DEFAULT_MAX_PAST_DAYS),
+                max_future: chrono::Duration::days(Self::DEFAULT_MAX_FUTURE_DAYS),
+            },
+            idempotency_key_ttl: std::time::Duration::from_secs(Self::DEFAULT_IDEMPOTENCY_KEY_TTL_HOURS * 3600),
+        }
+    }
+}
