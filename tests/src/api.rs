@@ -14,16 +14,24 @@ pub struct TestApi {
     pub api: Api,
 }
 
-/// The JWT claims API Gateway's authorizer would pass.
+/// The JWT claims API Gateway's authorizer would pass (with
+/// `email_verified: "true"`; see [`TestApi::send_claims`] for any others).
 #[derive(Clone, Copy)]
 pub struct Caller<'a> {
     pub email: &'a str,
     pub name: &'a str,
+    pub sub: &'a str,
 }
 
-pub const BOB: Caller<'static> = Caller { email: "bob@example.com", name: "Bob Organizer" };
-pub const ALICE: Caller<'static> = Caller { email: "alice@example.com", name: "Alice Attendee" };
-pub const EVE: Caller<'static> = Caller { email: "eve@example.com", name: "Eve Stranger" };
+impl Caller<'_> {
+    pub fn claims(&self) -> Value {
+        json!({"sub": self.sub, "email": self.email, "name": self.name, "email_verified": "true"})
+    }
+}
+
+pub const BOB: Caller<'static> = Caller { email: "bob@example.com", name: "Bob Organizer", sub: "sub-bob" };
+pub const ALICE: Caller<'static> = Caller { email: "alice@example.com", name: "Alice Attendee", sub: "sub-alice" };
+pub const EVE: Caller<'static> = Caller { email: "eve@example.com", name: "Eve Stranger", sub: "sub-eve" };
 
 pub struct TestResponse {
     pub status: u16,
@@ -68,12 +76,24 @@ impl TestApi {
         headers: &[(&str, &str)],
         body: Option<&str>,
     ) -> TestResponse {
+        self.send_claims(method, path, caller.map(|c| c.claims()), headers, body).await
+    }
+
+    /// As [`TestApi::send`], with the authorizer's claims as given.
+    pub async fn send_claims(
+        &self,
+        method: &str,
+        path: &str,
+        claims: Option<Value>,
+        headers: &[(&str, &str)],
+        body: Option<&str>,
+    ) -> TestResponse {
         let mut hdrs = serde_json::Map::new();
         hdrs.insert("content-type".into(), json!("application/json"));
         for (k, v) in headers {
             hdrs.insert(k.to_ascii_lowercase(), json!(v));
         }
-        let authorizer = caller.map(|c| json!({"jwt": {"claims": {"email": c.email, "name": c.name}, "scopes": null}}));
+        let authorizer = claims.map(|claims| json!({"jwt": {"claims": claims, "scopes": null}}));
         let mut event = json!({
             "version": "2.0",
             "routeKey": "$default",

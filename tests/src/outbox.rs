@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use chrono::{TimeZone, Utc};
 use shared::booking::domain::{
+    Caller,
     parse_instant, Booking, BookingStatus, DisplayName, EmailAddress, NewBooking, Person, TimeRange, Timezone,
     Title,
 };
@@ -22,6 +23,12 @@ use shared::relay::{sweeper, Poller, PollerConfig, RetentionConfig, SweeperConfi
 use uuid::Uuid;
 
 use crate::TestDb;
+
+/// The organizer of the bookings the helpers create (no token subject: the
+/// service is called directly, as with the local identity headers).
+pub fn organizer() -> Caller {
+    Caller { person: person("organizer@example.com"), subject: None }
+}
 
 pub fn person(email: &str) -> Person {
     let name = email.split('@').next().unwrap();
@@ -46,7 +53,7 @@ pub async fn create_booking_at(db: &TestDb, slot: i64, attendees: &[&str]) -> Bo
         range: TimeRange::new(start, start + chrono::Duration::minutes(30)).unwrap(),
         attendees: attendees.iter().map(|a| person(a)).collect(),
     };
-    match service.create(&person("organizer@example.com"), new, None).await.unwrap() {
+    match service.create(&organizer(), new, None).await.unwrap() {
         CreateOutcome::Created(b) => b,
         CreateOutcome::Replayed(_) => unreachable!(),
     }
@@ -71,6 +78,7 @@ pub async fn seed_events(pool: &deadpool_postgres::Pool, events: usize, recipien
                     end: start + chrono::Duration::minutes(30),
                     timezone: "UTC".into(),
                     organizer: person("organizer@example.com"),
+                organizer_sub: None,
                     attendees: (0..recipients).map(|r| person(&format!("r{r}.e{i}@example.com"))).collect(),
                     status: BookingStatus::Confirmed,
                     version: 1,

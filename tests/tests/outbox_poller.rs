@@ -7,7 +7,6 @@ use std::time::{Duration, Instant};
 
 use outbox_tests::outbox::*;
 use outbox_tests::TestDb;
-use shared::booking::domain::EmailAddress;
 use shared::booking::service::BookingService;
 use shared::fault::Faults;
 use shared::notify::mailer::recording::RecordingMailer;
@@ -21,7 +20,7 @@ async fn per_booking_ordering_cancel_never_overtakes_its_invitation_and_others_a
     let a = create_booking(&db, 1, &["alice@example.com"]).await;
     let b = create_booking(&db, 2, &["carol@example.com"]).await;
     let service = BookingService::new(db.pool.clone(), Faults::none());
-    let organizer = EmailAddress::parse("organizer@example.com").unwrap();
+    let organizer = organizer();
     service.cancel(&organizer, a.id).await.unwrap();
     service.cancel(&organizer, b.id).await.unwrap();
 
@@ -62,7 +61,7 @@ async fn a_dead_event_does_not_block_later_events_of_its_booking_forever() {
     let db = TestDb::create().await;
     let a = create_booking(&db, 1, &["alice@example.com"]).await;
     let service = BookingService::new(db.pool.clone(), Faults::none());
-    service.cancel(&EmailAddress::parse("organizer@example.com").unwrap(), a.id).await.unwrap();
+    service.cancel(&organizer(), a.id).await.unwrap();
     let mailer = Arc::new(RecordingMailer::new());
     mailer.script("alice@example.com", SendOutcome::Misconfigured { reason: "MailFromDomainNotVerified".into() }, 1);
     poller(&db, mailer.clone(), PollerConfig::for_tests("w")).drain().await.unwrap();

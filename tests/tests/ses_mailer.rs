@@ -14,7 +14,7 @@ use shared::fault::Faults;
 use shared::notify::mailer::ses::SesMailer;
 use shared::relay::{Poller, PollerConfig};
 
-const BOB: Caller<'static> = Caller { email: "bob@example.com", name: "Bob Organizer" };
+const BOB: Caller<'static> = Caller { email: "bob@example.com", name: "Bob Organizer", sub: "sub-bob" };
 
 fn ses_poller(db: &TestDb, mailer: SesMailer) -> Poller<SesMailer> {
     Poller::new(db.pool.clone(), Arc::new(mailer), Faults::none(), PollerConfig::for_tests("ses-test"))

@@ -49,6 +49,9 @@ pub struct ApiConfig {
     /// An `Idempotency-Key` older than this is forgotten, even before
     /// retention deletes it (`IDEMPOTENCY_KEY_TTL_HOURS`).
     pub idempotency_key_ttl: std::time::Duration,
+    /// The token's `email_verified` claim must be true
+    /// (`REQUIRE_EMAIL_VERIFIED`, default true).
+    pub require_email_verified: bool,
 }
 
 impl ApiConfig {
@@ -81,6 +84,7 @@ impl ApiConfig {
             max_body_bytes,
             start_window: StartWindow { max_past: chrono::Duration::days(past), max_future: chrono::Duration::days(future) },
             idempotency_key_ttl: std::time::Duration::from_secs(ttl_hours * 3600),
+            require_email_verified: parsed_or("REQUIRE_EMAIL_VERIFIED", true)?,
         })
     }
 }
@@ -95,6 +99,7 @@ impl Default for ApiConfig {
                 max_future: chrono::Duration::days(Self::DEFAULT_MAX_FUTURE_DAYS),
             },
             idempotency_key_ttl: std::time::Duration::from_secs(Self::DEFAULT_IDEMPOTENCY_KEY_TTL_HOURS * 3600),
+            require_email_verified: true,
         }
     }
 }

@@ -1,14 +1,26 @@
 //! Who is calling. In production API Gateway's JWT authorizer has verified
-//! the token and put its claims in the request context; this module only
-//! reads them. The organizer of a new booking is always this caller.
+//! the token's signature, issuer, audience and scopes, and put its claims in
+//! the request context; this module decides what those claims prove:
+//!
+//! - `sub` is required: it identifies the caller for good, and a booking
+//!   records it, so an address that changes or passes to someone else never
+//!   carries the booking with it;
+//! - `email` is required and, unless `REQUIRE_EMAIL_VERIFIED=false`, so is
+//!   `email_verified` = true: an unverified address proves nothing, and
+//!   would let anyone who can sign up with someone else's address act as
+//!   them towards that person's attendees.
+//!
+//! The organizer of a new booking is always this caller.
 
+use std::collections::HashMap;
+
+use lambda_http::http::StatusCode;
 use lambda_http::request::RequestContext;
 use lambda_http::{Request, RequestExt};
 
+use super::config::{ApiConfig, AuthMode};
 use super::problem::Problem;
-use crate::booking::domain::{DisplayName, EmailAddress, Person};
-use super::config::AuthMode;
-use lambda_http::http::StatusCode;
+use crate::booking::domain::{Caller, DisplayName, EmailAddress, Person};
 
 /// Local development only (`AUTH_MODE=insecure-dev-headers`, `dev` builds).
 #[cfg(feature = "dev")]
@@ -20,28 +32,35 @@ fn unauthorized(detail: impl Into<String>) -> Problem {
     Problem::new(StatusCode::UNAUTHORIZED, "unauthorized", "Not authenticated", detail)
 }
 
-pub fn caller(req: &Request, mode: AuthMode) -> Result<Person, Problem> {
-    let (email, name) = match mode {
-        AuthMode::Jwt => jwt_claims(req)?,
+/// What the request says about its caller, before it is parsed.
+struct Claimed {
+    email: String,
+    name: Option<String>,
+    subject: Option<String>,
+}
+
+pub fn caller(req: &Request, config: &ApiConfig) -> Result<Caller, Problem> {
+    let claimed = match config.auth_mode {
+        AuthMode::Jwt => jwt_claims(req, config)?,
         // Claims a real authorizer put in the request win over the headers,
         // so a dev build behind API Gateway still acts as the token's owner.
         #[cfg(feature = "dev")]
-        AuthMode::InsecureDevHeaders if has_jwt_claims(req) => jwt_claims(req)?,
+        AuthMode::InsecureDevHeaders if claims_of(req).is_some_and(|c| !c.is_empty()) => jwt_claims(req, config)?,
         #[cfg(feature = "dev")]
         AuthMode::InsecureDevHeaders => dev_headers(req)?,
     };
-    let email = EmailAddress::parse(&email)
-        .map_err(|e| unauthorized(format!("the caller's email claim {e}")))?;
-    let name = match name {
+    let email =
+        EmailAddress::parse(&claimed.email).map_err(|e| unauthorized(format!("the caller's email claim {e}")))?;
+    let name = match claimed.name {
         Some(n) if !n.trim().is_empty() => n,
         _ => email.as_str().split('@').next().unwrap_or_default().to_string(),
     };
     let name = DisplayName::parse(&name).map_err(|e| unauthorized(format!("the caller's name claim {e}")))?;
-    Ok(Person { email, name })
+    Ok(Caller { person: Person { email, name }, subject: claimed.subject })
 }
 
 #[cfg(feature = "dev")]
-fn dev_headers(req: &Request) -> Result<(String, Option<String>), Problem> {
+fn dev_headers(req: &Request) -> Result<Claimed, Problem> {
     let header = |name: &str| -> Result<Option<String>, Problem> {
         match req.headers().get(name) {
             None => Ok(None),
@@ -52,11 +71,12 @@ fn dev_headers(req: &Request) -> Result<(String, Option<String>), Problem> {
     };
     let email = header(DEV_EMAIL_HEADER)?
         .ok_or_else(|| unauthorized(format!("AUTH_MODE=insecure-dev-headers: send the {DEV_EMAIL_HEADER} header")))?;
-    Ok((email, header(DEV_NAME_HEADER)?))
+    Ok(Claimed { email, name: header(DEV_NAME_HEADER)?, subject: None })
 }
 
-/// The claims API Gateway's JWT authorizer put in the request context.
-fn claims_of(req: &Request) -> Option<&std::collections::HashMap<String, String>> {
+/// The claims API Gateway's JWT authorizer put in the request context
+/// (API Gateway passes every claim as a string).
+fn claims_of(req: &Request) -> Option<&HashMap<String, String>> {
     match req.request_context_ref() {
         Some(RequestContext::ApiGatewayV2(ctx)) => {
             ctx.authorizer.as_ref().and_then(|a| a.jwt.as_ref()).map(|jwt| &jwt.claims)
@@ -66,16 +86,20 @@ fn claims_of(req: &Request) -> Option<&std::collections::HashMap<String, String>
     }
 }
 
-#[cfg(feature = "dev")]
-fn has_jwt_claims(req: &Request) -> bool {
-    claims_of(req).is_some_and(|c| !c.is_empty())
-}
-
-fn jwt_claims(req: &Request) -> Result<(String, Option<String>), Problem> {
+fn jwt_claims(req: &Request, config: &ApiConfig) -> Result<Claimed, Problem> {
     let claims = claims_of(req).ok_or_else(|| unauthorized("no JWT authorizer claims in the request context"))?;
-    let email = claims
-        .get("email")
+    let subject = claims
+        .get("sub")
+        .filter(|s| !s.trim().is_empty())
         .cloned()
-        .ok_or_else(|| unauthorized("the token has no email claim"))?;
-    Ok((email, claims.get("name").cloned()))
+        .ok_or_else(|| unauthorized("the token has no sub claim"))?;
+    let email = claims.get("email").cloned().ok_or_else(|| unauthorized("the token has no email claim"))?;
+    if config.require_email_verified {
+        match claims.get("email_verified").map(|v| v.trim().to_ascii_lowercase()) {
+            Some(v) if v == "true" => {}
+            Some(_) => return Err(unauthorized("the token's email is not verified (email_verified is not true)")),
+            None => return Err(unauthorized("the token has no email_verified claim; its email cannot be trusted")),
+        }
+    }
+    Ok(Claimed { email, name: claims.get("name").cloned(), subject: Some(subject) })
 }

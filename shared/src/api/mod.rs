@@ -23,7 +23,7 @@ use serde::Deserialize;
 use sha2::{Digest, Sha256};
 use uuid::Uuid;
 
-use crate::booking::domain::{Booking, Person, Timezone};
+use crate::booking::domain::{Booking, Caller, Timezone};
 use crate::booking::service::{BookingService, CreateOutcome, IdempotencyRequest};
 use crate::booking::BookingError;
 use config::ApiConfig;
@@ -91,22 +91,22 @@ impl Api {
             resp.headers_mut().insert(header::ALLOW, allowed.parse().expect("static header"));
             return Ok(resp);
         }
-        let caller = identity::caller(req, self.config.auth_mode)?;
+        let caller = identity::caller(req, &self.config)?;
         match route {
             Route::Collection => self.create(req, &caller).await,
             Route::Item(id) if method == Method::GET => {
-                let booking = self.bookings.get(&caller.email, id).await.map_err(problem_for)?;
+                let booking = self.bookings.get(&caller, id).await.map_err(problem_for)?;
                 Ok(json(StatusCode::OK, &booking))
             }
             Route::Item(id) => self.reschedule(req, &caller, id).await,
             Route::Cancel(id) => {
-                let changed = self.bookings.cancel(&caller.email, id).await.map_err(problem_for)?;
+                let changed = self.bookings.cancel(&caller, id).await.map_err(problem_for)?;
                 Ok(json(StatusCode::OK, &changed.booking))
             }
         }
     }
 
-    async fn create(&self, req: &Request, caller: &Person) -> Result<Response<Body>, Problem> {
+    async fn create(&self, req: &Request, caller: &Caller) -> Result<Response<Body>, Problem> {
         let idem_key = idempotency_key(req)?;
         let (value, body): (_, CreateBookingBody) = parse_json(req, self.config.max_body_bytes)?;
         let new = body.into_new_booking(&self.config.start_window)?;
@@ -129,7 +129,7 @@ impl Api {
         }
     }
 
-    async fn reschedule(&self, req: &Request, caller: &Person, id: Uuid) -> Result<Response<Body>, Problem> {
+    async fn reschedule(&self, req: &Request, caller: &Caller, id: Uuid) -> Result<Response<Body>, Problem> {
         #[derive(Deserialize)]
         #[serde(deny_unknown_fields)]
         struct RescheduleBody {
@@ -146,7 +146,7 @@ impl Api {
         let range = range.expect("checked above");
         let changed = self
             .bookings
-            .reschedule(&caller.email, id, range, timezone, body.version)
+            .reschedule(caller, id, range, timezone, body.version)
             .await
             .map_err(problem_for)?;
         Ok(json(StatusCode::OK, &changed.booking))

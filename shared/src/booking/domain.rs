@@ -288,6 +288,10 @@ pub struct Booking {
     pub end: DateTime<Utc>,
     pub timezone: String,
     pub organizer: Person,
+    /// The organizer's token subject, when the booking was made with one.
+    /// Never shown to anyone and not carried in outbox payloads.
+    #[serde(default, skip_serializing)]
+    pub organizer_sub: Option<String>,
     pub attendees: Vec<Person>,
     pub status: BookingStatus,
     pub version: i32,
@@ -295,11 +299,30 @@ pub struct Booking {
     pub updated_at: DateTime<Utc>,
 }
 
+/// Who is calling: the verified identity the API established.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Caller {
+    pub person: Person,
+    /// The token's `sub` (absent only in local development).
+    pub subject: Option<String>,
+}
+
 impl Booking {
+    /// The organizer is matched by token subject when the booking has one
+    /// (an address can change, or pass to someone else; a subject cannot),
+    /// else by address.
+    pub fn is_organizer(&self, caller: &Caller) -> bool {
+        match (&self.organizer_sub, &caller.subject) {
+            (Some(owner), Some(subject)) => owner == subject,
+            (Some(_), None) => false,
+            (None, _) => self.organizer.email == caller.person.email,
+        }
+    }
+
     /// The organizer and the attendees may see a booking; nobody else may
     /// even learn that it exists.
-    pub fn visible_to(&self, caller: &EmailAddress) -> bool {
-        self.organizer.email == *caller || self.attendees.iter().any(|a| a.email == *caller)
+    pub fn visible_to(&self, caller: &Caller) -> bool {
+        self.is_organizer(caller) || self.attendees.iter().any(|a| a.email == caller.person.email)
     }
 }
 

@@ -5,7 +5,7 @@
 use deadpool_postgres::Pool;
 use uuid::Uuid;
 
-use super::domain::{Booking, BookingStatus, EmailAddress, NewBooking, Person, Timezone, TimeRange};
+use super::domain::{Booking, BookingStatus, Caller, NewBooking, Timezone, TimeRange};
 use super::idempotency::{self, Begin, StoredResponse};
 use super::{store, BookingError};
 use crate::fault::Faults;
@@ -50,17 +50,17 @@ impl BookingService {
         Self { pool, faults }
     }
 
-    #[tracing::instrument(skip_all, fields(booking_id, organizer = %crate::telemetry::mask_email(organizer.email.as_str())))]
+    #[tracing::instrument(skip_all, fields(booking_id, organizer = %crate::telemetry::mask_email(organizer.person.email.as_str())))]
     pub async fn create(
         &self,
-        organizer: &Person,
+        organizer: &Caller,
         new: NewBooking,
         idem: Option<IdempotencyRequest>,
     ) -> Result<CreateOutcome, BookingError> {
         let mut client = self.pool.get().await?;
         let tx = client.transaction().await?;
         if let Some(idem) = &idem {
-            match idempotency::begin(&tx, organizer.email.as_str(), idem).await? {
+            match idempotency::begin(&tx, organizer.person.email.as_str(), idem).await? {
                 Begin::Fresh => {}
                 Begin::Replay(stored) if stored.request_hash == idem.request_hash => {
                     return Ok(CreateOutcome::Replayed(stored));
@@ -75,7 +75,7 @@ impl BookingService {
         let event_id = outbox::events::insert(&tx, &payload.to_outbox(EventType::BookingConfirmed)).await?;
         if let Some(idem) = &idem {
             let body = serde_json::to_value(&payload.booking).expect("booking serialises");
-            idempotency::complete(&tx, organizer.email.as_str(), &idem.key, 201, &body, payload.booking.id)
+            idempotency::complete(&tx, organizer.person.email.as_str(), &idem.key, 201, &body, payload.booking.id)
                 .await?;
         }
         tx.commit().await?;
@@ -84,7 +84,7 @@ impl BookingService {
     }
 
     /// Reads a booking the caller may see; anyone else gets `NotFound`.
-    pub async fn get(&self, caller: &EmailAddress, id: Uuid) -> Result<Booking, BookingError> {
+    pub async fn get(&self, caller: &Caller, id: Uuid) -> Result<Booking, BookingError> {
         let client = self.pool.get().await?;
         match store::get(&client, id).await? {
             Some(b) if b.visible_to(caller) => Ok(b),
@@ -93,7 +93,7 @@ impl BookingService {
     }
 
     #[tracing::instrument(skip_all, fields(booking_id = %id))]
-    pub async fn cancel(&self, caller: &EmailAddress, id: Uuid) -> Result<Changed, BookingError> {
+    pub async fn cancel(&self, caller: &Caller, id: Uuid) -> Result<Changed, BookingError> {
         let mut client = self.pool.get().await?;
         let tx = client.transaction().await?;
         let current = Self::lock_for_change(&tx, caller, id).await?;
@@ -114,7 +114,7 @@ impl BookingService {
     #[tracing::instrument(skip_all, fields(booking_id = %id))]
     pub async fn reschedule(
         &self,
-        caller: &EmailAddress,
+        caller: &Caller,
         id: Uuid,
         range: TimeRange,
         timezone: Option<Timezone>,
@@ -145,11 +145,11 @@ impl BookingService {
 
     async fn lock_for_change(
         tx: &deadpool_postgres::Transaction<'_>,
-        caller: &EmailAddress,
+        caller: &Caller,
         id: Uuid,
     ) -> Result<Booking, BookingError> {
         match store::get_for_update(tx, id).await? {
-            Some(b) if b.organizer.email == *caller => Ok(b),
+            Some(b) if b.is_organizer(caller) => Ok(b),
             Some(b) if b.visible_to(caller) => Err(BookingError::NotOrganizer),
             _ => Err(BookingError::NotFound),
         }

@@ -7,12 +7,12 @@ use deadpool_postgres::GenericClient;
 use tokio_postgres::Row;
 use uuid::Uuid;
 
-use super::domain::{Booking, BookingStatus, DisplayName, EmailAddress, NewBooking, Person};
+use super::domain::{Booking, BookingStatus, Caller, DisplayName, EmailAddress, NewBooking, Person};
 use super::BookingError;
 use crate::db::DbError;
 
-const COLUMNS: &str = "id, organizer_email, organizer_name, title, description, location, timezone, \
-                       starts_at, ends_at, attendees, status, version, created_at, updated_at";
+const COLUMNS: &str = "id, organizer_email, organizer_name, organizer_sub, title, description, location, \
+                       timezone, starts_at, ends_at, attendees, status, version, created_at, updated_at";
 
 /// Name of the exclusion constraint that forbids overlapping active bookings.
 pub const NO_OVERLAP_CONSTRAINT: &str = "bookings_no_overlapping_active";
@@ -37,6 +37,7 @@ fn from_row(row: &Row) -> Result<Booking, BookingError> {
             email: EmailAddress::parse(&organizer_email).map_err(|e| BookingError::Corrupt(e))?,
             name: DisplayName::parse(&organizer_name).map_err(|e| BookingError::Corrupt(e))?,
         },
+        organizer_sub: row.get("organizer_sub"),
         attendees,
         status: BookingStatus::from_db(row.get("status")),
         version: row.get("version"),
@@ -57,22 +58,23 @@ fn overlap_or(e: tokio_postgres::Error) -> BookingError {
 pub async fn insert(
     tx: &impl GenericClient,
     id: Uuid,
-    organizer: &Person,
+    organizer: &Caller,
     new: &NewBooking,
 ) -> Result<Booking, BookingError> {
     let attendees = serde_json::to_value(&new.attendees).expect("attendees serialise");
     let sql = format!(
-        "INSERT INTO bookings (id, organizer_email, organizer_name, title, description, location, \
-                               timezone, starts_at, ends_at, attendees) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) RETURNING {COLUMNS}"
+        "INSERT INTO bookings (id, organizer_email, organizer_name, organizer_sub, title, description, \
+                               location, timezone, starts_at, ends_at, attendees) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) RETURNING {COLUMNS}"
     );
     let row = tx
         .query_one(
             &sql,
             &[
                 &id,
-                &organizer.email.as_str(),
-                &organizer.name.as_str(),
+                &organizer.person.email.as_str(),
+                &organizer.person.name.as_str(),
+                &organizer.subject,
                 &new.title.as_str(),
                 &new.description.as_ref().map(|d| d.as_str()),
                 &new.location.as_ref().map(|l| l.as_str()),
