@@ -13,6 +13,7 @@ use shared::booking::domain::{
     parse_instant, Booking, BookingStatus, DisplayName, EmailAddress, NewBooking, Person, TimeRange, Timezone,
     Title,
 };
+use shared::booking::limits::Limits;
 use shared::booking::service::{BookingService, CreateOutcome};
 use shared::booking::events::{EventPayload, EventType};
 use shared::fault::Faults;
@@ -43,7 +44,7 @@ pub async fn create_booking(db: &TestDb, slot: u32, attendees: &[&str]) -> Booki
 
 /// As [`create_booking`], for any number of slots.
 pub async fn create_booking_at(db: &TestDb, slot: i64, attendees: &[&str]) -> Booking {
-    let service = BookingService::new(db.pool.clone(), Faults::none());
+    let service = BookingService::new(db.pool.clone(), Faults::none(), Limits::UNLIMITED);
     let start = parse_instant("2026-12-01T00:00:00Z").unwrap() + chrono::Duration::hours(slot);
     let new = NewBooking {
         title: Title::parse(&format!("Meeting {slot}")).unwrap(),

@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use outbox_tests::outbox::*;
 use outbox_tests::TestDb;
+use shared::booking::limits::Limits;
 use shared::booking::service::BookingService;
 use shared::fault::Faults;
 use shared::notify::mailer::recording::RecordingMailer;
@@ -19,7 +20,7 @@ async fn per_booking_ordering_cancel_never_overtakes_its_invitation_and_others_a
     let db = TestDb::create().await;
     let a = create_booking(&db, 1, &["alice@example.com"]).await;
     let b = create_booking(&db, 2, &["carol@example.com"]).await;
-    let service = BookingService::new(db.pool.clone(), Faults::none());
+    let service = BookingService::new(db.pool.clone(), Faults::none(), Limits::UNLIMITED);
     let organizer = organizer();
     service.cancel(&organizer, a.id).await.unwrap();
     service.cancel(&organizer, b.id).await.unwrap();
@@ -60,7 +61,7 @@ async fn per_booking_ordering_cancel_never_overtakes_its_invitation_and_others_a
 async fn a_dead_event_does_not_block_later_events_of_its_booking_forever() {
     let db = TestDb::create().await;
     let a = create_booking(&db, 1, &["alice@example.com"]).await;
-    let service = BookingService::new(db.pool.clone(), Faults::none());
+    let service = BookingService::new(db.pool.clone(), Faults::none(), Limits::UNLIMITED);
     service.cancel(&organizer(), a.id).await.unwrap();
     let mailer = Arc::new(RecordingMailer::new());
     mailer.script("alice@example.com", SendOutcome::Misconfigured { reason: "MailFromDomainNotVerified".into() }, 1);

@@ -82,7 +82,7 @@ async fn booking_to_poller_to_moto_sends_one_valid_invite_per_attendee_and_updat
         assert_eq!(attendees.len(), 2);
         assert!(attendees.iter().all(|a| a["RSVP"] == "TRUE" && a["PARTSTAT"] == "NEEDS-ACTION"));
         assert!(attendees.iter().any(|a| a["value"] == "mailto:zoe@example.com" && a["CN"] == "Zoë Ünïcode"));
-        assert!(m["text"].as_str().unwrap().contains("Bob Organizer invited you"));
+        assert!(m["text"].as_str().unwrap().contains("Bob Organizer <bob@example.com> invited you"));
     }
 
     // Reschedule: same UID, higher SEQUENCE, still a REQUEST.
@@ -244,4 +244,34 @@ async fn unverified_sender_is_rejected_per_recipient_not_retried() {
     let summary = ses_poller(&db, mailer).drain().await.unwrap();
     assert_eq!((summary.failed, summary.retried), (1, 0));
     assert_eq!(sends(&db, event).await, vec![("alice@example.com".into(), "FAILED".into())]);
+}
+
+#[tokio::test]
+async fn the_sender_name_is_fixed_and_the_organizer_is_named_in_reply_to_and_the_body() {
+    let endpoint = moto_endpoint();
+    let sender = unique_sender();
+    verify_sender(&endpoint, &sender).await;
+    let db = TestDb::create().await;
+    let api = TestApi::new(&db);
+    // An organizer who calls themselves something official.
+    let spoofer = Caller { email: "bob@example.com", name: "Your Bank Security", sub: "sub-bob" };
+    let body = json!({
+        "title": "Account review",
+        "start": "2026-12-01T09:00:00Z",
+        "end": "2026-12-01T09:30:00Z",
+        "timezone": "UTC",
+        "attendees": [{"email": "alice@example.com", "name": "Alice"}]
+    });
+    assert_eq!(api.post("/bookings", spoofer, &body).await.status, 201);
+    ses_poller(&db, ses_mailer(ses_config(&endpoint, &sender))).drain().await.unwrap();
+    let mail = sent_mail(&endpoint, &sender);
+    assert_eq!(mail.len(), 1);
+    let m = &mail[0];
+    assert_eq!(m["from"], format!("Bookings <{sender}>"), "the From name comes from configuration only");
+    assert!(m["reply_to"].as_str().unwrap().contains("bob@example.com"), "{}", m["reply_to"]);
+    assert!(
+        m["text"].as_str().unwrap().contains("Your Bank Security <bob@example.com> invited you"),
+        "the body says who organizes it: {}",
+        m["text"]
+    );
 }

@@ -3,6 +3,7 @@
 use std::str::FromStr;
 
 use crate::booking::domain::StartWindow;
+use crate::booking::limits::Limits;
 use crate::config::{parsed_or, ConfigError};
 
 /// How the booking API learns who is calling.
@@ -52,6 +53,9 @@ pub struct ApiConfig {
     /// The token's `email_verified` claim must be true
     /// (`REQUIRE_EMAIL_VERIFIED`, default true).
     pub require_email_verified: bool,
+    /// Abuse limits (`LIMIT_BOOKINGS_PER_DAY`, `LIMIT_RECIPIENTS_PER_DAY`,
+    /// `LIMIT_CHANGES_PER_BOOKING_PER_DAY`).
+    pub limits: Limits,
 }
 
 impl ApiConfig {
@@ -85,6 +89,7 @@ impl ApiConfig {
             start_window: StartWindow { max_past: chrono::Duration::days(past), max_future: chrono::Duration::days(future) },
             idempotency_key_ttl: std::time::Duration::from_secs(ttl_hours * 3600),
             require_email_verified: parsed_or("REQUIRE_EMAIL_VERIFIED", true)?,
+            limits: limits_from_env()?,
         })
     }
 }
@@ -100,6 +105,26 @@ impl Default for ApiConfig {
             },
             idempotency_key_ttl: std::time::Duration::from_secs(Self::DEFAULT_IDEMPOTENCY_KEY_TTL_HOURS * 3600),
             require_email_verified: true,
+            limits: Limits::DEFAULT,
         }
     }
+}
+
+fn limits_from_env() -> Result<Limits, ConfigError> {
+    let d = Limits::DEFAULT;
+    let limits = Limits {
+        bookings_per_day: parsed_or("LIMIT_BOOKINGS_PER_DAY", d.bookings_per_day)?,
+        recipients_per_day: parsed_or("LIMIT_RECIPIENTS_PER_DAY", d.recipients_per_day)?,
+        changes_per_booking_per_day: parsed_or("LIMIT_CHANGES_PER_BOOKING_PER_DAY", d.changes_per_booking_per_day)?,
+    };
+    for (var, value) in [
+        ("LIMIT_BOOKINGS_PER_DAY", limits.bookings_per_day),
+        ("LIMIT_RECIPIENTS_PER_DAY", limits.recipients_per_day),
+        ("LIMIT_CHANGES_PER_BOOKING_PER_DAY", limits.changes_per_booking_per_day),
+    ] {
+        if value < 1 {
+            return Err(ConfigError::new(var, format!("({value}) must be at least 1"), "set a positive daily limit"));
+        }
+    }
+    Ok(limits)
 }

@@ -48,7 +48,7 @@ enum Route {
 
 impl Api {
     pub fn new(pool: Pool, faults: Faults, config: ApiConfig) -> Self {
-        Self { bookings: BookingService::new(pool, faults), config }
+        Self { bookings: BookingService::new(pool, faults, config.limits), config }
     }
 
     /// Handles one request. Never fails: every error becomes a problem
@@ -220,6 +220,10 @@ fn problem_for(err: BookingError) -> Problem {
             ..Problem::new(StatusCode::CONFLICT, "version-conflict", "Version conflict", format!("{err}; reload and retry"))
         },
         Cancelled => Problem::new(StatusCode::CONFLICT, "cancelled", "Booking cancelled", err.to_string()),
+        LimitExceeded { retry_after, .. } => Problem {
+            retry_after: Some(retry_after.as_secs().max(1)),
+            ..Problem::new(StatusCode::TOO_MANY_REQUESTS, "limit-exceeded", "Limit exceeded", err.to_string())
+        },
         IdempotencyKeyMismatch => Problem::new(
             StatusCode::UNPROCESSABLE_ENTITY,
             "idempotency-key-mismatch",

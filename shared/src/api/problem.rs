@@ -22,6 +22,9 @@ pub struct Problem {
     pub invalid_params: Vec<InvalidParam>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub current_version: Option<i32>,
+    /// Seconds for the `Retry-After` header (429; 503 defaults to 1).
+    #[serde(skip)]
+    pub retry_after: Option<u64>,
 }
 
 impl Problem {
@@ -33,6 +36,7 @@ impl Problem {
             detail: detail.into(),
             invalid_params: Vec::new(),
             current_version: None,
+            retry_after: None,
         }
     }
 
@@ -67,8 +71,13 @@ impl Problem {
         let mut builder = Response::builder()
             .status(self.status())
             .header(header::CONTENT_TYPE, "application/problem+json");
-        if self.status == StatusCode::SERVICE_UNAVAILABLE.as_u16() {
-            builder = builder.header(header::RETRY_AFTER, "1");
+        let retry_after = match self.retry_after {
+            Some(secs) => Some(secs),
+            None if self.status == StatusCode::SERVICE_UNAVAILABLE.as_u16() => Some(1),
+            None => None,
+        };
+        if let Some(secs) = retry_after {
+            builder = builder.header(header::RETRY_AFTER, secs.to_string());
         }
         builder.body(Body::Text(body)).expect("valid response")
     }

@@ -8,6 +8,7 @@
 pub mod domain;
 pub mod events;
 pub mod idempotency;
+pub mod limits;
 pub mod service;
 pub mod store;
 
@@ -27,6 +28,9 @@ pub enum BookingError {
     Cancelled,
     #[error("this Idempotency-Key was already used with a different request")]
     IdempotencyKeyMismatch,
+    /// An abuse limit; nothing was written.
+    #[error("{}; the limit resets in {} s", .limit.describe(*.max), .retry_after.as_secs())]
+    LimitExceeded { limit: limits::Limit, max: i32, retry_after: std::time::Duration },
     #[error(transparent)]
     Db(#[from] crate::db::DbError),
     #[error("stored data is invalid: {0}")]

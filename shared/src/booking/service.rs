@@ -7,6 +7,7 @@ use uuid::Uuid;
 
 use super::domain::{Booking, BookingStatus, Caller, NewBooking, Timezone, TimeRange};
 use super::idempotency::{self, Begin, StoredResponse};
+use super::limits::{self, Limits};
 use super::{store, BookingError};
 use crate::fault::Faults;
 use super::events::{EventPayload, EventType};
@@ -43,11 +44,12 @@ pub struct Changed {
 pub struct BookingService {
     pool: Pool,
     faults: Faults,
+    limits: Limits,
 }
 
 impl BookingService {
-    pub fn new(pool: Pool, faults: Faults) -> Self {
-        Self { pool, faults }
+    pub fn new(pool: Pool, faults: Faults, limits: Limits) -> Self {
+        Self { pool, faults, limits }
     }
 
     #[tracing::instrument(skip_all, fields(booking_id, organizer = %crate::telemetry::mask_email(organizer.person.email.as_str())))]
@@ -68,6 +70,7 @@ impl BookingService {
                 Begin::Replay(_) => return Err(BookingError::IdempotencyKeyMismatch),
             }
         }
+        limits::count_create(&tx, &self.limits, organizer, new.attendees.len()).await?;
         let booking = store::insert(&tx, Uuid::now_v7(), organizer, &new).await?;
         tracing::Span::current().record("booking_id", tracing::field::display(booking.id));
         self.faults.hit(FAULT_CREATE_BETWEEN_INSERTS)?;
@@ -100,6 +103,7 @@ impl BookingService {
         if current.status == BookingStatus::Cancelled {
             return Ok(Changed { booking: current, changed: false });
         }
+        limits::count_change(&tx, &self.limits, caller, &current).await?;
         let booking = store::mark_cancelled(&tx, id).await?;
         self.faults.hit(FAULT_CHANGE_BETWEEN_WRITES)?;
         let payload = EventPayload::of(booking);
@@ -129,6 +133,7 @@ impl BookingService {
         if current.status == BookingStatus::Cancelled {
             return Err(BookingError::Cancelled);
         }
+        limits::count_change(&tx, &self.limits, caller, &current).await?;
         let tz = timezone.map(|t| t.name().to_string()).unwrap_or_else(|| current.timezone.clone());
         let booking = store::reschedule(&tx, id, range.start(), range.end(), &tz).await?;
         self.faults.hit(FAULT_CHANGE_BETWEEN_WRITES)?;

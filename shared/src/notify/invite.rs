@@ -125,10 +125,11 @@ pub fn ics(n: &Notification) -> String {
 
 fn text_body(n: &Notification) -> String {
     let b = &n.payload.booking;
+    let who = format!("{} <{}>", b.organizer.name.as_str(), b.organizer.email);
     let mut s = match n.event_type {
-        EventType::BookingConfirmed => format!("{} invited you to \"{}\".\n\n", b.organizer.name.as_str(), b.title),
-        EventType::BookingRescheduled => format!("{} moved \"{}\".\n\n", b.organizer.name.as_str(), b.title),
-        EventType::BookingCancelled => format!("{} cancelled \"{}\".\n\n", b.organizer.name.as_str(), b.title),
+        EventType::BookingConfirmed => format!("{who} invited you to \"{}\".\n\n", b.title),
+        EventType::BookingRescheduled => format!("{who} moved \"{}\".\n\n", b.title),
+        EventType::BookingCancelled => format!("{who} cancelled \"{}\".\n\n", b.title),
     };
     s.push_str(&format!("When:  {} – {}\n", local_time(b.start, &b.timezone), local_time(b.end, &b.timezone)));
     if let (Some(ps), Some(_)) = (n.payload.previous_start, n.payload.previous_end) {
@@ -162,7 +163,10 @@ fn message_id(n: &Notification, sender: &Sender) -> String {
 pub fn build(n: &Notification, sender: &Sender) -> Vec<u8> {
     let b = &n.payload.booking;
     let method = method(n.event_type);
-    let from_name = format!("{} (via {})", b.organizer.name.as_str(), sender.name);
+    // The sender's name is fixed by configuration: an organizer's chosen
+    // name never appears as the sender on our domain. Who organizes the
+    // meeting is in the body and in Reply-To.
+    let from_name = sender.name.clone();
     let calendar = MimePart::new(
         mail_builder::headers::content_type::ContentType::new("text/calendar")
             .attribute("method", method)

@@ -10,7 +10,7 @@ use deadpool_postgres::GenericClient;
 
 use super::config::RetentionConfig;
 use super::summary::RetentionReport;
-use crate::booking::idempotency;
+use crate::booking::{idempotency, limits};
 use crate::db::DbResult;
 use crate::notify::sends;
 use crate::outbox::{events, processed};
@@ -40,5 +40,6 @@ pub async fn run(client: &impl GenericClient, cfg: &RetentionConfig) -> DbResult
     let events = in_batches(cfg, |n| events::purge_done(client, age, n)).await?;
     let ttl = cfg.idempotency_key_ttl;
     let idempotency_keys = in_batches(cfg, |n| idempotency::purge_expired(client, ttl, n)).await?;
-    Ok(RetentionReport { events, processed_events, sends, idempotency_keys })
+    let usage_counters = in_batches(cfg, |n| limits::purge_old(client, n)).await?;
+    Ok(RetentionReport { events, processed_events, sends, idempotency_keys, usage_counters })
 }

@@ -118,4 +118,6 @@ pub struct RetentionReport {
     pub processed_events: u64,
     pub sends: u64,
     pub idempotency_keys: u64,
+    /// Abuse-limit counters of past days.
+    pub usage_counters: u64,
 }

@@ -1,0 +1,162 @@
+//! Abuse limits, enforced in the database so they hold across containers:
+//! per organizer and UTC day, bookings created and recipients mailed; per
+//! booking and day, changes (reschedules and cancels). Every statement on
+//! `organizer_daily_usage` and `booking_daily_changes` lives here.
+//!
+//! Each operation increments its counters inside the booking's own
+//! transaction and reads them back; the row lock of the upsert serialises
+//! concurrent requests, so exactly the allowed number commit and the rest
+//! roll back, counters and all: a refused request writes nothing.
+
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use deadpool_postgres::GenericClient;
+
+use super::domain::{Booking, Caller};
+use super::BookingError;
+use crate::db::DbResult;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Bookings one organizer may create per UTC day.
+    pub bookings_per_day: i32,
+    /// Invitations, updates and cancellations one organizer may cause per day
+    /// (each attendee of each create, reschedule or cancel counts).
+    pub recipients_per_day: i32,
+    /// Reschedules plus cancels of one booking per day.
+    pub changes_per_booking_per_day: i32,
+}
+
+impl Limits {
+    pub const DEFAULT: Limits = Limits { bookings_per_day: 50, recipients_per_day: 500, changes_per_booking_per_day: 10 };
+
+    /// No limits (service-level tests and tools that are not the public API).
+    pub const UNLIMITED: Limits =
+        Limits { bookings_per_day: i32::MAX, recipients_per_day: i32::MAX, changes_per_booking_per_day: i32::MAX };
+}
+
+/// Which limit a request hit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Limit {
+    BookingsPerDay,
+    RecipientsPerDay,
+    ChangesPerBookingPerDay,
+}
+
+impl Limit {
+    pub fn describe(self, max: i32) -> String {
+        match self {
+            Limit::BookingsPerDay => format!("an organizer may create {max} bookings per day"),
+            Limit::RecipientsPerDay => format!("an organizer's bookings may notify {max} recipients per day"),
+            Limit::ChangesPerBookingPerDay => format!("a booking may be rescheduled or cancelled {max} times per day"),
+        }
+    }
+}
+
+/// The key an organizer's usage is counted under: the token subject when
+/// there is one (an address can be changed to dodge a limit), else the address.
+fn organizer_key(caller: &Caller) -> String {
+    match &caller.subject {
+        Some(sub) => format!("sub:{sub}"),
+        None => format!("email:{}", caller.person.email),
+    }
+}
+
+/// Time until the counters reset (the next UTC midnight).
+pub fn until_reset(now: DateTime<Utc>) -> Duration {
+    let tomorrow = (now.date_naive() + chrono::Days::new(1)).and_hms_opt(0, 0, 0).expect("midnight exists").and_utc();
+    (tomorrow - now).to_std().unwrap_or_default().max(Duration::from_secs(1))
+}
+
+fn over(limit: Limit, max: i32) -> BookingError {
+    BookingError::LimitExceeded { limit, max, retry_after: until_reset(Utc::now()) }
+}
+
+/// Adds `bookings` and `recipients` to the organizer's usage today;
+/// returns the new totals.
+async fn add_usage(tx: &impl GenericClient, key: &str, bookings: i32, recipients: i32) -> DbResult<(i32, i32)> {
+    let row = tx
+        .query_one(
+            &tx.prepare_cached(
+                "INSERT INTO organizer_daily_usage AS u (organizer_key, day, bookings, recipients) \
+                 VALUES ($1, (now() AT TIME ZONE 'UTC')::date, $2, $3) \
+                 ON CONFLICT (organizer_key, day) DO UPDATE \
+                    SET bookings = u.bookings + EXCLUDED.bookings, recipients = u.recipients + EXCLUDED.recipients \
+                 RETURNING bookings, recipients",
+            )
+            .await?,
+            &[&key, &bookings, &recipients],
+        )
+        .await?;
+    Ok((row.get(0), row.get(1)))
+}
+
+/// Counts a new booking and its invitations; refuses one over a limit.
+pub async fn count_create(
+    tx: &impl GenericClient,
+    limits: &Limits,
+    organizer: &Caller,
+    recipients: usize,
+) -> Result<(), BookingError> {
+    let (bookings, mailed) = add_usage(tx, &organizer_key(organizer), 1, recipients as i32).await?;
+    if bookings > limits.bookings_per_day {
+        return Err(over(Limit::BookingsPerDay, limits.bookings_per_day));
+    }
+    if mailed > limits.recipients_per_day {
+        return Err(over(Limit::RecipientsPerDay, limits.recipients_per_day));
+    }
+    Ok(())
+}
+
+/// Counts a change of `booking` (which mails every attendee again); refuses
+/// one over a limit.
+pub async fn count_change(
+    tx: &impl GenericClient,
+    limits: &Limits,
+    organizer: &Caller,
+    booking: &Booking,
+) -> Result<(), BookingError> {
+    let changes: i32 = tx
+        .query_one(
+            &tx.prepare_cached(
+                "INSERT INTO booking_daily_changes AS c (booking_id, day, changes) \
+                 VALUES ($1, (now() AT TIME ZONE 'UTC')::date, 1) \
+                 ON CONFLICT (booking_id, day) DO UPDATE SET changes = c.changes + 1 \
+                 RETURNING changes",
+            )
+            .await?,
+            &[&booking.id],
+        )
+        .await?
+        .get(0);
+    if changes > limits.changes_per_booking_per_day {
+        return Err(over(Limit::ChangesPerBookingPerDay, limits.changes_per_booking_per_day));
+    }
+    let (_, mailed) = add_usage(tx, &organizer_key(organizer), 0, booking.attendees.len() as i32).await?;
+    if mailed > limits.recipients_per_day {
+        return Err(over(Limit::RecipientsPerDay, limits.recipients_per_day));
+    }
+    Ok(())
+}
+
+/// Retention: deletes up to `limit` counter rows of days before yesterday.
+pub async fn purge_old(client: &impl GenericClient, limit: i64) -> DbResult<u64> {
+    let usage = client
+        .execute(
+            "DELETE FROM organizer_daily_usage WHERE (organizer_key, day) IN ( \
+                 SELECT organizer_key, day FROM organizer_daily_usage \
+                  WHERE day < (now() AT TIME ZONE 'UTC')::date - 1 LIMIT $1)",
+            &[&limit],
+        )
+        .await?;
+    let changes = client
+        .execute(
+            "DELETE FROM booking_daily_changes WHERE (booking_id, day) IN ( \
+                 SELECT booking_id, day FROM booking_daily_changes \
+                  WHERE day < (now() AT TIME ZONE 'UTC')::date - 1 LIMIT $1)",
+            &[&limit],
+        )
+        .await?;
+    Ok(usage + changes)
+}
