@@ -1,0 +1,121 @@
+//! The functions' database role (a login member of `booking_app`, created by
+//! migration V5) can do everything the functions and the operator CLI do,
+//! and cannot change the schema.
+
+use std::sync::Arc;
+
+use outbox_tests::api::{booking_body, test_config, TestApi, BOB};
+use outbox_tests::outbox::{age_processing_rows, sweeper_config};
+use outbox_tests::TestDb;
+use serde_json::json;
+use shared::api::Api;
+use shared::db::DbConfig;
+use shared::fault::Faults;
+use shared::notify::mailer::recording::RecordingMailer;
+use shared::notify::mailer::SendOutcome;
+use shared::notify::{sends, unknown};
+use shared::outbox::events::transitions::{self, ReplaySelection};
+use shared::relay::{status, sweeper, Poller, PollerConfig};
+use tokio_postgres::error::SqlState;
+
+async fn app_role_pool(db: &TestDb) -> deadpool_postgres::Pool {
+    let login = format!("app_{}", &uuid::Uuid::new_v4().simple().to_string()[..12]);
+    let admin = db.pool.get().await.unwrap();
+    admin.batch_execute(&format!("CREATE ROLE {login} LOGIN IN ROLE booking_app")).await.unwrap();
+    let mut cfg = DbConfig::from_url(&db.url, 16, std::time::Duration::from_secs(5)).unwrap();
+    cfg.pg.user(&login);
+    cfg.build_pool().unwrap()
+}
+
+#[tokio::test]
+async fn the_app_role_runs_every_function_and_operator_command() {
+    let db = TestDb::create().await;
+    let pool = app_role_pool(&db).await;
+    let who: String = pool.get().await.unwrap().query_one("SELECT current_user", &[]).await.unwrap().get(0);
+    assert!(who.starts_with("app_"), "connected as the app role, not the owner: {who}");
+
+    // The booking API: create (with an idempotency key), read, reschedule, cancel.
+    let api = TestApi { api: Api::new(pool.clone(), Faults::none(), test_config()) };
+    let key = [("Idempotency-Key", "least-privilege")];
+    let created = api.send("POST", "/bookings", Some(BOB), &key, Some(&booking_body(9).to_string())).await;
+    assert_eq!(created.status, 201, "{}", created.body);
+    let path = format!("/bookings/{}", created.body["id"].as_str().unwrap());
+    assert_eq!(api.get(&path, BOB).await.status, 200);
+    let patch = json!({"start": "2026-12-01T10:00:00Z", "end": "2026-12-01T10:30:00Z", "version": 1}).to_string();
+    assert_eq!(api.send("PATCH", &path, Some(BOB), &[], Some(&patch)).await.status, 200);
+    let mut dead = booking_body(12);
+    dead["attendees"] = json!([{"email": "dave@example.com", "name": "Dave"}]);
+    assert_eq!(api.post("/bookings", BOB, &dead).await.status, 201);
+
+    // The poller: sends, an unknown outcome, a released claim, a dead letter.
+    let mailer = Arc::new(RecordingMailer::new());
+    mailer.script("alice@example.com", SendOutcome::NotSent { reason: "throttled".into() }, 1);
+    mailer.script("dave@example.com", SendOutcome::Misconfigured { reason: "unverified".into() }, 1);
+    let poller = Poller::new(pool.clone(), mailer.clone(), Faults::none(), PollerConfig::for_tests("app"));
+    poller.drain().await.unwrap();
+    mailer.script("alice@example.com", SendOutcome::Unknown { reason: "timeout".into() }, 1);
+    poller.drain().await.unwrap();
+    assert_eq!(api.post(&format!("{path}/cancel"), BOB, &json!({})).await.status, 200);
+    poller.drain().await.unwrap();
+    let client = pool.get().await.unwrap();
+    let counts = sends::counts(&client).await.unwrap();
+    assert!(counts[&sends::SendStatus::Sent] >= 1 && counts[&sends::SendStatus::Unknown] == 1, "{counts:?}");
+
+    // The operator CLI's commands.
+    let mut client = pool.get().await.unwrap();
+    let unknown_send = unknown::list(&client, 10).await.unwrap().remove(0);
+    unknown::resend(&mut client, unknown_send.id, "operator").await.unwrap();
+    let replayed = transitions::replay(&mut client, ReplaySelection::All { event_type: None, since: None }, "operator")
+        .await
+        .unwrap();
+    assert_eq!(replayed.len(), 1);
+    poller.drain().await.unwrap();
+    status::fetch(&client, &sweeper_config(8)).await.unwrap();
+
+    // The sweeper: sweep a stuck row, then retention deletes old rows.
+    let admin = db.pool.get().await.unwrap();
+    admin
+        .batch_execute(
+            "UPDATE outbox_events SET status = 'PROCESSING', locked_by = 'dead', locked_at = now() \
+              WHERE id = (SELECT id FROM outbox_events LIMIT 1); \
+             UPDATE outbox_events SET completed_at = now() - interval '30 days' WHERE status = 'DONE'; \
+             UPDATE processed_events SET processed_at = now() - interval '30 days'; \
+             UPDATE booking_notification_sends SET completed_at = now() - interval '30 days'; \
+             UPDATE idempotency_keys SET created_at = now() - interval '30 days'; \
+             UPDATE organizer_daily_usage SET day = day - 30; UPDATE booking_daily_changes SET day = day - 30;",
+        )
+        .await
+        .unwrap();
+    age_processing_rows(&db, 301).await;
+    let run = sweeper::run(&pool, &sweeper_config(8)).await.unwrap();
+    assert_eq!(run.reset, 1);
+    let r = &run.retention;
+    assert!(r.events > 0 && r.processed_events > 0 && r.sends > 0 && r.idempotency_keys > 0 && r.usage_counters > 0, "{r:?}");
+}
+
+#[tokio::test]
+async fn the_app_role_cannot_create_alter_drop_or_truncate() {
+    let db = TestDb::create().await;
+    let pool = app_role_pool(&db).await;
+    let client = pool.get().await.unwrap();
+    for ddl in [
+        "CREATE TABLE evil (id int)",
+        "ALTER TABLE bookings ADD COLUMN evil int",
+        "ALTER TABLE outbox_events DROP CONSTRAINT outbox_events_processing_is_locked",
+        "DROP TABLE bookings",
+        "DROP INDEX outbox_events_due",
+        "TRUNCATE outbox_events",
+        "CREATE INDEX evil ON bookings (title)",
+        "CREATE FUNCTION evil() RETURNS int LANGUAGE sql AS 'SELECT 1'",
+        "DELETE FROM bookings",
+        "DELETE FROM outbox_replays",
+        "SELECT * FROM refinery_schema_history",
+    ] {
+        let err = client.batch_execute(ddl).await.expect_err(ddl);
+        let code = err.code().cloned();
+        assert!(
+            code == Some(SqlState::INSUFFICIENT_PRIVILEGE),
+            "{ddl}: expected insufficient_privilege, got {code:?} ({err})"
+        );
+    }
+}
