@@ -65,10 +65,9 @@ async fn the_app_role_runs_every_function_and_operator_command() {
     let mut client = pool.get().await.unwrap();
     let unknown_send = unknown::list(&client, 10).await.unwrap().remove(0);
     unknown::resend(&mut client, unknown_send.id, "operator").await.unwrap();
-    let replayed = transitions::replay(&mut client, ReplaySelection::All { event_type: None, since: None }, "operator")
-        .await
-        .unwrap();
-    assert_eq!(replayed.len(), 1);
+    let all = ReplaySelection::All { event_type: None, since: None };
+    let report = transitions::replay(&mut client, all, "operator", 100, false).await.unwrap();
+    assert_eq!(report.replayed.len(), 1);
     poller.drain().await.unwrap();
     status::fetch(&client, &sweeper_config(8)).await.unwrap();
 

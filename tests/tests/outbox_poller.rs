@@ -298,3 +298,46 @@ async fn claiming_reads_only_unfinished_rows_when_many_finished_rows_exist() {
         "200,000 finished rows made the claim touch {large} pages instead of {small}: {plan}"
     );
 }
+
+#[tokio::test]
+async fn retention_keeps_a_send_while_its_event_exists() {
+    use shared::relay::{retention, RetentionConfig};
+    let db = TestDb::create().await;
+    create_booking(&db, 1, &["alice@example.com"]).await;
+    let event = only_event_id(&db).await;
+    poller(&db, Arc::new(RecordingMailer::new()), PollerConfig::for_tests("w")).drain().await.unwrap();
+    let client = db.pool.get().await.unwrap();
+    // The send is old, its event recent: the event could still be reopened
+    // (a resend), so the claim that stops a second email must stay.
+    client
+        .batch_execute(
+            "UPDATE booking_notification_sends SET completed_at = now() - interval '30 days'; \
+             UPDATE outbox_events SET completed_at = now() - interval '1 day';",
+        )
+        .await
+        .unwrap();
+    let report = retention::run(&client, &RetentionConfig::default()).await.unwrap();
+    assert_eq!((report.events, report.sends), (0, 0));
+    assert_eq!(sends(&db, event).await, vec![("alice@example.com".into(), "SENT".into())]);
+    // Once the event itself is old and gone, its send goes too.
+    client.batch_execute("UPDATE outbox_events SET completed_at = now() - interval '30 days'").await.unwrap();
+    let report = retention::run(&client, &RetentionConfig::default()).await.unwrap();
+    assert_eq!((report.events, report.sends), (1, 1));
+}
+
+#[tokio::test]
+async fn provider_errors_are_stored_and_logged_with_addresses_masked() {
+    let db = TestDb::create().await;
+    create_booking(&db, 1, &["alice@example.com", "carol@example.com"]).await;
+    let event = only_event_id(&db).await;
+    let mailer = Arc::new(RecordingMailer::new());
+    mailer.script("alice@example.com", SendOutcome::Unknown { reason: "timeout sending to alice@example.com".into() }, 1);
+    mailer.script("carol@example.com", SendOutcome::NotSent { reason: "Throttled: carol@example.com".into() }, 1);
+    let p = poller(&db, mailer, PollerConfig::for_tests("w"));
+    p.poll_once().await.unwrap();
+    let client = db.pool.get().await.unwrap();
+    let unknown = shared::notify::unknown::list(&client, 10).await.unwrap();
+    assert_eq!(unknown[0].last_error.as_deref(), Some("timeout sending to a***@example.com"));
+    let (_, _, last_error) = event_status(&db, event).await;
+    assert_eq!(last_error.as_deref(), Some("Throttled: c***@example.com"));
+}

@@ -162,12 +162,12 @@ async fn replay_never_touches_an_event_that_is_not_dead() {
 #[tokio::test]
 async fn replay_all_filters_by_type_and_time() {
     let (db, _) = seeded().await;
-    let none = ctl(&db, &["dead", "replay", "--all", "--type", "BOOKING_CANCELLED", "--json"]);
+    let none = ctl(&db, &["dead", "replay", "--all", "--yes", "--type", "BOOKING_CANCELLED", "--json"]);
     assert_eq!(none.code, 0, "{}", none.stderr);
     assert_eq!(none.json(), serde_json::json!([]));
-    let later = ctl(&db, &["dead", "replay", "--all", "--since", "2099-01-01T00:00:00Z", "--json"]);
+    let later = ctl(&db, &["dead", "replay", "--all", "--yes", "--since", "2099-01-01T00:00:00Z", "--json"]);
     assert_eq!(later.json(), serde_json::json!([]));
-    let all = ctl(&db, &["dead", "replay", "--all", "--type", "BOOKING_CONFIRMED", "--json"]);
+    let all = ctl(&db, &["dead", "replay", "--all", "--yes", "--type", "BOOKING_CONFIRMED", "--json"]);
     assert_eq!(all.json().as_array().unwrap().len(), 1);
     assert_eq!(event_counts(&db).await["DEAD"], 0);
 }
@@ -240,4 +240,103 @@ async fn wrong_arguments_and_an_unreachable_database_give_one_line_errors() {
     let help = ctl(&db, &["--help"]);
     assert_eq!(help.code, 0);
     assert!(help.stdout.contains("dead") && help.stdout.contains("unknown") && help.stdout.contains("sweep"));
+}
+
+#[tokio::test]
+async fn replay_all_needs_confirmation_shows_a_dry_run_and_has_a_cap() {
+    let (db, _) = seeded().await;
+    let id = dead_id(&db).await;
+    assert_one_line_error(&ctl(&db, &["dead", "replay", "--all"]), 2, "needs --yes");
+    let dry = ctl(&db, &["dead", "replay", "--all", "--dry-run", "--json"]);
+    assert_eq!(dry.code, 0, "{}", dry.stderr);
+    assert_eq!(dry.json()["replayed"], serde_json::json!([id]));
+    let human = ctl(&db, &["dead", "replay", "--all", "--dry-run"]);
+    assert!(human.stdout.contains("would replay 1 event(s)") && human.stdout.contains(&id), "{}", human.stdout);
+    assert_eq!(event_status(&db, id.parse().unwrap()).await.0, "DEAD", "a dry run changes nothing");
+    assert_eq!(db.count("outbox_replays").await, 0);
+    let capped = ctl(&db, &["dead", "replay", "--all", "--yes", "--max", "0"]);
+    assert_one_line_error(&capped, 1, "1 DEAD events match, more than the cap of 0");
+    assert_eq!(event_status(&db, id.parse().unwrap()).await.0, "DEAD", "refused whole");
+    let ok = ctl(&db, &["dead", "replay", "--all", "--yes"]);
+    assert_eq!(ok.code, 0, "{}", ok.stderr);
+    assert_eq!(event_status(&db, id.parse().unwrap()).await.0, "PENDING");
+}
+
+#[tokio::test]
+async fn replay_skips_an_event_superseded_by_a_later_delivered_one() {
+    let db = TestDb::create().await;
+    let booking = create_booking(&db, 1, &["alice@example.com"]).await;
+    let mailer = Arc::new(RecordingMailer::new());
+    mailer.script("alice@example.com", SendOutcome::Misconfigured { reason: "unverified sender".into() }, 1);
+    let p = poller(&db, mailer.clone(), PollerConfig::for_tests("w"));
+    p.drain().await.unwrap();
+    // The booking is cancelled, and the cancellation is delivered.
+    let service = shared::booking::service::BookingService::new(
+        db.pool.clone(),
+        shared::fault::Faults::none(),
+        shared::booking::limits::Limits::UNLIMITED,
+    );
+    service.cancel(&organizer(), booking.id).await.unwrap();
+    p.drain().await.unwrap();
+    let events = events_of(&db, booking.id).await;
+    let (invite, cancel) = (&events[0], &events[1]);
+    assert_eq!((invite.status.as_str(), cancel.status.as_str()), ("DEAD", "DONE"));
+    // Replaying the invitation now would invite Alice to a cancelled meeting.
+    let all = ctl(&db, &["dead", "replay", "--all", "--yes", "--json"]);
+    assert_eq!(all.code, 0, "{}", all.stderr);
+    assert_eq!(all.json(), serde_json::json!([]));
+    assert!(all.stderr.contains("skipped 1 superseded") && all.stderr.contains(&invite.id.to_string()), "{}", all.stderr);
+    let one = ctl(&db, &["dead", "replay", &invite.id.to_string()]);
+    assert_one_line_error(&one, 1, "is superseded by a later delivered event of its booking");
+    assert_eq!(event_status(&db, invite.id).await.0, "DEAD");
+    let before = mailer.count();
+    p.drain().await.unwrap();
+    assert_eq!(mailer.count(), before, "nothing stale was sent");
+}
+
+#[tokio::test]
+async fn unknown_resend_sends_only_the_named_recipient() {
+    let db = TestDb::create().await;
+    create_booking(&db, 1, &["alice@example.com", "carol@example.com"]).await;
+    let event = only_event_id(&db).await;
+    let mailer = Arc::new(RecordingMailer::new());
+    mailer.script("alice@example.com", SendOutcome::Unknown { reason: "read timeout".into() }, 1);
+    let p = poller(&db, mailer.clone(), PollerConfig::for_tests("w"));
+    p.drain().await.unwrap();
+    // Carol's claim is gone (say, removed by hand): a resend of Alice's must
+    // still not reach Carol again.
+    db.scalar::<i64>(
+        "WITH d AS (DELETE FROM booking_notification_sends WHERE recipient_email = 'carol@example.com' RETURNING 1) \
+         SELECT count(*) FROM d",
+    )
+    .await;
+    let send_id = ctl(&db, &["unknown", "list", "--json"]).json()[0]["id"].as_str().unwrap().to_string();
+    let ok = ctl(&db, &["unknown", "resend", &send_id, "--yes-i-accept-a-possible-duplicate"]);
+    assert_eq!(ok.code, 0, "{}", ok.stderr);
+    let before = mailer.count();
+    p.drain().await.unwrap();
+    let new: Vec<String> = mailer.deliveries()[before..].iter().map(|d| d.recipient.clone()).collect();
+    assert_eq!(new, vec!["alice@example.com"], "exactly the one recipient named");
+    assert_eq!(event_status(&db, event).await.0, "DONE");
+    let pending: i64 = db.scalar("SELECT count(*) FROM notification_resends WHERE resent_at IS NULL").await;
+    assert_eq!(pending, 0, "the decision is carried out once");
+    p.drain().await.unwrap();
+    assert_eq!(mailer.count(), before + 1, "and only once");
+}
+
+#[tokio::test]
+async fn unknown_resend_of_a_dead_event_asks_for_a_replay_first() {
+    let (db, _) = seeded().await;
+    // Carol's event is DEAD; mark Alice's send on it UNKNOWN to ask for it.
+    let dead = dead_id(&db).await;
+    db.scalar::<i64>(&format!(
+        "WITH u AS (UPDATE booking_notification_sends SET status = 'UNKNOWN' WHERE outbox_event_id = '{dead}' RETURNING 1) \
+         SELECT count(*) FROM u"
+    ))
+    .await;
+    let send = ctl(&db, &["unknown", "list", "--json"]).json().as_array().unwrap().iter()
+        .find(|s| s["event_id"] == dead.as_str()).unwrap()["id"].as_str().unwrap().to_string();
+    let out = ctl(&db, &["unknown", "resend", &send, "--yes-i-accept-a-possible-duplicate"]);
+    assert_one_line_error(&out, 1, "is DEAD: replay it first");
+    assert_eq!(db.count("notification_resends").await, 0);
 }

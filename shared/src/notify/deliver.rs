@@ -81,7 +81,8 @@ pub async fn deliver(
     };
     drop(client); // don't hold a connection across the network call
     faults.hit(FAULT_AFTER_SEND_CLAIM)?;
-    let outcome = mailer.send(n).await;
+    // Reasons are logged and stored from here on: no address in them.
+    let outcome = mailer.send(n).await.masked();
     faults.hit(FAULT_AFTER_SEND)?;
     let client = pool.get().await?;
     Ok(match outcome {

@@ -19,7 +19,7 @@ use uuid::Uuid;
 
 use super::Notification;
 use crate::db::DbResult;
-use crate::outbox::events::{EventStatus, UNFINISHED_EVENT_WITH_ID};
+use crate::outbox::events::{EventStatus, EVENT_WITH_ID};
 
 /// The state of one send.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
@@ -242,24 +242,17 @@ pub async fn lock(tx: &impl GenericClient, id: Uuid) -> DbResult<Option<(Uuid, S
     Ok(row.map(|r| (r.get("outbox_event_id"), status_of(&r, "status"))))
 }
 
-/// Archives a send in `notification_resends` with who decided, then deletes
-/// the claim so the next attempt of its event sends it again.
-pub async fn archive_for_resend(tx: &impl GenericClient, id: Uuid, decided_by: &str) -> DbResult<()> {
-    tx.execute(
-        "INSERT INTO notification_resends (id, send_id, outbox_event_id, recipient_email, event_type, \
-                 previous_status, previous_error, claimed_at, decided_by) \
-         SELECT gen_random_uuid(), id, outbox_event_id, recipient_email, event_type, status, last_error, \
-                claimed_at, $2 FROM booking_notification_sends WHERE id = $1",
-        &[&id, &decided_by],
-    )
-    .await?;
+/// Deletes a claim (an operator's resend decision, recorded first).
+pub async fn delete(tx: &impl GenericClient, id: Uuid) -> DbResult<()> {
     tx.execute("DELETE FROM booking_notification_sends WHERE id = $1", &[&id]).await?;
     Ok(())
 }
 
 /// Retention: deletes up to `limit` SENT/FAILED sends completed more than
-/// `max_age` ago whose event is finished. A claim of an event that may still
-/// run is kept: deleting it would let a retry send that email twice.
+/// `max_age` ago whose event no longer exists. A claim of an event that
+/// exists is kept, even a DONE one: the event may be reopened (a retry, a
+/// replay or an operator's resend), and without its claim it would send
+/// that email twice.
 pub async fn purge(client: &impl GenericClient, max_age: Duration, limit: i64) -> DbResult<u64> {
     const SQL: &str = concatcp!(
         "DELETE FROM booking_notification_sends WHERE id IN ( \
@@ -270,7 +263,7 @@ pub async fn purge(client: &impl GenericClient, max_age: Duration, limit: i64) -
         FAILED,
         ") AND s.completed_at < now() - make_interval(secs => $1) \
                 AND NOT EXISTS (",
-        UNFINISHED_EVENT_WITH_ID,
+        EVENT_WITH_ID,
         "s.outbox_event_id) LIMIT $2)"
     );
     Ok(client.execute(SQL, &[&max_age.as_secs_f64(), &limit]).await?)

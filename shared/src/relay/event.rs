@@ -10,7 +10,7 @@ use super::RelayError;
 use crate::booking::events::BookingEvent;
 use crate::notify::deliver::{deliver, Delivery};
 use crate::notify::mailer::Mailer;
-use crate::notify::Notification;
+use crate::notify::{unknown, Notification};
 use crate::outbox::events::transitions::{self, Retried};
 use crate::outbox::processed;
 
@@ -73,8 +73,14 @@ impl<M: Mailer + 'static> Poller<M> {
             summary.done += 1;
             return Ok(summary);
         }
+        // An operator's resend: the reopened event runs for the named
+        // recipients alone, whatever the others' sends are.
+        let only = unknown::pending_recipients(&tx, event.id).await?;
+        let notifications = Notification::for_each_recipient(&event)
+            .into_iter()
+            .filter(|n| only.is_empty() || only.iter().any(|r| r == n.recipient.email.as_str()));
         let mut settle = Settle::Done;
-        for n in Notification::for_each_recipient(&event) {
+        for n in notifications {
             if self.paused.load(Ordering::SeqCst) {
                 settle = settle.join(Settle::Requeue("sending paused earlier in this run".into()));
                 break;
@@ -93,6 +99,9 @@ impl<M: Mailer + 'static> Poller<M> {
         let worker = &self.config.worker_id;
         if settle == Settle::Done {
             self.faults.hit(FAULT_BEFORE_DONE_COMMIT)?;
+            if !only.is_empty() {
+                unknown::mark_resent(&tx, event.id).await?;
+            }
             transitions::complete(&tx, event.id).await?;
             tx.commit().await?;
             summary.done += 1;

@@ -1,8 +1,8 @@
 //! Retention: deletes finished rows past a configurable age, table by table,
 //! in bounded batches so one run never holds long locks or bloats a
 //! transaction. Each table's own module says which of its rows may go; the
-//! order matters: sends and `processed_events` first, because their guard
-//! looks at the event row.
+//! order matters: finished events first, then the sends and
+//! `processed_events` rows that only go once their event is gone or done.
 
 use std::future::Future;
 
@@ -35,9 +35,9 @@ where
 
 pub async fn run(client: &impl GenericClient, cfg: &RetentionConfig) -> DbResult<RetentionReport> {
     let age = cfg.max_age;
+    let events = in_batches(cfg, |n| events::purge_done(client, age, n)).await?;
     let sends = in_batches(cfg, |n| sends::purge(client, age, n)).await?;
     let processed_events = in_batches(cfg, |n| processed::purge(client, age, n)).await?;
-    let events = in_batches(cfg, |n| events::purge_done(client, age, n)).await?;
     let ttl = cfg.idempotency_key_ttl;
     let idempotency_keys = in_batches(cfg, |n| idempotency::purge_expired(client, ttl, n)).await?;
     let usage_counters = in_batches(cfg, |n| limits::purge_old(client, n)).await?;

@@ -148,32 +148,67 @@ pub async fn dead_show(out: Output, client: &Client, id: Uuid) -> anyhow::Result
     Ok(())
 }
 
+/// How far a replay may go.
+pub struct ReplayLimits {
+    pub max: usize,
+    pub dry_run: bool,
+}
+
 pub async fn dead_replay(
     out: Output,
     client: &mut Client,
     selection: ReplaySelection<'_>,
     who: &str,
+    limits: ReplayLimits,
 ) -> anyhow::Result<()> {
     let asked = match &selection {
         ReplaySelection::Ids(ids) => Some(ids.to_vec()),
         ReplaySelection::All { .. } => None,
     };
-    let replayed = transitions::replay(client, selection, who).await?;
+    let report = transitions::replay(client, selection, who, limits.max, limits.dry_run).await?;
+    let superseded = |ids: &[Uuid]| ids.iter().map(Uuid::to_string).collect::<Vec<_>>().join(", ");
+    if limits.dry_run {
+        out.print(&report, |r| {
+            println!("would replay {} event(s)", r.replayed.len());
+            for id in &r.replayed {
+                println!("{id}");
+            }
+            if !r.superseded.is_empty() {
+                println!(
+                    "would skip {} superseded by a later delivered event of their booking: {}",
+                    r.superseded.len(),
+                    superseded(&r.superseded)
+                );
+            }
+        });
+        return Ok(());
+    }
     if let Some(asked) = asked {
         let refused: Vec<String> = events::statuses(client, &asked)
             .await?
             .into_iter()
-            .filter(|(id, _)| !replayed.contains(id))
+            .filter(|(id, _)| !report.replayed.contains(id))
             .map(|(id, s)| match s {
                 None => format!("{id} does not exist"),
+                Some(_) if report.superseded.contains(&id) => {
+                    format!("{id} is superseded by a later delivered event of its booking")
+                }
                 Some(s) => format!("{id} is {s}, not DEAD"),
             })
             .collect();
         if !refused.is_empty() {
-            bail!("replayed {} event(s); not replayed: {}", replayed.len(), refused.join("; "));
+            bail!("replayed {} event(s); not replayed: {}", report.replayed.len(), refused.join("; "));
         }
     }
-    out.print(&replayed, |r| {
+    if !report.superseded.is_empty() {
+        // On stderr, so --json output stays the list of replayed ids.
+        eprintln!(
+            "skipped {} superseded by a later delivered event of their booking: {}",
+            report.superseded.len(),
+            superseded(&report.superseded)
+        );
+    }
+    out.print(&report.replayed, |r| {
         println!("replayed {} event(s)", r.len());
         for id in r {
             println!("{id}");

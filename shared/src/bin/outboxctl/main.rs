@@ -77,6 +77,15 @@ struct ReplayArgs {
     /// Only events that died at or after this RFC 3339 time (with --all).
     #[arg(long, requires = "all", value_parser = parse_time)]
     since: Option<DateTime<Utc>>,
+    /// Show what would be replayed, and what is skipped, without changing anything.
+    #[arg(long)]
+    dry_run: bool,
+    /// Confirm a replay of --all (see it first with --dry-run).
+    #[arg(long, requires = "all")]
+    yes: bool,
+    /// Refuse to replay more than this many events at once.
+    #[arg(long, default_value_t = 100)]
+    max: usize,
 }
 
 #[derive(Subcommand)]
@@ -115,7 +124,8 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             } else {
                 ReplaySelection::Ids(&args.ids)
             };
-            commands::dead_replay(out, &mut client, selection, &operator(&cli)).await
+            let limits = commands::ReplayLimits { max: args.max, dry_run: args.dry_run };
+            commands::dead_replay(out, &mut client, selection, &operator(&cli), limits).await
         }
         Command::Unknown(UnknownCommand::List { limit }) => commands::unknown_list(out, &client, *limit).await,
         Command::Unknown(UnknownCommand::Resend { id, accept_duplicate }) => {
@@ -172,6 +182,14 @@ async fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    if let Command::Dead(DeadCommand::Replay(args)) = &cli.command {
+        if args.all && !args.dry_run && !args.yes {
+            eprintln!(
+                "outboxctl: error: dead replay --all needs --yes (look first with --dry-run) (see outboxctl --help)"
+            );
+            return ExitCode::from(2);
+        }
+    }
     match run(cli).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

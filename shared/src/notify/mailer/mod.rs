@@ -30,6 +30,22 @@ pub enum SendOutcome {
     Unknown { reason: String },
 }
 
+impl SendOutcome {
+    /// The same outcome with every address in its reason masked: provider
+    /// errors can quote the recipient, and reasons are logged and stored.
+    pub fn masked(self) -> Self {
+        use crate::telemetry::mask_emails_in as m;
+        match self {
+            SendOutcome::Sent { message_id } => SendOutcome::Sent { message_id },
+            SendOutcome::NotSent { reason } => SendOutcome::NotSent { reason: m(&reason) },
+            SendOutcome::Paused { reason } => SendOutcome::Paused { reason: m(&reason) },
+            SendOutcome::Rejected { reason } => SendOutcome::Rejected { reason: m(&reason) },
+            SendOutcome::Misconfigured { reason } => SendOutcome::Misconfigured { reason: m(&reason) },
+            SendOutcome::Unknown { reason } => SendOutcome::Unknown { reason: m(&reason) },
+        }
+    }
+}
+
 #[async_trait::async_trait]
 pub trait Mailer: Send + Sync {
     async fn send(&self, notification: &Notification) -> SendOutcome;

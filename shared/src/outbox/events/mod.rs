@@ -181,3 +181,8 @@ pub async fn purge_done(client: &impl GenericClient, max_age: Duration, limit: i
 /// keeps their rows while it does; "finished" is defined here, once.
 pub const UNFINISHED_EVENT_WITH_ID: &str =
     formatcp!("SELECT 1 FROM outbox_events e WHERE e.status <> {DONE} AND e.id = ");
+
+/// `… <id expression>)` completes a subquery that finds the event at all.
+/// A DONE event can still be reopened (an operator's resend), so a table
+/// whose rows stop a second send keeps them until the event itself is gone.
+pub const EVENT_WITH_ID: &str = "SELECT 1 FROM outbox_events e WHERE e.id = ";

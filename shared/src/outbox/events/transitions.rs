@@ -164,37 +164,88 @@ pub enum ReplaySelection<'a> {
     All { event_type: Option<&'a str>, since: Option<chrono::DateTime<chrono::Utc>> },
 }
 
+/// What a replay did, or (dry run) would do.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct ReplayReport {
+    /// DEAD → PENDING (or, in a dry run, would be).
+    pub replayed: Vec<Uuid>,
+    /// Left DEAD: a later event of the same aggregate is already DONE, so
+    /// this one is old news (an invitation after its cancellation).
+    pub superseded: Vec<Uuid>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ReplayError {
+    #[error("{matched} DEAD events match, more than the cap of {max}; narrow the selection or raise the cap")]
+    TooMany { matched: usize, max: usize },
+    #[error(transparent)]
+    Db(#[from] crate::db::DbError),
+}
+
+impl From<tokio_postgres::Error> for ReplayError {
+    fn from(e: tokio_postgres::Error) -> Self {
+        ReplayError::Db(e.into())
+    }
+}
+
 /// DEAD → PENDING with fresh attempts, for the selected events, in one
 /// transaction that also records each replay in `outbox_replays`. Events
-/// that are not DEAD are never touched. Returns the replayed ids.
+/// that are not DEAD are never touched; superseded ones are left DEAD and
+/// reported. More than `max` to replay is refused whole. With `dry_run`,
+/// reports and changes nothing.
 pub async fn replay(
     client: &mut deadpool_postgres::Client,
     selection: ReplaySelection<'_>,
     replayed_by: &str,
-) -> DbResult<Vec<Uuid>> {
+    max: usize,
+    dry_run: bool,
+) -> Result<ReplayReport, ReplayError> {
     let (ids, event_type, since) = match selection {
         ReplaySelection::Ids(ids) => (Some(ids.to_vec()), None, None),
         ReplaySelection::All { event_type, since } => (None, event_type, since),
     };
-    let sql = formatcp!(
-        "WITH target AS ( \
-             SELECT id, attempts, last_error FROM outbox_events \
-              WHERE status = {DEAD} \
-                AND ($1::uuid[] IS NULL OR id = ANY($1)) \
-                AND ($2::text IS NULL OR event_type = $2) \
-                AND ($3::timestamptz IS NULL OR updated_at >= $3) \
-              FOR UPDATE), \
+    const SELECT: &str = formatcp!(
+        "SELECT d.id, EXISTS ( \
+                 SELECT 1 FROM outbox_events later \
+                  WHERE later.aggregate_id = d.aggregate_id AND later.aggregate_version > d.aggregate_version \
+                    AND later.status = {DONE}) AS superseded \
+           FROM outbox_events d \
+          WHERE d.status = {DEAD} \
+            AND ($1::uuid[] IS NULL OR d.id = ANY($1)) \
+            AND ($2::text IS NULL OR d.event_type = $2) \
+            AND ($3::timestamptz IS NULL OR d.updated_at >= $3) \
+          ORDER BY d.updated_at \
+          FOR UPDATE OF d"
+    );
+    const REPLAY: &str = formatcp!(
+        "WITH target AS (SELECT id, attempts, last_error FROM outbox_events WHERE id = ANY($1) AND status = {DEAD}), \
          rec AS ( \
              INSERT INTO outbox_replays (id, outbox_event_id, previous_attempts, previous_error, replayed_by) \
-             SELECT gen_random_uuid(), id, attempts, last_error, $4 FROM target) \
+             SELECT gen_random_uuid(), id, attempts, last_error, $2 FROM target) \
          UPDATE outbox_events o SET status = {PENDING}, attempts = 0, next_attempt_at = now(), \
-                last_error = 'replayed by ' || $4 || ' after: ' || coalesce(o.last_error, ''), {UNLOCK} \
+                last_error = 'replayed by ' || $2 || ' after: ' || coalesce(o.last_error, ''), {UNLOCK} \
            FROM target WHERE o.id = target.id RETURNING o.id"
     );
     let tx = client.transaction().await?;
-    let rows = tx.query(sql, &[&ids, &event_type, &since, &replayed_by]).await?;
+    let mut report = ReplayReport::default();
+    for row in tx.query(SELECT, &[&ids, &event_type, &since]).await? {
+        let id: Uuid = row.get("id");
+        if row.get("superseded") {
+            report.superseded.push(id);
+        } else {
+            report.replayed.push(id);
+        }
+    }
+    if report.replayed.len() > max {
+        return Err(ReplayError::TooMany { matched: report.replayed.len(), max });
+    }
+    if dry_run || report.replayed.is_empty() {
+        return Ok(report); // the transaction rolls back
+    }
+    let done = tx.query(REPLAY, &[&report.replayed, &replayed_by]).await?;
+    debug_assert_eq!(done.len(), report.replayed.len(), "the rows were locked");
     tx.commit().await?;
-    Ok(rows.iter().map(|r| r.get(0)).collect())
+    Ok(report)
 }
 
 /// How many times an event was replayed.
