@@ -136,10 +136,8 @@ pub enum Settled {
 
 /// CLAIMED → FAILED or UNKNOWN, with the reason.
 pub async fn mark_settled(client: &impl GenericClient, id: Uuid, settled: Settled, error: &str) -> DbResult<()> {
-    let sql = formatcp!(
-        "UPDATE booking_notification_sends SET status = $2, last_error = $3, completed_at = now(), \
-             updated_at = now() WHERE id = $1"
-    );
+    let sql = "UPDATE booking_notification_sends SET status = $2, last_error = $3, completed_at = now(), \
+               updated_at = now() WHERE id = $1";
     let status = match settled {
         Settled::Failed => SendStatus::Failed,
         Settled::Unknown => SendStatus::Unknown,
