@@ -3,7 +3,7 @@
 #   1. `sam validate` and `sam validate --lint` on template.yaml;
 #   2. deliberately broken templates must fail the lint;
 #   3. template defaults agree with the code (sweep timeout > poller timeout);
-#   4. `cargo lambda build --release --output-format zip` for the four functions,
+#   4. `cargo lambda build --release --output-format zip` for the five functions,
 #      and none of them carries a dev switch.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -63,8 +63,8 @@ PY
 echo "==> cargo lambda build --release --output-format zip (x86_64)"
 lambda_ensure_installed
 cargo lambda build --release --locked --output-format zip \
-  -p booking-api -p outbox-poller -p outbox-sweeper -p migrate
-for f in booking-api outbox-poller outbox-sweeper migrate; do
+  -p booking-api -p outbox-poller -p outbox-sweeper -p migrate -p ses-events
+for f in booking-api outbox-poller outbox-sweeper migrate ses-events; do
   zip="target/lambda/$f/bootstrap.zip"
   [ -s "$zip" ] || { echo "error: $zip was not built" >&2; exit 1; }
   echo "    $zip: $(du -k "$zip" | cut -f1) KiB"
@@ -77,7 +77,7 @@ echo "==> release binaries carry no dev switches"
 python3 - <<'PY'
 import os, sys, zipfile
 needles = [b"x-dev-user-email", b"x-dev-user-name", b"OUTBOX_FAULT_POINTS"]
-for f in ["booking-api", "outbox-poller", "outbox-sweeper", "migrate"]:
+for f in ["booking-api", "outbox-poller", "outbox-sweeper", "migrate", "ses-events"]:
     binary = zipfile.ZipFile(f"target/lambda/{f}/bootstrap.zip").read("bootstrap")
     found = [n.decode() for n in needles if n in binary]
     if found:

@@ -234,6 +234,7 @@ async fn a_lone_cr_in_the_description_is_stored_as_a_line_break_and_never_reache
         event_type: EventType::BookingConfirmed,
         payload: EventPayload::of(booking),
         recipient,
+        claim: None,
     };
     let ics = invite::ics(&n);
     assert!(ics.contains("DESCRIPTION:line one\\nline two\\nline three"), "{ics}");

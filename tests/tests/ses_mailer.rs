@@ -208,6 +208,8 @@ async fn throttled_send_is_released_and_later_delivered_once() {
     let body = &requests[1];
     assert!(body.contains(r#""Name":"event_id""#) && body.contains(&event.to_string()), "EmailTags carry the event id");
     assert!(body.contains(r#""Name":"event_type""#) && body.contains("BOOKING_CONFIRMED"));
+    let claim: uuid::Uuid = db.scalar("SELECT id FROM booking_notification_sends").await;
+    assert!(body.contains(r#""Name":"claim""#) && body.contains(&claim.to_string()), "and the claim, for SES's events");
 }
 
 #[tokio::test]

@@ -9,6 +9,7 @@
 use deadpool_postgres::Pool;
 
 use super::mailer::{Mailer, SendOutcome};
+use super::feedback;
 use super::sends::{self, Claim, SendStatus, Settled};
 use super::Notification;
 use crate::db::DbError;
@@ -79,10 +80,18 @@ pub async fn deliver(
         }
         Claim::Exists { .. } => return Ok(Delivery::AlreadyClaimed),
     };
+    // An address that bounced permanently or complained is never mailed.
+    if let Some(why) = feedback::suppression(&client, n.recipient.email.as_str()).await? {
+        let reason = format!("suppressed: the address {why} earlier");
+        sends::mark_settled(&client, send_id, Settled::Failed, &reason).await?;
+        tracing::warn!(%reason, "not sent to a suppressed address");
+        return Ok(Delivery::Rejected { reason });
+    }
     drop(client); // don't hold a connection across the network call
     faults.hit(FAULT_AFTER_SEND_CLAIM)?;
+    let n = Notification { claim: Some(send_id), ..n.clone() };
     // Reasons are logged and stored from here on: no address in them.
-    let outcome = mailer.send(n).await.masked();
+    let outcome = mailer.send(&n).await.masked();
     faults.hit(FAULT_AFTER_SEND)?;
     let client = pool.get().await?;
     Ok(match outcome {

@@ -5,11 +5,14 @@
 //! - [`sends`]: the `booking_notification_sends` table, every statement.
 //! - [`deliver`]: claim → send → record, for one notification; the outcome
 //!   is one [`deliver::Delivery`].
+//! - [`feedback`]: SES's own events about each send: confirmations of
+//!   ambiguous sends, deliveries, bounces, complaints, suppression.
 //! - [`mailer`]: the `Mailer` trait and its adapters (SES, recording).
 //! - [`invite`]: the invitation email (MIME + iCalendar).
 //! - [`unknown`]: sends whose outcome is unknown, and the explicit resend.
 
 pub mod deliver;
+pub mod feedback;
 pub mod invite;
 pub mod mailer;
 pub mod sends;
@@ -28,6 +31,9 @@ pub struct Notification {
     pub event_type: EventType,
     pub payload: EventPayload,
     pub recipient: Person,
+    /// The send's claim (`booking_notification_sends.id`), once claimed: it
+    /// travels with the message as a tag, so SES's events map back to it.
+    pub claim: Option<Uuid>,
 }
 
 impl Notification {
@@ -41,6 +47,7 @@ impl Notification {
                 event_type: event.event_type,
                 payload: event.payload.clone(),
                 recipient: recipient.clone(),
+                claim: None,
             })
             .collect()
     }

@@ -20,7 +20,7 @@ use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
 use super::{Mailer, SendOutcome};
 use crate::config::{self, ConfigError};
 use crate::notify::invite::{self, Sender};
-use crate::notify::Notification;
+use crate::notify::{feedback, Notification};
 
 #[derive(Debug, Clone)]
 pub struct SesConfig {
@@ -114,6 +114,19 @@ impl SesMailer {
     }
 }
 
+/// The message tags of a send: its claim, its outbox event and its type, so
+/// SES's events about it map back to exactly one claim.
+pub fn tags(n: &Notification) -> Vec<MessageTag> {
+    let mut tags = vec![
+        SesMailer::tag(feedback::TAG_EVENT, &n.event_id.to_string()),
+        SesMailer::tag(feedback::TAG_TYPE, n.event_type.as_str()),
+    ];
+    if let Some(claim) = n.claim {
+        tags.push(SesMailer::tag(feedback::TAG_CLAIM, &claim.to_string()));
+    }
+    tags
+}
+
 #[async_trait::async_trait]
 impl Mailer for SesMailer {
     async fn send(&self, n: &Notification) -> SendOutcome {
@@ -130,8 +143,7 @@ impl Mailer for SesMailer {
             .from_email_address(self.config.from.email.as_str())
             .destination(Destination::builder().to_addresses(n.recipient.email.as_str()).build())
             .content(content)
-            .email_tags(Self::tag("event_id", &n.event_id.to_string()))
-            .email_tags(Self::tag("event_type", n.event_type.as_str()))
+            .set_email_tags(Some(tags(n)))
             .set_configuration_set_name(self.config.configuration_set.clone())
             .send()
             .await;

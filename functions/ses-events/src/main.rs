@@ -1,0 +1,28 @@
+//! SES feedback Lambda (an EventBridge rule on the configuration set's
+//! events): an adapter to `shared::notify::feedback::handle`, which records
+//! each event against its send's claim, confirms ambiguous sends and
+//! suppresses bouncing or complaining addresses. The pool is built once per
+//! container. A malformed event is acknowledged with a log line; only a
+//! database error fails the invocation (EventBridge retries, then its DLQ).
+
+use lambda_runtime::{run, service_fn, Error, LambdaEvent};
+use serde_json::Value;
+use shared::db::DbConfig;
+use shared::notify::feedback;
+use tracing::Instrument;
+
+#[tokio::main]
+async fn main() -> Result<(), Error> {
+    shared::telemetry::init();
+    let pool = DbConfig::from_env_with_pool_default(2).await?.build_pool()?;
+    let pool = &pool;
+    run(service_fn(move |event: LambdaEvent<Value>| {
+        let span = tracing::info_span!("invocation", request_id = %event.context.request_id);
+        async move {
+            let handled = feedback::handle(pool, &event.payload).await?;
+            Ok::<_, Error>(serde_json::to_value(handled)?)
+        }
+        .instrument(span)
+    }))
+    .await
+}
