@@ -134,6 +134,13 @@ impl TestApi {
         TestResponse { status, headers, body }
     }
 
+    /// Creates Bob's booking starting at `hour` and returns it (201 or panic).
+    pub async fn create_as_bob(&self, hour: u32) -> Value {
+        let resp = self.post("/bookings", BOB, &booking_body(hour)).await;
+        assert_eq!(resp.status, 201, "{}", resp.body);
+        resp.body
+    }
+
     pub async fn post(&self, path: &str, caller: Caller<'_>, body: &Value) -> TestResponse {
         self.send("POST", path, Some(caller), &[], Some(&body.to_string())).await
     }

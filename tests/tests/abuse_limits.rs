@@ -1,0 +1,80 @@
+//! Abuse limits, counted in the database: per organizer and day, per
+//! booking and day; 429 with Retry-After, nothing written, and they hold
+//! under concurrent requests.
+
+use outbox_tests::api::{booking_body, test_config, TestApi, ALICE, BOB};
+use outbox_tests::TestDb;
+use serde_json::{json, Value};
+use shared::api::config::ApiConfig;
+use shared::fault::Faults;
+
+fn limited(db: &TestDb, bookings: i32, recipients: i32, changes: i32) -> TestApi {
+    let limits = shared::booking::limits::Limits {
+        bookings_per_day: bookings,
+        recipients_per_day: recipients,
+        changes_per_booking_per_day: changes,
+    };
+    TestApi::with(db, Faults::none(), ApiConfig { limits, ..test_config() })
+}
+
+fn assert_limited(resp: &outbox_tests::api::TestResponse, what: &str) {
+    assert_eq!(resp.status, 429, "{}", resp.body);
+    assert_eq!(resp.body["type"], "/problems/limit-exceeded");
+    assert!(resp.body["detail"].as_str().unwrap().contains(what), "{}", resp.body);
+    let retry: u64 = resp.header("retry-after").expect("Retry-After").parse().unwrap();
+    assert!((1..=86_400).contains(&retry), "retry after the UTC day ends: {retry}");
+}
+
+#[tokio::test]
+async fn daily_limits_refuse_with_429_and_retry_after_and_write_nothing() {
+    let db = TestDb::create().await;
+    let api = limited(&db, 3, 5, 2);
+    let mut first = Value::Null;
+    for hour in 9..12 {
+        let resp = api.post("/bookings", BOB, &booking_body(hour)).await;
+        assert_eq!(resp.status, 201, "{}", resp.body);
+        if hour == 9 {
+            first = resp.body;
+        }
+    }
+    assert_limited(&api.post("/bookings", BOB, &booking_body(13)).await, "3 bookings per day");
+    assert_eq!((db.count("bookings").await, db.count("outbox_events").await), (3, 3), "the refused one wrote nothing");
+    // Each organizer has their own count; recipients count too.
+    let mut crowd = booking_body(9);
+    crowd["attendees"] = json!((0..6).map(|i| json!({"email": format!("p{i}@example.com"), "name": "P"})).collect::<Vec<_>>());
+    assert_limited(&api.post("/bookings", ALICE, &crowd).await, "5 recipients per day");
+    assert_eq!(db.count("bookings").await, 3);
+    // Changes per booking: every reschedule or cancel mails everyone again.
+    let path = format!("/bookings/{}", first["id"].as_str().unwrap());
+    for (version, hour) in [(1, 14), (2, 15)] {
+        let body = json!({"start": format!("2026-12-01T{hour}:00:00Z"), "end": format!("2026-12-01T{hour}:30:00Z"), "version": version});
+        assert_eq!(api.send("PATCH", &path, Some(BOB), &[], Some(&body.to_string())).await.status, 200);
+    }
+    assert_limited(&api.post(&format!("{path}/cancel"), BOB, &json!({})).await, "2 times per day");
+    assert_eq!(api.get(&path, BOB).await.body["status"], "CONFIRMED", "the refused cancel changed nothing");
+    assert_eq!(db.count("outbox_events").await, 5);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn daily_limits_hold_under_concurrent_requests() {
+    let db = TestDb::create().await;
+    let api = std::sync::Arc::new(limited(&db, 5, 1000, 10));
+    let mut tasks = Vec::new();
+    for hour in 0..20 {
+        let api = api.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut body = booking_body(0);
+            body["start"] = json!(format!("2026-12-{:02}T09:00:00Z", hour + 1));
+            body["end"] = json!(format!("2026-12-{:02}T09:30:00Z", hour + 1));
+            api.post("/bookings", BOB, &body).await.status
+        }));
+    }
+    let mut statuses = Vec::new();
+    for t in tasks {
+        statuses.push(t.await.unwrap());
+    }
+    assert_eq!(statuses.iter().filter(|&&s| s == 201).count(), 5, "{statuses:?}");
+    assert_eq!(statuses.iter().filter(|&&s| s == 429).count(), 15, "{statuses:?}");
+    assert_eq!(db.count("bookings").await, 5);
+    assert_eq!(db.count("outbox_events").await, 5);
+}

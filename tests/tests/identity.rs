@@ -1,0 +1,87 @@
+//! Who the caller is: the token's subject and verified email, and the local
+//! identity headers of dev builds.
+
+use outbox_tests::api::{booking_body, test_config, Caller, TestApi, ALICE, BOB, EVE};
+use outbox_tests::TestDb;
+use serde_json::{json, Value};
+use shared::api::config::ApiConfig;
+use shared::fault::Faults;
+
+#[tokio::test]
+async fn dev_mode_prefers_present_jwt_claims_over_dev_headers() {
+    let db = TestDb::create().await;
+    let dev = TestApi::dev_mode(&db);
+    let headers = [("X-Dev-User-Email", "bob@example.com")];
+    let resp = dev.send("POST", "/bookings", Some(ALICE), &headers, Some(&booking_body(9).to_string())).await;
+    assert_eq!(resp.status, 201, "{}", resp.body);
+    assert_eq!(resp.body["organizer"]["email"], "alice@example.com", "the token's owner, not the header's");
+}
+
+#[tokio::test]
+async fn an_unverified_email_is_not_an_identity() {
+    let db = TestDb::create().await;
+    let api = TestApi::new(&db);
+    let body = booking_body(9).to_string();
+    for verified in [json!("false"), json!("False"), json!(""), Value::Null] {
+        let mut claims = BOB.claims();
+        match verified {
+            Value::Null => drop(claims.as_object_mut().unwrap().remove("email_verified")),
+            v => claims["email_verified"] = v,
+        }
+        let resp = api.send_claims("POST", "/bookings", Some(claims.clone()), &[], Some(&body)).await;
+        assert_eq!(resp.status, 401, "{claims} → {}", resp.body);
+        assert!(resp.body["detail"].as_str().unwrap().contains("email_verified"), "{}", resp.body);
+    }
+    // "true" in any case is accepted (API Gateway passes claims as strings).
+    let mut claims = BOB.claims();
+    claims["email_verified"] = json!("TRUE");
+    assert_eq!(api.send_claims("POST", "/bookings", Some(claims), &[], Some(&body)).await.status, 201);
+    assert_eq!(db.count("bookings").await, 1, "the refused requests wrote nothing");
+    // The requirement can be switched off (an identity provider that only
+    // issues verified addresses and omits the claim).
+    let lenient = TestApi::with(&db, Faults::none(), ApiConfig { require_email_verified: false, ..test_config() });
+    let mut claims = EVE.claims();
+    claims.as_object_mut().unwrap().remove("email_verified");
+    let resp = lenient.send_claims("POST", "/bookings", Some(claims), &[], Some(&booking_body(11).to_string())).await;
+    assert_eq!(resp.status, 201, "{}", resp.body);
+}
+
+#[tokio::test]
+async fn a_token_without_a_subject_is_refused() {
+    let db = TestDb::create().await;
+    let api = TestApi::new(&db);
+    for sub in [Value::Null, json!(""), json!("   ")] {
+        let mut claims = BOB.claims();
+        match sub {
+            Value::Null => drop(claims.as_object_mut().unwrap().remove("sub")),
+            v => claims["sub"] = v,
+        }
+        let resp = api.send_claims("POST", "/bookings", Some(claims), &[], Some(&booking_body(9).to_string())).await;
+        assert_eq!(resp.status, 401, "{}", resp.body);
+        assert!(resp.body["detail"].as_str().unwrap().contains("sub"), "{}", resp.body);
+    }
+    assert_eq!(db.written_rows().await, 0);
+}
+
+#[tokio::test]
+async fn the_organizer_is_the_token_subject_even_when_the_email_changes_hands() {
+    let db = TestDb::create().await;
+    let api = TestApi::new(&db);
+    let booking = api.create_as_bob(9).await;
+    let path = format!("/bookings/{}", booking["id"].as_str().unwrap());
+    // Bob changes his address at the identity provider: same subject, he
+    // still organizes the booking.
+    let bob_renamed = Caller { email: "robert@example.com", name: "Bob Organizer", sub: BOB.sub };
+    assert_eq!(api.get(&path, bob_renamed).await.status, 200);
+    // Someone else now holds bob@example.com (another subject): they are a
+    // stranger to Bob's booking and can neither see nor change it.
+    let new_bob = Caller { email: "bob@example.com", name: "Not Bob", sub: "sub-someone-else" };
+    assert_eq!(api.get(&path, new_bob).await.status, 404);
+    assert_eq!(api.post(&format!("{path}/cancel"), new_bob, &json!({})).await.status, 404);
+    let patch = json!({"start": "2026-12-02T09:00:00Z", "end": "2026-12-02T10:00:00Z", "version": 1}).to_string();
+    assert_eq!(api.send("PATCH", &path, Some(new_bob), &[], Some(&patch)).await.status, 404);
+    assert_eq!(db.count("outbox_events").await, 1, "nothing was changed");
+    let cancelled = api.post(&format!("{path}/cancel"), bob_renamed, &json!({})).await;
+    assert_eq!(cancelled.status, 200, "{}", cancelled.body);
+    assert!(cancelled.body.get("organizer_sub").is_none(), "the subject is never shown");
+}
