@@ -140,23 +140,18 @@ pub async fn count_change(
     Ok(())
 }
 
-/// Retention: deletes up to `limit` counter rows of days before yesterday.
+/// Retention: deletes up to `limit` rows of each counter table whose day is
+/// before yesterday; returns how many.
 pub async fn purge_old(client: &impl GenericClient, limit: i64) -> DbResult<u64> {
-    let usage = client
-        .execute(
-            "DELETE FROM organizer_daily_usage WHERE (organizer_key, day) IN ( \
-                 SELECT organizer_key, day FROM organizer_daily_usage \
-                  WHERE day < (now() AT TIME ZONE 'UTC')::date - 1 LIMIT $1)",
-            &[&limit],
-        )
-        .await?;
-    let changes = client
-        .execute(
-            "DELETE FROM booking_daily_changes WHERE (booking_id, day) IN ( \
-                 SELECT booking_id, day FROM booking_daily_changes \
-                  WHERE day < (now() AT TIME ZONE 'UTC')::date - 1 LIMIT $1)",
-            &[&limit],
-        )
-        .await?;
-    Ok(usage + changes)
+    const OLD_USAGE: &str = "DELETE FROM organizer_daily_usage WHERE (organizer_key, day) IN ( \
+         SELECT organizer_key, day FROM organizer_daily_usage \
+          WHERE day < (now() AT TIME ZONE 'UTC')::date - 1 LIMIT $1)";
+    const OLD_CHANGES: &str = "DELETE FROM booking_daily_changes WHERE (booking_id, day) IN ( \
+         SELECT booking_id, day FROM booking_daily_changes \
+          WHERE day < (now() AT TIME ZONE 'UTC')::date - 1 LIMIT $1)";
+    let mut deleted = 0;
+    for sql in [OLD_USAGE, OLD_CHANGES] {
+        deleted += client.execute(sql, &[&limit]).await?;
+    }
+    Ok(deleted)
 }
