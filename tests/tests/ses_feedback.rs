@@ -253,3 +253,28 @@ async fn malformed_events_are_dropped_with_a_reason_and_never_retried() {
         }
     }
 }
+
+/// A mailer whose answer is lost, while SES's Send event arrives first.
+struct ConfirmedWhileWaiting {
+    pool: deadpool_postgres::Pool,
+}
+
+#[async_trait::async_trait]
+impl shared::notify::mailer::Mailer for ConfirmedWhileWaiting {
+    async fn send(&self, n: &shared::notify::Notification) -> SendOutcome {
+        let claim = n.claim.expect("the claim is committed before the call");
+        feedback::handle(&self.pool, &send_event(claim)).await.unwrap();
+        SendOutcome::Unknown { reason: "read timeout".into() }
+    }
+}
+
+#[tokio::test]
+async fn a_send_confirmed_by_ses_while_the_mailer_waits_stays_sent() {
+    let db = TestDb::create().await;
+    create_booking(&db, 1, &[ALICE]).await;
+    let mailer = Arc::new(ConfirmedWhileWaiting { pool: db.pool.clone() });
+    let p = shared::relay::Poller::new(db.pool.clone(), mailer, shared::fault::Faults::none(), PollerConfig::for_tests("w"));
+    p.drain().await.unwrap();
+    let claim: Uuid = db.scalar("SELECT id FROM booking_notification_sends").await;
+    assert_eq!(send_state(&db, claim).await, ("SENT".into(), Some("ses-event".into())), "the late timeout does not undo it");
+}

@@ -134,10 +134,13 @@ pub enum Settled {
     Unknown,
 }
 
-/// CLAIMED → FAILED or UNKNOWN, with the reason.
+/// CLAIMED → FAILED or UNKNOWN, with the reason. A send SES's own event
+/// already confirmed (SENT) while the mailer waited stays SENT.
 pub async fn mark_settled(client: &impl GenericClient, id: Uuid, settled: Settled, error: &str) -> DbResult<()> {
-    let sql = "UPDATE booking_notification_sends SET status = $2, last_error = $3, completed_at = now(), \
-               updated_at = now() WHERE id = $1";
+    let sql = formatcp!(
+        "UPDATE booking_notification_sends SET status = $2, last_error = $3, completed_at = now(), \
+             updated_at = now() WHERE id = $1 AND status = {CLAIMED}"
+    );
     let status = match settled {
         Settled::Failed => SendStatus::Failed,
         Settled::Unknown => SendStatus::Unknown,
