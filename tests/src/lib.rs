@@ -5,8 +5,10 @@
 //! `scripts/test.sh` starts a throwaway cluster and sets it.
 
 pub mod api;
+pub mod ctl;
 pub mod outbox;
 pub mod ses;
+pub mod ses_events;
 
 use std::time::Duration;
 
@@ -23,9 +25,8 @@ pub struct TestDb {
 }
 
 fn admin_url() -> String {
-    std::env::var("DATABASE_URL").expect(
-        "DATABASE_URL is not set: run the tests with ./scripts/test.sh, which starts a throwaway Postgres",
-    )
+    std::env::var("DATABASE_URL")
+        .expect("DATABASE_URL is not set: run the tests with ./scripts/test.sh, which starts a throwaway Postgres")
 }
 
 /// Replaces the database name of a postgres:// URL.

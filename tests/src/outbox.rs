@@ -9,15 +9,15 @@ use std::time::Duration;
 
 use chrono::{TimeZone, Utc};
 use shared::booking::domain::{
-    Caller,
-    parse_instant, Booking, BookingStatus, DisplayName, EmailAddress, NewBooking, Person, TimeRange, Timezone,
+    parse_instant, Booking, BookingStatus, Caller, DisplayName, EmailAddress, NewBooking, Person, TimeRange, Timezone,
     Title,
 };
+use shared::booking::events::{EventPayload, EventType};
 use shared::booking::limits::Limits;
 use shared::booking::service::{BookingService, CreateOutcome};
-use shared::booking::events::{EventPayload, EventType};
 use shared::fault::Faults;
 use shared::notify::mailer::recording::RecordingMailer;
+use shared::notify::mailer::SendOutcome;
 use shared::notify::sends as send_claims;
 use shared::outbox::events::{self, transitions::Reset};
 use shared::relay::{sweeper, Poller, PollerConfig, RetentionConfig, SweeperConfig};
@@ -79,7 +79,7 @@ pub async fn seed_events(pool: &deadpool_postgres::Pool, events: usize, recipien
                     end: start + chrono::Duration::minutes(30),
                     timezone: "UTC".into(),
                     organizer: person("organizer@example.com"),
-                organizer_sub: None,
+                    organizer_sub: None,
                     attendees: (0..recipients).map(|r| person(&format!("r{r}.e{i}@example.com"))).collect(),
                     status: BookingStatus::Confirmed,
                     version: 1,
@@ -99,14 +99,8 @@ pub fn poller(db: &TestDb, mailer: Arc<RecordingMailer>, config: PollerConfig) -
 }
 
 pub fn sweeper_config(max_attempts: i32) -> SweeperConfig {
-    SweeperConfig::new(
-        Duration::from_secs(300),
-        Duration::from_secs(60),
-        max_attempts,
-        500,
-        RetentionConfig::default(),
-    )
-    .unwrap()
+    SweeperConfig::new(Duration::from_secs(300), Duration::from_secs(60), max_attempts, 500, RetentionConfig::default())
+        .unwrap()
 }
 
 /// Makes every PROCESSING row look `secs` older, as if time had passed.
@@ -226,4 +220,16 @@ impl Worker {
 pub fn killed(status: ExitStatus) -> bool {
     use std::os::unix::process::ExitStatusExt;
     status.signal() == Some(9)
+}
+
+/// One booking for `recipient` whose send ends with `outcome` (sent when
+/// None), drained by one poller; returns the send's claim and the mailer.
+pub async fn one_send(db: &TestDb, recipient: &str, outcome: Option<SendOutcome>) -> (Uuid, Arc<RecordingMailer>) {
+    create_booking(db, 1, &[recipient]).await;
+    let mailer = Arc::new(RecordingMailer::new());
+    if let Some(outcome) = outcome {
+        mailer.script(recipient, outcome, 1);
+    }
+    poller(db, mailer.clone(), PollerConfig::for_tests("w")).drain().await.unwrap();
+    (db.scalar("SELECT id FROM booking_notification_sends").await, mailer)
 }

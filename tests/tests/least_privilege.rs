@@ -3,6 +3,7 @@
 //! and cannot change the schema.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use outbox_tests::api::{booking_body, test_config, TestApi, BOB};
 use outbox_tests::outbox::{age_processing_rows, sweeper_config};
@@ -13,9 +14,9 @@ use shared::db::DbConfig;
 use shared::fault::Faults;
 use shared::notify::mailer::recording::RecordingMailer;
 use shared::notify::mailer::SendOutcome;
-use shared::notify::{sends, unknown};
+use shared::notify::{feedback, sends, unknown};
 use shared::outbox::events::transitions::{self, ReplaySelection};
-use shared::relay::{status, sweeper, Poller, PollerConfig};
+use shared::relay::{status, sweeper, FeedbackConfig, Poller, PollerConfig};
 use tokio_postgres::error::SqlState;
 
 async fn app_role_pool(db: &TestDb) -> deadpool_postgres::Pool {
@@ -63,7 +64,7 @@ async fn the_app_role_runs_every_function_and_operator_command() {
 
     // The operator CLI's commands.
     let mut client = pool.get().await.unwrap();
-    let unknown_send = unknown::list(&client, 10).await.unwrap().remove(0);
+    let unknown_send = unknown::list(&client, std::time::Duration::from_secs(900), false, 10).await.unwrap().remove(0);
     unknown::resend(&mut client, unknown_send.id, "operator").await.unwrap();
     let all = ReplaySelection::All { event_type: None, since: None };
     let report = transitions::replay(&mut client, all, "operator", 100, false).await.unwrap();
@@ -89,7 +90,51 @@ async fn the_app_role_runs_every_function_and_operator_command() {
     let run = sweeper::run(&pool, &sweeper_config(8)).await.unwrap();
     assert_eq!(run.reset, 1);
     let r = &run.retention;
-    assert!(r.events > 0 && r.processed_events > 0 && r.sends > 0 && r.idempotency_keys > 0 && r.usage_counters > 0, "{r:?}");
+    assert!(
+        r.events > 0 && r.processed_events > 0 && r.sends > 0 && r.idempotency_keys > 0 && r.usage_counters > 0,
+        "{r:?}"
+    );
+}
+
+#[tokio::test]
+async fn the_app_role_reconciles_unconfirmed_sends_and_manages_suppressions() {
+    let db = TestDb::create().await;
+    let pool = app_role_pool(&db).await;
+    let api = TestApi { api: Api::new(pool.clone(), Faults::none(), test_config()) };
+    assert_eq!(api.post("/bookings", BOB, &booking_body(9)).await.status, 201);
+    let mailer = Arc::new(RecordingMailer::new());
+    mailer.script("alice@example.com", SendOutcome::Unknown { reason: "timeout".into() }, 1);
+    let poller = Poller::new(pool.clone(), mailer.clone(), Faults::none(), PollerConfig::for_tests("app"));
+    poller.drain().await.unwrap();
+    db.pool
+        .get()
+        .await
+        .unwrap()
+        .batch_execute("UPDATE booking_notification_sends SET claimed_at = now() - interval '1 hour'")
+        .await
+        .unwrap();
+
+    // The sweeper reports it not confirmed and (opted in) resends it.
+    let mut config = sweeper_config(8);
+    config.feedback = FeedbackConfig::new(Duration::from_secs(60), Some(Duration::from_secs(120))).unwrap();
+    let run = sweeper::run(&pool, &config).await.unwrap();
+    assert_eq!((run.feedback.newly_unconfirmed, run.feedback.auto_resent), (1, 1), "{:?}", run.feedback);
+    poller.drain().await.unwrap();
+    let counts = sends::counts(&pool.get().await.unwrap()).await.unwrap();
+    assert_eq!(counts[&sends::SendStatus::Unknown], 0, "{counts:?}");
+
+    // Suppressions: list and remove.
+    db.pool
+        .get()
+        .await
+        .unwrap()
+        .batch_execute("INSERT INTO suppressed_addresses (email, reason) VALUES ('carol@example.com', 'complained')")
+        .await
+        .unwrap();
+    let client = pool.get().await.unwrap();
+    assert_eq!(feedback::suppressions(&client, 10).await.unwrap().len(), 1);
+    assert!(feedback::unsuppress(&client, "Carol@example.com", "operator").await.unwrap().is_some());
+    assert!(feedback::suppressions(&client, 10).await.unwrap().is_empty());
 }
 
 #[tokio::test]

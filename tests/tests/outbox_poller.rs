@@ -7,12 +7,12 @@ use std::time::{Duration, Instant};
 
 use outbox_tests::outbox::*;
 use outbox_tests::TestDb;
+use shared::booking::events::EventType;
 use shared::booking::limits::Limits;
 use shared::booking::service::BookingService;
 use shared::fault::Faults;
 use shared::notify::mailer::recording::RecordingMailer;
 use shared::notify::mailer::SendOutcome;
-use shared::booking::events::EventType;
 use shared::relay::PollerConfig;
 
 #[tokio::test]
@@ -331,12 +331,16 @@ async fn provider_errors_are_stored_and_logged_with_addresses_masked() {
     create_booking(&db, 1, &["alice@example.com", "carol@example.com"]).await;
     let event = only_event_id(&db).await;
     let mailer = Arc::new(RecordingMailer::new());
-    mailer.script("alice@example.com", SendOutcome::Unknown { reason: "timeout sending to alice@example.com".into() }, 1);
+    mailer.script(
+        "alice@example.com",
+        SendOutcome::Unknown { reason: "timeout sending to alice@example.com".into() },
+        1,
+    );
     mailer.script("carol@example.com", SendOutcome::NotSent { reason: "Throttled: carol@example.com".into() }, 1);
     let p = poller(&db, mailer, PollerConfig::for_tests("w"));
     p.poll_once().await.unwrap();
     let client = db.pool.get().await.unwrap();
-    let unknown = shared::notify::unknown::list(&client, 10).await.unwrap();
+    let unknown = shared::notify::unknown::list(&client, std::time::Duration::from_secs(900), false, 10).await.unwrap();
     assert_eq!(unknown[0].last_error.as_deref(), Some("timeout sending to a***@example.com"));
     let (_, _, last_error) = event_status(&db, event).await;
     assert_eq!(last_error.as_deref(), Some("Throttled: c***@example.com"));

@@ -3,51 +3,12 @@
 
 use std::sync::Arc;
 
+use outbox_tests::ctl::*;
 use outbox_tests::outbox::*;
 use outbox_tests::TestDb;
-use serde_json::Value;
 use shared::notify::mailer::recording::RecordingMailer;
 use shared::notify::mailer::SendOutcome;
 use shared::relay::PollerConfig;
-
-struct Out {
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
-
-impl Out {
-    fn json(&self) -> Value {
-        serde_json::from_str(&self.stdout).unwrap_or_else(|e| panic!("{e}: {}", self.stdout))
-    }
-}
-
-fn ctl_with_url(url: &str, args: &[&str]) -> Out {
-    let bin = std::env::var("OUTBOXCTL_BIN").expect("OUTBOXCTL_BIN is not set: run ./scripts/test.sh");
-    let out = std::process::Command::new(bin)
-        .args(args)
-        .env("DATABASE_URL", url)
-        .env("OUTBOXCTL_OPERATOR", "oncall@example.com")
-        .env("RUST_LOG", "off")
-        .output()
-        .expect("run outboxctl");
-    Out {
-        code: out.status.code().unwrap_or(-1),
-        stdout: String::from_utf8(out.stdout).unwrap(),
-        stderr: String::from_utf8(out.stderr).unwrap(),
-    }
-}
-
-fn ctl(db: &TestDb, args: &[&str]) -> Out {
-    ctl_with_url(&db.url, args)
-}
-
-fn assert_one_line_error(out: &Out, code: i32, needle: &str) {
-    assert_eq!(out.code, code, "stderr: {}", out.stderr);
-    assert_eq!(out.stderr.lines().count(), 1, "one line: {:?}", out.stderr);
-    assert!(out.stderr.starts_with("outboxctl: error: "), "{}", out.stderr);
-    assert!(out.stderr.contains(needle), "{needle:?} not in {}", out.stderr);
-}
 
 /// Three bookings: one delivered, one dead (Carol refused until attempts
 /// ran out, after Alice got hers), one with an UNKNOWN send; plus one row
@@ -208,7 +169,11 @@ async fn sweep_dry_run_shows_what_the_sweeper_would_do_without_doing_it() {
     let stuck: uuid::Uuid = db.scalar("SELECT id FROM outbox_events WHERE status = 'PROCESSING'").await;
     let dry = ctl(&db, &["sweep", "--dry-run"]);
     assert_eq!(dry.code, 0, "{}", dry.stderr);
-    assert!(dry.stdout.contains(&format!("would move {stuck} to PENDING (attempts 1, worker dead-worker)")), "{}", dry.stdout);
+    assert!(
+        dry.stdout.contains(&format!("would move {stuck} to PENDING (attempts 1, worker dead-worker)")),
+        "{}",
+        dry.stdout
+    );
     assert_eq!(event_status(&db, stuck).await.0, "PROCESSING", "dry run changed nothing");
     let real = ctl(&db, &["sweep", "--json"]).json();
     assert_eq!(real[0]["to"], "PENDING");
@@ -285,7 +250,11 @@ async fn replay_skips_an_event_superseded_by_a_later_delivered_one() {
     let all = ctl(&db, &["dead", "replay", "--all", "--yes", "--json"]);
     assert_eq!(all.code, 0, "{}", all.stderr);
     assert_eq!(all.json(), serde_json::json!([]));
-    assert!(all.stderr.contains("skipped 1 superseded") && all.stderr.contains(&invite.id.to_string()), "{}", all.stderr);
+    assert!(
+        all.stderr.contains("skipped 1 superseded") && all.stderr.contains(&invite.id.to_string()),
+        "{}",
+        all.stderr
+    );
     let one = ctl(&db, &["dead", "replay", &invite.id.to_string()]);
     assert_one_line_error(&one, 1, "is superseded by a later delivered event of its booking");
     assert_eq!(event_status(&db, invite.id).await.0, "DEAD");
@@ -334,8 +303,16 @@ async fn unknown_resend_of_a_dead_event_asks_for_a_replay_first() {
          SELECT count(*) FROM u"
     ))
     .await;
-    let send = ctl(&db, &["unknown", "list", "--json"]).json().as_array().unwrap().iter()
-        .find(|s| s["event_id"] == dead.as_str()).unwrap()["id"].as_str().unwrap().to_string();
+    let send = ctl(&db, &["unknown", "list", "--json"])
+        .json()
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["event_id"] == dead.as_str())
+        .unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
     let out = ctl(&db, &["unknown", "resend", &send, "--yes-i-accept-a-possible-duplicate"]);
     assert_one_line_error(&out, 1, "is DEAD: replay it first");
     assert_eq!(db.count("notification_resends").await, 0);

@@ -5,96 +5,15 @@
 use std::sync::Arc;
 
 use outbox_tests::outbox::*;
+use outbox_tests::ses_events::*;
 use outbox_tests::TestDb;
 use serde_json::{json, Value};
 use shared::notify::feedback::{self, Handled, Recorded};
-use shared::notify::mailer::recording::RecordingMailer;
 use shared::notify::mailer::SendOutcome;
 use shared::relay::PollerConfig;
 use uuid::Uuid;
 
-const ALICE: &str = "alice@example.com";
 const CAROL: &str = "carol@example.com";
-
-/// An SES event as EventBridge delivers it.
-fn ses_event(event_type: &str, detail_type: &str, claim: Option<Uuid>, section: Option<(&str, Value)>) -> Value {
-    let mut tags = json!({"ses:configuration-set": ["bookings"], "event_type": ["BOOKING_CONFIRMED"]});
-    if let Some(claim) = claim {
-        tags["claim"] = json!([claim.to_string()]);
-    }
-    let mut detail = json!({
-        "eventType": event_type,
-        "mail": {
-            "timestamp": "2026-11-30T12:00:00.012Z",
-            "source": "Bookings <bookings@example.com>",
-            "sourceArn": "arn:aws:ses:us-east-1:123456789012:identity/example.com",
-            "sendingAccountId": "123456789012",
-            "messageId": "0100018c1d2e3f40-example-000000",
-            "destination": [ALICE],
-            "headersTruncated": false,
-            "tags": tags
-        }
-    });
-    if let Some((name, body)) = section {
-        detail[name] = body;
-    }
-    json!({
-        "version": "0",
-        "id": Uuid::new_v4().to_string(),
-        "detail-type": detail_type,
-        "source": "aws.ses",
-        "account": "123456789012",
-        "time": "2026-11-30T12:00:01Z",
-        "region": "us-east-1",
-        "resources": ["arn:aws:ses:us-east-1:123456789012:configuration-set/bookings"],
-        "detail": detail
-    })
-}
-
-fn send_event(claim: Uuid) -> Value {
-    ses_event("Send", "Email Sent", Some(claim), Some(("send", json!({}))))
-}
-
-fn delivery_event(claim: Uuid) -> Value {
-    ses_event(
-        "Delivery",
-        "Email Delivered",
-        Some(claim),
-        Some((
-            "delivery",
-            json!({"timestamp": "2026-11-30T12:00:02.345Z", "processingTimeMillis": 2333, "recipients": [ALICE],
-                   "smtpResponse": "250 2.6.0 Message received", "reportingMTA": "a8-70.smtp-out.amazonses.com"}),
-        )),
-    )
-}
-
-fn bounce_event(claim: Uuid, bounce_type: &str, sub_type: &str) -> Value {
-    ses_event(
-        "Bounce",
-        "Email Bounced",
-        Some(claim),
-        Some((
-            "bounce",
-            json!({"bounceType": bounce_type, "bounceSubType": sub_type,
-                   "bouncedRecipients": [{"emailAddress": ALICE, "action": "failed", "status": "5.1.1",
-                                          "diagnosticCode": "smtp; 550 5.1.1 user unknown"}],
-                   "timestamp": "2026-11-30T12:00:03.669Z",
-                   "feedbackId": "01000157c44f053b-61b59c11-9236-11e6-8f96-7be8aexample-000000",
-                   "reportingMTA": "dsn; mta.example.com"}),
-        )),
-    )
-}
-
-/// One booking for Alice whose send ends with `outcome`; returns the claim.
-async fn one_send(db: &TestDb, outcome: Option<SendOutcome>) -> (Uuid, Arc<RecordingMailer>) {
-    create_booking(db, 1, &[ALICE]).await;
-    let mailer = Arc::new(RecordingMailer::new());
-    if let Some(outcome) = outcome {
-        mailer.script(ALICE, outcome, 1);
-    }
-    poller(db, mailer.clone(), PollerConfig::for_tests("w")).drain().await.unwrap();
-    (db.scalar("SELECT id FROM booking_notification_sends").await, mailer)
-}
 
 async fn handle(db: &TestDb, event: &Value) -> Handled {
     feedback::handle(&db.pool, event).await.unwrap()
@@ -111,27 +30,46 @@ async fn send_state(db: &TestDb, claim: Uuid) -> (String, Option<String>) {
 
 async fn feedback_kinds(db: &TestDb, claim: Uuid) -> Vec<String> {
     let client = db.pool.get().await.unwrap();
-    feedback::of_send(&client, claim).await.unwrap().into_iter().map(|(k, s, _)| format!("{k}{}", s.map(|s| format!(" {s}")).unwrap_or_default())).collect()
+    feedback::of_send(&client, claim)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|(k, s, _)| format!("{k}{}", s.map(|s| format!(" {s}")).unwrap_or_default()))
+        .collect()
 }
 
 #[tokio::test]
 async fn dropped_connection_send_is_confirmed_by_its_ses_send_event() {
     let db = TestDb::create().await;
-    let (claim, _) = one_send(&db, Some(SendOutcome::Unknown { reason: "connection dropped after the request".into() })).await;
+    let (claim, _) =
+        one_send(&db, ALICE, Some(SendOutcome::Unknown { reason: "connection dropped after the request".into() }))
+            .await;
     assert_eq!(send_state(&db, claim).await, ("UNKNOWN".into(), None));
     let handled = handle(&db, &send_event(claim)).await;
     assert_eq!(handled, Handled::Recorded(Recorded::Recorded { confirmed: true, suppressed: 0 }));
     assert_eq!(send_state(&db, claim).await, ("SENT".into(), Some("ses-event".into())));
     let client = db.pool.get().await.unwrap();
-    assert!(shared::notify::unknown::list(&client, 10).await.unwrap().is_empty(), "nothing left for an operator to judge");
+    assert!(
+        shared::notify::unknown::list(&client, std::time::Duration::from_secs(900), false, 10)
+            .await
+            .unwrap()
+            .is_empty(),
+        "nothing left for an operator to judge"
+    );
 }
 
 #[tokio::test]
 async fn a_delivery_before_its_send_confirms_and_the_late_send_changes_nothing() {
     let db = TestDb::create().await;
-    let (claim, _) = one_send(&db, Some(SendOutcome::Unknown { reason: "read timeout".into() })).await;
-    assert_eq!(handle(&db, &delivery_event(claim)).await, Handled::Recorded(Recorded::Recorded { confirmed: true, suppressed: 0 }));
-    assert_eq!(handle(&db, &send_event(claim)).await, Handled::Recorded(Recorded::Recorded { confirmed: false, suppressed: 0 }));
+    let (claim, _) = one_send(&db, ALICE, Some(SendOutcome::Unknown { reason: "read timeout".into() })).await;
+    assert_eq!(
+        handle(&db, &delivery_event(claim)).await,
+        Handled::Recorded(Recorded::Recorded { confirmed: true, suppressed: 0 })
+    );
+    assert_eq!(
+        handle(&db, &send_event(claim)).await,
+        Handled::Recorded(Recorded::Recorded { confirmed: false, suppressed: 0 })
+    );
     assert_eq!(handle(&db, &delivery_event(claim)).await, Handled::Recorded(Recorded::Duplicate), "at least once");
     assert_eq!(send_state(&db, claim).await, ("SENT".into(), Some("ses-event".into())));
     assert_eq!(feedback_kinds(&db, claim).await, vec!["Send", "Delivery"]);
@@ -140,16 +78,19 @@ async fn a_delivery_before_its_send_confirms_and_the_late_send_changes_nothing()
 #[tokio::test]
 async fn a_confirmed_send_keeps_the_message_id_the_poller_recorded() {
     let db = TestDb::create().await;
-    let (claim, _) = one_send(&db, None).await;
+    let (claim, _) = one_send(&db, ALICE, None).await;
     assert_eq!(send_state(&db, claim).await, ("SENT".into(), None));
-    assert_eq!(handle(&db, &send_event(claim)).await, Handled::Recorded(Recorded::Recorded { confirmed: false, suppressed: 0 }));
+    assert_eq!(
+        handle(&db, &send_event(claim)).await,
+        Handled::Recorded(Recorded::Recorded { confirmed: false, suppressed: 0 })
+    );
     assert_eq!(send_state(&db, claim).await, ("SENT".into(), None), "already settled by the poller");
 }
 
 #[tokio::test]
 async fn the_same_permanent_bounce_twice_is_recorded_once_and_the_address_is_never_mailed_again() {
     let db = TestDb::create().await;
-    let (claim, mailer) = one_send(&db, None).await;
+    let (claim, mailer) = one_send(&db, ALICE, None).await;
     let bounce = bounce_event(claim, "Permanent", "General");
     assert_eq!(handle(&db, &bounce).await, Handled::Recorded(Recorded::Recorded { confirmed: false, suppressed: 1 }));
     assert_eq!(handle(&db, &bounce).await, Handled::Recorded(Recorded::Duplicate));
@@ -175,9 +116,12 @@ async fn the_same_permanent_bounce_twice_is_recorded_once_and_the_address_is_nev
 #[tokio::test]
 async fn a_complaint_suppresses_the_address_and_a_transient_bounce_does_not() {
     let db = TestDb::create().await;
-    let (claim, _) = one_send(&db, None).await;
+    let (claim, _) = one_send(&db, ALICE, None).await;
     let transient = bounce_event(claim, "Transient", "MailboxFull");
-    assert_eq!(handle(&db, &transient).await, Handled::Recorded(Recorded::Recorded { confirmed: false, suppressed: 0 }));
+    assert_eq!(
+        handle(&db, &transient).await,
+        Handled::Recorded(Recorded::Recorded { confirmed: false, suppressed: 0 })
+    );
     let client = db.pool.get().await.unwrap();
     assert_eq!(feedback::suppression(&client, ALICE).await.unwrap(), None);
     let complaint = ses_event(
@@ -191,7 +135,10 @@ async fn a_complaint_suppresses_the_address_and_a_transient_bounce_does_not() {
                    "arrivalDate": "2026-11-30T12:59:00.000Z"}),
         )),
     );
-    assert_eq!(handle(&db, &complaint).await, Handled::Recorded(Recorded::Recorded { confirmed: false, suppressed: 1 }));
+    assert_eq!(
+        handle(&db, &complaint).await,
+        Handled::Recorded(Recorded::Recorded { confirmed: false, suppressed: 1 })
+    );
     assert_eq!(feedback::suppression(&client, ALICE).await.unwrap().as_deref(), Some("complained"));
     assert_eq!(feedback_kinds(&db, claim).await, vec!["Bounce Transient/MailboxFull", "Complaint"]);
 }
@@ -199,7 +146,7 @@ async fn a_complaint_suppresses_the_address_and_a_transient_bounce_does_not() {
 #[tokio::test]
 async fn delivery_delay_reject_and_rendering_failure_are_recorded_per_send() {
     let db = TestDb::create().await;
-    let (claim, _) = one_send(&db, Some(SendOutcome::Unknown { reason: "read timeout".into() })).await;
+    let (claim, _) = one_send(&db, ALICE, Some(SendOutcome::Unknown { reason: "read timeout".into() })).await;
     let reject = ses_event("Reject", "Email Rejected", Some(claim), Some(("reject", json!({"reason": "Bad content"}))));
     assert_eq!(handle(&db, &reject).await, Handled::Recorded(Recorded::Recorded { confirmed: false, suppressed: 0 }));
     assert_eq!(send_state(&db, claim).await.0, "UNKNOWN", "a rejection proves nothing was accepted");
@@ -243,12 +190,20 @@ async fn malformed_events_are_dropped_with_a_reason_and_never_retried() {
     for (event, why) in [
         (json!({"hello": "world"}), "no eventType"),
         (json!({"detail": {"eventType": "Send"}}), "no mail object"),
-        (json!({"eventType": "Open", "mail": {"messageId": "m", "timestamp": "2026-11-30T12:00:00Z"}}), "unhandled eventType"),
+        (
+            json!({"eventType": "Open", "mail": {"messageId": "m", "timestamp": "2026-11-30T12:00:00Z"}}),
+            "unhandled eventType",
+        ),
         (json!({"eventType": "Send", "mail": {"messageId": "m", "timestamp": "yesterday"}}), "timestamp"),
-        (json!({"eventType": "Send", "mail": {"messageId": "m", "timestamp": "2026-11-30T12:00:00Z", "tags": {"claim": ["not-a-uuid"]}}}), "claim tag"),
+        (
+            json!({"eventType": "Send", "mail": {"messageId": "m", "timestamp": "2026-11-30T12:00:00Z", "tags": {"claim": ["not-a-uuid"]}}}),
+            "claim tag",
+        ),
     ] {
         match handle(&db, &event).await {
-            Handled::Malformed(reason) => assert!(reason.contains(why), "{reason} should mention {why}"),
+            Handled::Malformed(reason) => {
+                assert!(reason.contains(why), "{reason} should mention {why}")
+            }
             other => panic!("{event} → {other:?}"),
         }
     }
@@ -273,8 +228,17 @@ async fn a_send_confirmed_by_ses_while_the_mailer_waits_stays_sent() {
     let db = TestDb::create().await;
     create_booking(&db, 1, &[ALICE]).await;
     let mailer = Arc::new(ConfirmedWhileWaiting { pool: db.pool.clone() });
-    let p = shared::relay::Poller::new(db.pool.clone(), mailer, shared::fault::Faults::none(), PollerConfig::for_tests("w"));
+    let p = shared::relay::Poller::new(
+        db.pool.clone(),
+        mailer,
+        shared::fault::Faults::none(),
+        PollerConfig::for_tests("w"),
+    );
     p.drain().await.unwrap();
     let claim: Uuid = db.scalar("SELECT id FROM booking_notification_sends").await;
-    assert_eq!(send_state(&db, claim).await, ("SENT".into(), Some("ses-event".into())), "the late timeout does not undo it");
+    assert_eq!(
+        send_state(&db, claim).await,
+        ("SENT".into(), Some("ses-event".into())),
+        "the late timeout does not undo it"
+    );
 }

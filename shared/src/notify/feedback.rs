@@ -27,6 +27,7 @@ use uuid::Uuid;
 
 use super::sends::SendStatus;
 use crate::db::DbResult;
+use crate::telemetry::emf::{self, Unit};
 use crate::telemetry::mask_email;
 
 /// Message tags every send carries (SES allows `[A-Za-z0-9_-]` in names and
@@ -112,10 +113,10 @@ pub fn parse(value: &Value) -> Result<SesEvent, String> {
         "Rendering Failure" | "RenderingFailure" => (Kind::RenderingFailure, section("failure")),
         other => return Err(format!("unhandled eventType {other:?}")),
     };
-    let stamp = body.get("timestamp").or_else(|| mail.get("timestamp")).and_then(Value::as_str).ok_or("no timestamp")?;
-    let occurred_at = DateTime::parse_from_rfc3339(stamp)
-        .map_err(|e| format!("timestamp {stamp:?}: {e}"))?
-        .with_timezone(&Utc);
+    let stamp =
+        body.get("timestamp").or_else(|| mail.get("timestamp")).and_then(Value::as_str).ok_or("no timestamp")?;
+    let occurred_at =
+        DateTime::parse_from_rfc3339(stamp).map_err(|e| format!("timestamp {stamp:?}: {e}"))?.with_timezone(&Utc);
     let claim = match mail.get("tags").and_then(|t| t.get(TAG_CLAIM)) {
         None => None,
         Some(v) => {
@@ -126,7 +127,12 @@ pub fn parse(value: &Value) -> Result<SesEvent, String> {
     let addresses = |list: &str, field: &str| -> Vec<String> {
         body.get(list)
             .and_then(Value::as_array)
-            .map(|a| a.iter().filter_map(|r| r.get(field).or(Some(r)).and_then(Value::as_str)).map(str::to_lowercase).collect())
+            .map(|a| {
+                a.iter()
+                    .filter_map(|r| r.get(field).or(Some(r)).and_then(Value::as_str))
+                    .map(str::to_lowercase)
+                    .collect()
+            })
             .unwrap_or_default()
     };
     let recipients = match kind {
@@ -168,7 +174,9 @@ pub async fn record(client: &mut deadpool_postgres::Client, event: &SesEvent) ->
         return Ok(Recorded::Unmatched);
     }
     let subtype = match &event.kind {
-        Kind::Bounce { permanent, subtype } => Some(format!("{}/{subtype}", if *permanent { "Permanent" } else { "Transient" })),
+        Kind::Bounce { permanent, subtype } => {
+            Some(format!("{}/{subtype}", if *permanent { "Permanent" } else { "Transient" }))
+        }
         _ => None,
     };
     let inserted = tx
@@ -231,10 +239,57 @@ pub async fn suppression(client: &impl GenericClient, email: &str) -> DbResult<O
     Ok(row.map(|r| r.get(0)))
 }
 
-/// Feedback of one send, oldest first: `(kind, subtype, occurred_at)`.
-pub async fn of_send(client: &impl GenericClient, send_id: Uuid) -> DbResult<Vec<(String, Option<String>, DateTime<Utc>)>> {
+/// A suppressed address, for operators.
+#[derive(Debug, Clone, Serialize)]
+pub struct Suppression {
+    pub email: String,
+    pub reason: String,
+    /// The send whose bounce or complaint suppressed it.
+    pub send_id: Option<Uuid>,
+    pub created_at: DateTime<Utc>,
+}
+
+/// Suppressed addresses, newest first.
+pub async fn suppressions(client: &impl GenericClient, limit: i64) -> DbResult<Vec<Suppression>> {
     let rows = client
-        .query("SELECT kind, subtype, occurred_at FROM send_feedback WHERE send_id = $1 ORDER BY occurred_at, kind", &[&send_id])
+        .query(
+            "SELECT email, reason, send_id, created_at FROM suppressed_addresses ORDER BY created_at DESC LIMIT $1",
+            &[&limit],
+        )
+        .await?;
+    Ok(rows
+        .iter()
+        .map(|r| Suppression { email: r.get(0), reason: r.get(1), send_id: r.get(2), created_at: r.get(3) })
+        .collect())
+}
+
+/// Lifts a suppression (the address was fixed, or the complaint was a
+/// mistake); returns what was removed, if the address was suppressed.
+pub async fn unsuppress(client: &impl GenericClient, email: &str, by: &str) -> DbResult<Option<Suppression>> {
+    let row = client
+        .query_opt(
+            "DELETE FROM suppressed_addresses WHERE email = lower($1) RETURNING email, reason, send_id, created_at",
+            &[&email],
+        )
+        .await?;
+    let removed =
+        row.map(|r| Suppression { email: r.get(0), reason: r.get(1), send_id: r.get(2), created_at: r.get(3) });
+    if let Some(s) = &removed {
+        tracing::warn!(recipient = %mask_email(&s.email), reason = %s.reason, %by, "suppression removed");
+    }
+    Ok(removed)
+}
+
+/// Feedback of one send, oldest first: `(kind, subtype, occurred_at)`.
+pub async fn of_send(
+    client: &impl GenericClient,
+    send_id: Uuid,
+) -> DbResult<Vec<(String, Option<String>, DateTime<Utc>)>> {
+    let rows = client
+        .query(
+            "SELECT kind, subtype, occurred_at FROM send_feedback WHERE send_id = $1 ORDER BY occurred_at, kind",
+            &[&send_id],
+        )
         .await?;
     Ok(rows.iter().map(|r| (r.get(0), r.get(1), r.get(2))).collect())
 }
@@ -255,11 +310,36 @@ pub async fn handle(pool: &deadpool_postgres::Pool, value: &Value) -> DbResult<H
         Ok(event) => event,
         Err(reason) => {
             tracing::error!(%reason, "malformed SES event acknowledged and dropped");
+            emf::emit("ses-events", &[("MalformedSesEvents", 1.0, Unit::Count)]);
             return Ok(Handled::Malformed(reason));
         }
     };
     let mut client = pool.get().await?;
-    Ok(Handled::Recorded(record(&mut client, &event).await?))
+    let recorded = record(&mut client, &event).await?;
+    emf::emit("ses-events", &metrics(&event.kind, &recorded));
+    Ok(Handled::Recorded(recorded))
+}
+
+/// One event as EMF metrics (namespace `BookingOutbox`, function
+/// `ses-events`): what SES reported, counted once (a repeat counts
+/// nothing), for the template's bounce-rate and complaint-rate alarms.
+pub fn metrics(kind: &Kind, recorded: &Recorded) -> Vec<(&'static str, f64, Unit)> {
+    let (confirmed, suppressed) = match *recorded {
+        Recorded::Recorded { confirmed, suppressed } => (confirmed, suppressed),
+        Recorded::Duplicate => return vec![("RepeatedSesEvents", 1.0, Unit::Count)],
+        Recorded::Unmatched => return vec![("UnmatchedSesEvents", 1.0, Unit::Count)],
+    };
+    let one = |yes: bool| if yes { 1.0 } else { 0.0 };
+    vec![
+        ("SesSendEvents", one(*kind == Kind::Send), Unit::Count),
+        ("Delivered", one(*kind == Kind::Delivery), Unit::Count),
+        ("Bounced", one(matches!(kind, Kind::Bounce { permanent: true, .. })), Unit::Count),
+        ("TransientBounced", one(matches!(kind, Kind::Bounce { permanent: false, .. })), Unit::Count),
+        ("Complained", one(*kind == Kind::Complaint), Unit::Count),
+        ("Rejected", one(*kind == Kind::Reject), Unit::Count),
+        ("ConfirmedBySesEvent", one(confirmed), Unit::Count),
+        ("Suppressed", suppressed as f64, Unit::Count),
+    ]
 }
 
 #[cfg(test)]
@@ -280,5 +360,19 @@ mod tests {
             assert!(ses_safe(&Uuid::now_v7().to_string()));
         }
         assert!(ses_safe("BOOKING_CONFIRMED"));
+    }
+
+    #[test]
+    fn each_event_is_counted_once_under_its_metric() {
+        let value = |m: &[(&str, f64, Unit)], name: &str| m.iter().find(|(n, ..)| *n == name).map(|(_, v, _)| *v);
+        let new = Recorded::Recorded { confirmed: true, suppressed: 1 };
+        let hard = Kind::Bounce { permanent: true, subtype: "General".into() };
+        let m = metrics(&hard, &new);
+        assert_eq!((value(&m, "Bounced"), value(&m, "TransientBounced")), (Some(1.0), Some(0.0)));
+        assert_eq!((value(&m, "ConfirmedBySesEvent"), value(&m, "Suppressed")), (Some(1.0), Some(1.0)));
+        assert_eq!(value(&metrics(&Kind::Delivery, &new), "Delivered"), Some(1.0));
+        assert_eq!(value(&metrics(&Kind::Complaint, &new), "Complained"), Some(1.0));
+        let repeat = metrics(&Kind::Delivery, &Recorded::Duplicate);
+        assert_eq!((value(&repeat, "Delivered"), value(&repeat, "RepeatedSesEvents")), (None, Some(1.0)));
     }
 }

@@ -139,17 +139,19 @@ pub struct SweeperConfig {
     /// Rows per sweep statement.
     pub batch_size: i64,
     pub retention: RetentionConfig,
+    pub feedback: FeedbackConfig,
 }
 
 impl SweeperConfig {
     pub fn from_env() -> Result<Self, ConfigError> {
-        Self::new(
+        let cfg = Self::new(
             Duration::from_secs(config::parsed_or("SWEEP_STUCK_AFTER_SECS", 300u64)?),
             Duration::from_secs(config::parsed_or("POLLER_TIMEOUT_SECS", 60u64)?),
             config::parsed_or("OUTBOX_MAX_ATTEMPTS", DEFAULT_MAX_ATTEMPTS)?,
             config::parsed_or("SWEEP_BATCH_SIZE", 500i64)?,
             RetentionConfig::from_env()?,
-        )
+        )?;
+        Ok(Self { feedback: FeedbackConfig::from_env()?, ..cfg })
     }
 
     pub fn new(
@@ -178,7 +180,14 @@ impl SweeperConfig {
         if batch_size < 1 {
             return Err(ConfigError::new("SWEEP_BATCH_SIZE", "must be at least 1", "set it to 1 or more"));
         }
-        Ok(Self { stuck_after, poller_timeout, max_attempts, batch_size, retention })
+        Ok(Self {
+            stuck_after,
+            poller_timeout,
+            max_attempts,
+            batch_size,
+            retention,
+            feedback: FeedbackConfig::default(),
+        })
     }
 }
 
@@ -222,5 +231,54 @@ impl Default for RetentionConfig {
             max_batches: 20,
             idempotency_key_ttl: Duration::from_secs(86_400),
         }
+    }
+}
+
+/// Reconciling sends whose outcome stayed unknown against SES's events.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FeedbackConfig {
+    /// An UNKNOWN send with no SES Send event after this is reported "not
+    /// confirmed by SES" (`FEEDBACK_GRACE_SECS`, default 900).
+    pub grace: Duration,
+    /// Opt-in (`UNKNOWN_AUTO_RESEND_AFTER_SECS`, 0 = off): resend what is
+    /// still not confirmed after this. Off by default: at-most-once.
+    pub auto_resend_after: Option<Duration>,
+}
+
+impl Default for FeedbackConfig {
+    fn default() -> Self {
+        Self { grace: Duration::from_secs(900), auto_resend_after: None }
+    }
+}
+
+impl FeedbackConfig {
+    pub fn from_env() -> Result<Self, ConfigError> {
+        Self::new(
+            Duration::from_secs(config::parsed_or("FEEDBACK_GRACE_SECS", 900u64)?),
+            match config::parsed_or("UNKNOWN_AUTO_RESEND_AFTER_SECS", 0u64)? {
+                0 => None,
+                secs => Some(Duration::from_secs(secs)),
+            },
+        )
+    }
+
+    pub fn new(grace: Duration, auto_resend_after: Option<Duration>) -> Result<Self, ConfigError> {
+        if grace.is_zero() {
+            return Err(ConfigError::new(
+                "FEEDBACK_GRACE_SECS",
+                "must be at least 1",
+                "set it to how long SES may take to publish a Send event (default 900)",
+            ));
+        }
+        // Resending before the grace ends would resend sends SES may still
+        // confirm: duplicates by design.
+        if auto_resend_after.is_some_and(|after| after < grace) {
+            return Err(ConfigError::new(
+                "UNKNOWN_AUTO_RESEND_AFTER_SECS",
+                format!("is below FEEDBACK_GRACE_SECS ({}s)", grace.as_secs()),
+                "set it to at least FEEDBACK_GRACE_SECS, or to 0 to turn automatic resends off",
+            ));
+        }
+        Ok(Self { grace, auto_resend_after })
     }
 }

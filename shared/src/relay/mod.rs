@@ -21,7 +21,7 @@ pub mod status;
 pub mod summary;
 pub mod sweeper;
 
-pub use config::{PollerConfig, RetentionConfig, SweeperConfig};
+pub use config::{FeedbackConfig, PollerConfig, RetentionConfig, SweeperConfig};
 pub use poller::{deadline_from, Poller};
 pub use summary::{Health, RunSummary, SweepRun};
 

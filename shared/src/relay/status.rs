@@ -1,5 +1,6 @@
 //! How the whole pipeline stands, for `outboxctl status`: events by status,
-//! lag, stuck rows, and sends by status.
+//! lag, stuck rows, sends by status, and how the ambiguous sends stand
+//! against SES's feedback.
 
 use std::collections::BTreeMap;
 
@@ -9,6 +10,7 @@ use serde::Serialize;
 use super::config::SweeperConfig;
 use crate::db::DbResult;
 use crate::notify::sends::{self, SendStatus};
+use crate::notify::unknown::{self, UnknownCounts};
 use crate::outbox::events::{self, EventStatus};
 
 #[derive(Debug, Clone, Serialize, PartialEq)]
@@ -22,6 +24,8 @@ pub struct Status {
     pub dead: i64,
     /// Sends by status, zeros included.
     pub sends: BTreeMap<SendStatus, i64>,
+    /// The ambiguous sends against SES's feedback (`FEEDBACK_GRACE_SECS`).
+    pub unknown: UnknownCounts,
 }
 
 pub async fn fetch(client: &impl GenericClient, config: &SweeperConfig) -> DbResult<Status> {
@@ -32,5 +36,6 @@ pub async fn fetch(client: &impl GenericClient, config: &SweeperConfig) -> DbRes
         oldest_due_pending_age_secs: events::oldest_due_age(client).await?,
         processing_past_sweep_timeout: events::count_stuck(client, config.stuck_after).await?,
         sends: sends::counts(client).await?,
+        unknown: unknown::counts(client, config.feedback.grace).await?,
     })
 }

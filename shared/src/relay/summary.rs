@@ -4,6 +4,7 @@
 use serde::Serialize;
 
 use crate::notify::deliver::Delivery;
+use crate::notify::unknown::UnknownCounts;
 use crate::outbox::events::transitions::Reset;
 use crate::outbox::EventStatus;
 use crate::telemetry::emf::Unit;
@@ -87,6 +88,7 @@ pub struct SweepRun {
     pub reset: u32,
     pub dead_lettered: u32,
     pub swept: Vec<Reset>,
+    pub feedback: FeedbackReport,
     pub retention: RetentionReport,
     pub oldest_due_pending_age_secs: f64,
 }
@@ -107,8 +109,22 @@ impl SweepRun {
             ("Swept", self.reset as f64, Unit::Count),
             ("DeadLettered", self.dead_lettered as f64, Unit::Count),
             ("OldestPendingAgeSeconds", self.oldest_due_pending_age_secs, Unit::Seconds),
+            ("UnconfirmedSends", self.feedback.counts.not_confirmed as f64, Unit::Count),
+            ("AwaitingSesFeedback", self.feedback.counts.awaiting_feedback as f64, Unit::Count),
+            ("AutoResent", self.feedback.auto_resent as f64, Unit::Count),
         ]
     }
+}
+
+/// The sweeper's reconciliation of unknown sends with SES's feedback.
+#[derive(Debug, Default, Clone, PartialEq, Eq, Serialize)]
+pub struct FeedbackReport {
+    /// Sends reported "not confirmed by SES" for the first time this run.
+    pub newly_unconfirmed: u32,
+    /// Resent by the opt-in `UNKNOWN_AUTO_RESEND_AFTER_SECS`.
+    pub auto_resent: u32,
+    /// How the ambiguous sends stand after the run.
+    pub counts: UnknownCounts,
 }
 
 /// Rows deleted by one retention run, per table.

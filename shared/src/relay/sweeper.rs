@@ -1,22 +1,26 @@
-//! The sweeper's scheduled run, as three named steps: sweep rows stuck in
-//! PROCESSING (reset, or dead-letter when out of attempts), apply retention,
-//! then report metrics.
+//! The sweeper's scheduled run, as four named steps: sweep rows stuck in
+//! PROCESSING (reset, or dead-letter when out of attempts), reconcile sends
+//! whose outcome stayed unknown with SES's feedback, apply retention, then
+//! report metrics.
 
 use deadpool_postgres::{GenericClient, Pool};
 
 use super::config::SweeperConfig;
 use super::retention;
-use super::summary::SweepRun;
+use super::summary::{FeedbackReport, SweepRun};
 use crate::db::DbResult;
-use crate::outbox::events::transitions::{self, Reset};
+use crate::notify::{sends, unknown};
 use crate::outbox::events;
+use crate::outbox::events::transitions::{self, Reset};
 use crate::telemetry::emf;
+use crate::telemetry::mask_email;
 
 /// One scheduled run.
 pub async fn run(pool: &Pool, config: &SweeperConfig) -> DbResult<SweepRun> {
-    let client = pool.get().await?;
+    let mut client = pool.get().await?;
     let mut out = SweepRun::default();
     sweep_stuck(&client, config, &mut out).await?;
+    out.feedback = reconcile(&mut client, config).await?;
     out.retention = retention::run(&client, &config.retention).await?;
     report(&client, &mut out).await?;
     Ok(out)
@@ -37,7 +41,42 @@ async fn sweep_stuck(client: &impl GenericClient, config: &SweeperConfig, out: &
     Ok(())
 }
 
-/// Step 3: how far behind the outbox is, as EMF metrics.
+/// Who the sweeper records as deciding an automatic resend.
+pub const AUTO_RESEND_DECIDER: &str = "sweeper (UNKNOWN_AUTO_RESEND_AFTER_SECS)";
+
+/// Step 2: every UNKNOWN send that no SES event has confirmed within the
+/// grace period is reported once as "not confirmed by SES"; with the
+/// opt-in auto resend, those older than it are resent (each a recorded
+/// decision). The residual risk of that option: a Send event delayed past
+/// it means a duplicate.
+async fn reconcile(client: &mut deadpool_postgres::Client, config: &SweeperConfig) -> DbResult<FeedbackReport> {
+    let grace = config.feedback.grace;
+    let mut report = FeedbackReport::default();
+    for s in sends::mark_unconfirmed(&*client, grace, config.batch_size).await? {
+        report.newly_unconfirmed += 1;
+        tracing::warn!(
+            send_id = %s.id, event_id = %s.event_id, recipient = %mask_email(&s.recipient),
+            event_type = %s.event_type, claimed_at = %s.claimed_at,
+            "send not confirmed by SES within {}s: very likely never accepted (outboxctl unknown list)",
+            grace.as_secs()
+        );
+    }
+    if let Some(after) = config.feedback.auto_resend_after {
+        let max = config.batch_size.max(0) as usize;
+        let resent = unknown::resend_unconfirmed(client, after, AUTO_RESEND_DECIDER, max, false).await?;
+        for (send_id, event_id) in &resent.resent {
+            tracing::warn!(%send_id, %event_id, "unconfirmed send resent automatically (UNKNOWN_AUTO_RESEND_AFTER_SECS)");
+        }
+        for (send_id, why) in &resent.skipped {
+            tracing::info!(%send_id, %why, "unconfirmed send not resent yet");
+        }
+        report.auto_resent = resent.resent.len() as u32;
+    }
+    report.counts = unknown::counts(&*client, grace).await?;
+    Ok(report)
+}
+
+/// Step 4: how far behind the outbox is, as EMF metrics.
 async fn report(client: &impl GenericClient, out: &mut SweepRun) -> DbResult<()> {
     out.oldest_due_pending_age_secs = events::oldest_due_age(client).await?.unwrap_or(0.0);
     emf::emit("outbox-sweeper", &out.metrics());

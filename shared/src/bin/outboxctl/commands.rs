@@ -4,10 +4,11 @@
 use anyhow::{anyhow, bail};
 use deadpool_postgres::{Client, Pool};
 use serde::Serialize;
+use shared::notify::feedback;
 use shared::notify::sends::{self, SendStatus};
-use shared::notify::unknown;
-use shared::outbox::events::transitions::{self, ReplaySelection};
+use shared::notify::unknown::{self, Confirmation};
 use shared::outbox::events;
+use shared::outbox::events::transitions::{self, ReplaySelection};
 use shared::outbox::EventStatus;
 use shared::relay::{status, sweeper, SweeperConfig};
 use uuid::Uuid;
@@ -59,6 +60,10 @@ pub async fn status(out: Output, client: &Client) -> anyhow::Result<()> {
         );
         let sends = [SendStatus::Sent, SendStatus::Failed, SendStatus::Unknown, SendStatus::Claimed];
         println!("sends:   {}", line(sends.iter().map(|k| format!("{k} {}", s.sends[k])).collect()));
+        println!(
+            "unknown: awaiting SES feedback {}  not confirmed by SES {}  (confirmed by SES events: {})",
+            s.unknown.awaiting_feedback, s.unknown.not_confirmed, s.unknown.confirmed_by_ses
+        );
     });
     Ok(())
 }
@@ -217,8 +222,9 @@ pub async fn dead_replay(
     Ok(())
 }
 
-pub async fn unknown_list(out: Output, client: &Client, limit: i64) -> anyhow::Result<()> {
-    let list = unknown::list(client, limit).await?;
+pub async fn unknown_list(out: Output, client: &Client, limit: i64, confirmed: bool) -> anyhow::Result<()> {
+    let grace = SweeperConfig::from_env()?.feedback.grace;
+    let list = unknown::list(client, grace, confirmed, limit).await?;
     out.print(&list, |list| {
         if list.is_empty() {
             println!("no sends with an unknown outcome");
@@ -226,12 +232,21 @@ pub async fn unknown_list(out: Output, client: &Client, limit: i64) -> anyhow::R
         for s in list {
             let why = s.last_error.clone().unwrap_or_else(|| s.status.to_string());
             println!(
-                "{}  {}  {}  event {}  claimed {}  {why}",
+                "{}  {}  {}  event {}  claimed {}  {}  ({why})",
                 s.id,
                 s.recipient,
                 s.event_type,
                 s.event_id,
-                s.claimed_at.format(TIME)
+                s.claimed_at.format(TIME),
+                s.confirmation.describe(),
+            );
+        }
+        let not_confirmed = list.iter().filter(|s| s.confirmation == Confirmation::NotConfirmed).count();
+        if not_confirmed > 0 {
+            println!(
+                "{not_confirmed} not confirmed by SES within {}s (FEEDBACK_GRACE_SECS): very likely never \
+                 accepted; resend them with `outboxctl unknown resend --unconfirmed`",
+                grace.as_secs()
             );
         }
     });
@@ -243,6 +258,47 @@ pub async fn unknown_resend(out: Output, client: &mut Client, id: Uuid, who: &st
     out.print(&serde_json::json!({"send_id": id, "event_id": event, "decided_by": who}), |_| {
         println!("send {id} will be re-sent: event {event} is PENDING again (decision recorded for {who})");
     });
+    Ok(())
+}
+
+pub async fn unknown_resend_unconfirmed(
+    out: Output,
+    client: &mut Client,
+    who: &str,
+    limits: ReplayLimits,
+) -> anyhow::Result<()> {
+    let grace = SweeperConfig::from_env()?.feedback.grace;
+    let report = unknown::resend_unconfirmed(client, grace, who, limits.max, limits.dry_run).await?;
+    let verb = if limits.dry_run { "would resend" } else { "resending" };
+    out.print(&report, |r| {
+        println!("{verb} {} send(s) not confirmed by SES within {}s", r.resent.len(), grace.as_secs());
+        for (send, event) in &r.resent {
+            println!("{send}  event {event}");
+        }
+        for (send, why) in &r.skipped {
+            println!("skipped {send}: {why}");
+        }
+    });
+    Ok(())
+}
+
+pub async fn suppression_list(out: Output, client: &Client, limit: i64) -> anyhow::Result<()> {
+    let list = feedback::suppressions(client, limit).await?;
+    out.print(&list, |list| {
+        if list.is_empty() {
+            println!("no suppressed addresses");
+        }
+        for s in list {
+            println!("{}  {}  since {}", s.email, s.reason, s.created_at.format(TIME));
+        }
+    });
+    Ok(())
+}
+
+pub async fn suppression_remove(out: Output, client: &Client, email: &str, who: &str) -> anyhow::Result<()> {
+    let removed =
+        feedback::unsuppress(client, email, who).await?.ok_or_else(|| anyhow!("{email} is not suppressed"))?;
+    out.print(&removed, |s| println!("{} may be mailed again (was: {})", s.email, s.reason));
     Ok(())
 }
 

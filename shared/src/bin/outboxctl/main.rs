@@ -42,6 +42,9 @@ enum Command {
     /// Sends whose outcome is unknown (possibly lost emails).
     #[command(subcommand)]
     Unknown(UnknownCommand),
+    /// Addresses never mailed again after a permanent bounce or a complaint.
+    #[command(subcommand)]
+    Suppression(SuppressionCommand),
     /// Reset rows stuck in PROCESSING (what the sweeper does), or show what it would do.
     Sweep {
         /// Only show what would be reset or failed.
@@ -90,20 +93,48 @@ struct ReplayArgs {
 
 #[derive(Subcommand)]
 enum UnknownCommand {
-    /// List sends claimed but never confirmed.
+    /// List sends whose outcome is unknown: awaiting SES feedback, or not
+    /// confirmed by SES past FEEDBACK_GRACE_SECS (only those need a decision).
+    List {
+        #[arg(long, default_value_t = 50)]
+        limit: i64,
+        /// Also list the ambiguous sends SES's own events confirmed (SENT).
+        #[arg(long)]
+        confirmed: bool,
+    },
+    /// Re-send one recipient's email, or every send not confirmed by SES.
+    /// This may deliver a duplicate; each decision is recorded.
+    Resend(ResendArgs),
+}
+
+#[derive(Args)]
+struct ResendArgs {
+    /// The send id (from `unknown list`).
+    #[arg(required_unless_present = "unconfirmed", conflicts_with = "unconfirmed")]
+    id: Option<Uuid>,
+    /// Every UNKNOWN send that SES has not confirmed within FEEDBACK_GRACE_SECS.
+    #[arg(long)]
+    unconfirmed: bool,
+    /// Show what would be resent (with --unconfirmed), changing nothing.
+    #[arg(long, requires = "unconfirmed")]
+    dry_run: bool,
+    /// Resend at most this many (with --unconfirmed).
+    #[arg(long, default_value_t = 100, requires = "unconfirmed")]
+    max: usize,
+    /// Required: you accept that a recipient may get the email twice.
+    #[arg(long = "yes-i-accept-a-possible-duplicate", required_unless_present = "dry_run")]
+    accept_duplicate: bool,
+}
+
+#[derive(Subcommand)]
+enum SuppressionCommand {
+    /// List suppressed addresses, newest first.
     List {
         #[arg(long, default_value_t = 50)]
         limit: i64,
     },
-    /// Re-send one recipient's email. This may deliver a duplicate; the
-    /// decision is recorded.
-    Resend {
-        /// The send id (from `unknown list`).
-        id: Uuid,
-        /// Required: you accept that the recipient may get the email twice.
-        #[arg(long = "yes-i-accept-a-possible-duplicate", required = true)]
-        accept_duplicate: bool,
-    },
+    /// Mail this address again (the mailbox was fixed, or the complaint was a mistake).
+    Remove { email: String },
 }
 
 async fn run(cli: Cli) -> anyhow::Result<()> {
@@ -127,10 +158,21 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             let limits = commands::ReplayLimits { max: args.max, dry_run: args.dry_run };
             commands::dead_replay(out, &mut client, selection, &operator(&cli), limits).await
         }
-        Command::Unknown(UnknownCommand::List { limit }) => commands::unknown_list(out, &client, *limit).await,
-        Command::Unknown(UnknownCommand::Resend { id, accept_duplicate }) => {
-            debug_assert!(*accept_duplicate, "clap requires the flag");
-            commands::unknown_resend(out, &mut client, *id, &operator(&cli)).await
+        Command::Unknown(UnknownCommand::List { limit, confirmed }) => {
+            commands::unknown_list(out, &client, *limit, *confirmed).await
+        }
+        Command::Unknown(UnknownCommand::Resend(args)) => match args.id {
+            Some(id) => commands::unknown_resend(out, &mut client, id, &operator(&cli)).await,
+            None => {
+                let limits = commands::ReplayLimits { max: args.max, dry_run: args.dry_run };
+                commands::unknown_resend_unconfirmed(out, &mut client, &operator(&cli), limits).await
+            }
+        },
+        Command::Suppression(SuppressionCommand::List { limit }) => {
+            commands::suppression_list(out, &client, *limit).await
+        }
+        Command::Suppression(SuppressionCommand::Remove { email }) => {
+            commands::suppression_remove(out, &client, email, &operator(&cli)).await
         }
         Command::Sweep { dry_run } => commands::sweep(out, &client, *dry_run).await,
     }
