@@ -7,6 +7,7 @@
 pub mod api;
 pub mod ctl;
 pub mod outbox;
+pub mod publisher;
 pub mod ses;
 pub mod ses_events;
 

@@ -85,21 +85,66 @@ pub fn sent_mail(endpoint: &str, sender: &str) -> Vec<Value> {
 }
 
 /// What the fault proxy does with one request.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Fault {
     /// 429 TooManyRequestsException: refused before acceptance.
     Throttle,
-    /// Read the request, never answer.
+    /// 500 InternalFailure, answered by the proxy: never reached SES.
+    ServerError,
+    /// Read the request, never answer, never forward: never reached SES.
     Hang,
+    /// Forward it (SES accepts it), then close the connection unanswered.
+    DropAfterForward,
+    /// Forward it (SES accepts it), then hold the answer past any timeout.
+    DelayAfterForward,
     /// Pass it to moto.
     Forward,
 }
 
-/// A loopback HTTP proxy in front of moto that answers the first requests
-/// with scripted faults and forwards the rest. It records every request body.
+impl Fault {
+    /// The request reached SES (moto), whatever the client saw.
+    pub fn reaches_ses(self) -> bool {
+        matches!(self, Fault::DropAfterForward | Fault::DelayAfterForward | Fault::Forward)
+    }
+}
+
+/// Which fault each request gets: the scripted ones first, then (with a
+/// mix) one drawn at random per request, else forwarded.
+struct Plan {
+    script: std::collections::VecDeque<Fault>,
+    /// `(fault, chance in per mille)`.
+    mix: Vec<(Fault, u32)>,
+    rng: u64,
+}
+
+impl Plan {
+    fn next(&mut self) -> Fault {
+        if let Some(fault) = self.script.pop_front() {
+            return fault;
+        }
+        // xorshift64: reproducible from the seed, no dependency.
+        self.rng ^= self.rng << 13;
+        self.rng ^= self.rng >> 7;
+        self.rng ^= self.rng << 17;
+        let mut draw = (self.rng % 1000) as u32;
+        for &(fault, chance) in &self.mix {
+            if draw < chance {
+                return fault;
+            }
+            draw -= chance;
+        }
+        Fault::Forward
+    }
+}
+
+/// A loopback HTTP proxy in front of moto that answers requests with
+/// scripted or random faults and forwards the rest. It records every
+/// request body and the fault each got.
 pub struct FaultProxy {
     pub endpoint: String,
     pub requests: Arc<Mutex<Vec<String>>>,
+    /// The fault applied to each request, in arrival order.
+    pub applied: Arc<Mutex<Vec<Fault>>>,
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -109,7 +154,9 @@ impl Drop for FaultProxy {
     }
 }
 
-async fn read_request(stream: &mut TcpStream) -> Option<Vec<u8>> {
+/// One whole HTTP/1.1 message (head and Content-Length body), request or
+/// response, whether or not the peer then keeps the connection open.
+async fn read_message(stream: &mut TcpStream) -> Option<Vec<u8>> {
     let mut buf = Vec::new();
     let mut chunk = [0u8; 8192];
     loop {
@@ -131,50 +178,83 @@ async fn read_request(stream: &mut TcpStream) -> Option<Vec<u8>> {
     }
 }
 
+/// An error answer of SES v2's REST-JSON protocol.
+fn error_response(status: &str, error_type: &str, message: &str) -> String {
+    let body = format!(r#"{{"message":"{message}"}}"#);
+    format!(
+        "HTTP/1.1 {status}\r\ncontent-type: application/json\r\nx-amzn-errortype: {error_type}\r\n\
+         content-length: {}\r\nconnection: close\r\n\r\n{body}",
+        body.len()
+    )
+}
+
+/// Sends the request upstream and returns the whole answer.
+async fn forward(upstream: &str, request: &[u8]) -> Option<Vec<u8>> {
+    let mut up = TcpStream::connect(upstream).await.ok()?;
+    up.write_all(request).await.ok()?;
+    tokio::time::timeout(Duration::from_secs(10), read_message(&mut up)).await.ok().flatten()
+}
+
 impl FaultProxy {
+    /// The first requests get `script`'s faults, in order; the rest are forwarded.
     pub async fn start(upstream: &str, script: Vec<Fault>) -> Self {
+        Self::with_plan(upstream, Plan { script: script.into(), mix: Vec::new(), rng: 1 }).await
+    }
+
+    /// Each request gets a fault drawn from `mix` (`(fault, per mille)`),
+    /// reproducibly from `seed`; the rest are forwarded.
+    pub async fn start_random(upstream: &str, mix: &[(Fault, u32)], seed: u64) -> Self {
+        Self::with_plan(upstream, Plan { script: Default::default(), mix: mix.to_vec(), rng: seed.max(1) }).await
+    }
+
+    async fn with_plan(upstream: &str, plan: Plan) -> Self {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let endpoint = format!("http://{}", listener.local_addr().unwrap());
         let upstream = upstream.trim_start_matches("http://").trim_end_matches('/').to_string();
         let requests = Arc::new(Mutex::new(Vec::new()));
-        let recorded = requests.clone();
-        let script = Arc::new(Mutex::new(std::collections::VecDeque::from(script)));
+        let applied = Arc::new(Mutex::new(Vec::new()));
+        let (recorded, faults) = (requests.clone(), applied.clone());
+        let plan = Arc::new(Mutex::new(plan));
         let task = tokio::spawn(async move {
             loop {
                 let Ok((mut client, _)) = listener.accept().await else { return };
-                let (recorded, script, upstream) = (recorded.clone(), script.clone(), upstream.clone());
+                let (recorded, faults, plan, upstream) = (recorded.clone(), faults.clone(), plan.clone(), upstream.clone());
                 tokio::spawn(async move {
-                    let Some(request) = read_request(&mut client).await else { return };
-                    let text = String::from_utf8_lossy(&request).to_string();
-                    recorded.lock().unwrap().push(text);
-                    let fault = script.lock().unwrap().pop_front().unwrap_or(Fault::Forward);
+                    let Some(request) = read_message(&mut client).await else { return };
+                    let fault = {
+                        let fault = plan.lock().unwrap().next();
+                        recorded.lock().unwrap().push(String::from_utf8_lossy(&request).to_string());
+                        faults.lock().unwrap().push(fault);
+                        fault
+                    };
                     match fault {
                         Fault::Throttle => {
-                            let body = r#"{"message":"Maximum sending rate exceeded."}"#;
-                            let resp = format!(
-                                "HTTP/1.1 429 Too Many Requests\r\ncontent-type: application/json\r\n\
-                                 x-amzn-errortype: TooManyRequestsException\r\ncontent-length: {}\r\n\
-                                 connection: close\r\n\r\n{body}",
-                                body.len()
-                            );
-                            let _ = client.write_all(resp.as_bytes()).await;
+                            let answer = error_response("429 Too Many Requests", "TooManyRequestsException", "Maximum sending rate exceeded.");
+                            let _ = client.write_all(answer.as_bytes()).await;
                         }
-                        Fault::Hang => {
+                        Fault::ServerError => {
+                            let answer = error_response("500 Internal Server Error", "InternalFailure", "Internal failure.");
+                            let _ = client.write_all(answer.as_bytes()).await;
+                        }
+                        Fault::Hang => tokio::time::sleep(Duration::from_secs(3600)).await,
+                        Fault::DropAfterForward => {
+                            let _ = forward(&upstream, &request).await;
+                        }
+                        Fault::DelayAfterForward => {
+                            let _ = forward(&upstream, &request).await;
                             tokio::time::sleep(Duration::from_secs(3600)).await;
                         }
                         Fault::Forward => {
-                            let Ok(mut up) = TcpStream::connect(&upstream).await else { return };
-                            let _ = up.write_all(&request).await;
-                            let mut response = Vec::new();
-                            let _ = tokio::time::timeout(Duration::from_secs(10), up.read_to_end(&mut response)).await;
-                            let _ = client.write_all(&response).await;
+                            if let Some(response) = forward(&upstream, &request).await {
+                                let _ = client.write_all(&response).await;
+                            }
                         }
                     }
                     let _ = client.shutdown().await;
                 });
             }
         });
-        Self { endpoint, requests, task }
+        Self { endpoint, requests, applied, task }
     }
 
     pub fn request_count(&self) -> usize {

@@ -7,6 +7,11 @@
 //! OUTBOX_FAULT_POINTS, OUTBOX_MAX_ATTEMPTS). `invoke` runs one scheduled
 //! invocation with a 2 s deadline, as the poller Lambda does (EMF metrics
 //! and the health summary on stdout).
+//!
+//! With `OUTBOX_WORKER_MAILER=ses` it sends through the real SES v2 client
+//! instead (configured like the poller Lambda: `SES_ENDPOINT_URL`,
+//! `SES_FROM_ADDRESS`, ...), with `POLLER_CONCURRENCY` events at once: the
+//! fault run kills such workers at random while a proxy injects faults.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -14,6 +19,8 @@ use std::time::Duration;
 use shared::db::DbConfig;
 use shared::fault::Faults;
 use shared::notify::mailer::recording::RecordingMailer;
+use shared::notify::mailer::ses::{SesConfig, SesMailer};
+use shared::notify::mailer::Mailer;
 use shared::relay::{Poller, PollerConfig};
 
 #[tokio::main]
@@ -26,14 +33,24 @@ async fn main() {
     };
     let url = std::env::var("DATABASE_URL").expect("DATABASE_URL");
     let pool = DbConfig::from_url(&url, 16, Duration::from_secs(5)).unwrap().build_pool().unwrap();
-    let mailer = Arc::new(RecordingMailer::with_journal(journal).expect("journal file"));
     let mut config = PollerConfig::for_tests(&format!("child-{}", std::process::id()));
     config.concurrency = 1; // deterministic: the first send hits the fault point
     if let Ok(max) = std::env::var("OUTBOX_MAX_ATTEMPTS") {
         config.max_attempts = max.parse().expect("OUTBOX_MAX_ATTEMPTS");
     }
-    let poller = Poller::new(pool, mailer, Faults::from_env().expect("fault spec"), config);
-    match cmd.as_str() {
+    let faults = Faults::from_env().expect("fault spec");
+    if std::env::var("OUTBOX_WORKER_MAILER").as_deref() == Ok("ses") {
+        config.concurrency = PollerConfig::concurrency_from_env().expect("POLLER_CONCURRENCY");
+        let mailer = SesMailer::from_env(SesConfig::from_env().expect("SES settings")).await;
+        run(Poller::new(pool, Arc::new(mailer), faults, config), cmd).await;
+    } else {
+        let mailer = RecordingMailer::with_journal(journal).expect("journal file");
+        run(Poller::new(pool, Arc::new(mailer), faults, config), cmd).await;
+    }
+}
+
+async fn run<M: Mailer + 'static>(poller: Poller<M>, cmd: &str) {
+    match cmd {
         "drain" => {
             let summary = poller.drain().await.expect("drain");
             println!("{}", serde_json::to_string(&summary).unwrap());

@@ -1,0 +1,82 @@
+//! The local SES event publisher (scripts/ses-publisher.py) in tests: a
+//! loopback proxy in front of moto that, for every message moto accepts,
+//! writes the Send and Delivery events SES would publish (with the
+//! message's tags) to a file the test reads.
+
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+pub struct Publisher {
+    pub endpoint: String,
+    events_file: PathBuf,
+    child: Child,
+}
+
+impl Drop for Publisher {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_file(&self.events_file);
+    }
+}
+
+impl Publisher {
+    /// Starts the publisher in front of `upstream` (moto) on a free
+    /// loopback port and waits until it answers.
+    pub fn start(upstream: &str) -> Self {
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let events_file = std::env::temp_dir().join(format!("ses-events-{}.jsonl", uuid::Uuid::now_v7().simple()));
+        let python = std::env::var("OUTBOX_TEST_PYTHON").unwrap_or_else(|_| "python3".into());
+        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../scripts/ses-publisher.py");
+        let child = Command::new(python)
+            .arg(script)
+            .args(["--listen", &format!("127.0.0.1:{port}"), "--upstream", upstream])
+            .arg("--events-file")
+            .arg(&events_file)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start scripts/ses-publisher.py");
+        let endpoint = format!("http://127.0.0.1:{port}");
+        let publisher = Self { endpoint, events_file, child };
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(Instant::now() < deadline, "ses-publisher.py did not listen on {port}");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        publisher
+    }
+
+    /// Every event published so far.
+    pub fn events(&self) -> Vec<Value> {
+        let text = std::fs::read_to_string(&self.events_file).unwrap_or_default();
+        text.lines().filter(|l| !l.trim().is_empty()).map(|l| serde_json::from_str(l).unwrap()).collect()
+    }
+
+    /// The events, once no new one came for `quiet` (bounded by 30 s).
+    pub async fn settled_events(&self, quiet: Duration) -> Vec<Value> {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let mut last = self.events().len();
+        loop {
+            tokio::time::sleep(quiet).await;
+            let now = self.events().len();
+            if now == last || Instant::now() > deadline {
+                return self.events();
+            }
+            last = now;
+        }
+    }
+}
+
+/// The `claim` tag of an SES event.
+pub fn claim_of(event: &Value) -> Option<uuid::Uuid> {
+    event["detail"]["mail"]["tags"]["claim"][0].as_str().and_then(|c| c.parse().ok())
+}
+
+/// The SES event type (`Send`, `Delivery`, ...).
+pub fn kind_of(event: &Value) -> &str {
+    event["detail"]["eventType"].as_str().unwrap_or("")
+}
