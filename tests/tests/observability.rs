@@ -74,8 +74,14 @@ async fn poller_invocation_emits_emf_and_returns_a_health_summary_without_addres
 #[test]
 fn every_alarm_on_an_outbox_metric_names_a_metric_the_code_emits() {
     let template = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../template.yaml")).unwrap();
-    let mut emitted: Vec<String> = RunSummary::default().metrics().iter().map(|m| m.0.to_string()).collect();
-    emitted.extend(["OldestPendingAgeSeconds", "Swept", "DeadLettered"].map(String::from));
+    let recorded = shared::notify::feedback::Recorded::Recorded { confirmed: true, suppressed: 0 };
+    let emitted: Vec<String> = RunSummary::default()
+        .metrics()
+        .into_iter()
+        .chain(shared::relay::SweepRun::default().metrics())
+        .chain(shared::notify::feedback::metrics(&shared::notify::feedback::Kind::Send, &recorded))
+        .map(|m| m.0.to_string())
+        .collect();
     let mut checked = 0;
     let lines: Vec<&str> = template.lines().collect();
     for (i, line) in lines.iter().enumerate() {
@@ -85,5 +91,5 @@ fn every_alarm_on_an_outbox_metric_names_a_metric_the_code_emits() {
             checked += 1;
         }
     }
-    assert!(checked >= 3, "dead letters, unknown sends and oldest-pending age have alarms");
+    assert!(checked >= 3, "dead letters, unconfirmed sends and oldest-pending age have alarms");
 }
