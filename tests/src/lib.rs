@@ -17,6 +17,30 @@ use deadpool_postgres::Pool;
 use shared::db::DbConfig;
 use tokio_postgres::NoTls;
 
+/// A small reproducible random generator (xorshift64) for fault runs and
+/// soaks: they print the seed, so a failing run can be replayed.
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Self {
+        Self(seed.max(1))
+    }
+
+    /// Seeded from the clock; returns the seed too.
+    pub fn from_clock() -> (Self, u64) {
+        let seed = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64 | 1;
+        (Self::new(seed), seed)
+    }
+
+    /// A number in `0..n`.
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0 % n
+    }
+}
+
 /// A database created for one test and dropped when the test ends.
 pub struct TestDb {
     pub name: String,

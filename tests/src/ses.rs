@@ -114,7 +114,7 @@ struct Plan {
     script: std::collections::VecDeque<Fault>,
     /// `(fault, chance in per mille)`.
     mix: Vec<(Fault, u32)>,
-    rng: u64,
+    rng: crate::Rng,
 }
 
 impl Plan {
@@ -122,11 +122,7 @@ impl Plan {
         if let Some(fault) = self.script.pop_front() {
             return fault;
         }
-        // xorshift64: reproducible from the seed, no dependency.
-        self.rng ^= self.rng << 13;
-        self.rng ^= self.rng >> 7;
-        self.rng ^= self.rng << 17;
-        let mut draw = (self.rng % 1000) as u32;
+        let mut draw = self.rng.below(1000) as u32;
         for &(fault, chance) in &self.mix {
             if draw < chance {
                 return fault;
@@ -198,13 +194,13 @@ async fn forward(upstream: &str, request: &[u8]) -> Option<Vec<u8>> {
 impl FaultProxy {
     /// The first requests get `script`'s faults, in order; the rest are forwarded.
     pub async fn start(upstream: &str, script: Vec<Fault>) -> Self {
-        Self::with_plan(upstream, Plan { script: script.into(), mix: Vec::new(), rng: 1 }).await
+        Self::with_plan(upstream, Plan { script: script.into(), mix: Vec::new(), rng: crate::Rng::new(1) }).await
     }
 
     /// Each request gets a fault drawn from `mix` (`(fault, per mille)`),
     /// reproducibly from `seed`; the rest are forwarded.
     pub async fn start_random(upstream: &str, mix: &[(Fault, u32)], seed: u64) -> Self {
-        Self::with_plan(upstream, Plan { script: Default::default(), mix: mix.to_vec(), rng: seed.max(1) }).await
+        Self::with_plan(upstream, Plan { script: Default::default(), mix: mix.to_vec(), rng: crate::Rng::new(seed) }).await
     }
 
     async fn with_plan(upstream: &str, plan: Plan) -> Self {

@@ -48,7 +48,8 @@ async fn daily_limits_refuse_with_429_and_retry_after_and_write_nothing() {
     let path = format!("/bookings/{}", first["id"].as_str().unwrap());
     for (version, hour) in [(1, 14), (2, 15)] {
         let body = json!({"start": format!("2026-12-01T{hour}:00:00Z"), "end": format!("2026-12-01T{hour}:30:00Z"), "version": version});
-        assert_eq!(api.send("PATCH", &path, Some(BOB), &[], Some(&body.to_string())).await.status, 200);
+        let r = api.send("PATCH", &path, Some(BOB), &[], Some(&body.to_string())).await;
+        assert_eq!(r.status, 200, "{}", r.body);
     }
     assert_limited(&api.post(&format!("{path}/cancel"), BOB, &json!({})).await, "2 times per day");
     assert_eq!(api.get(&path, BOB).await.body["status"], "CONFIRMED", "the refused cancel changed nothing");

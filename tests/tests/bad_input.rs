@@ -167,7 +167,7 @@ async fn bad_idempotency_key_is_400() {
 }
 
 #[tokio::test]
-async fn bad_reschedule_bodies_are_refused_and_change_nothing() {
+async fn bad_update_bodies_are_refused_and_change_nothing() {
     let db = TestDb::create().await;
     let api = TestApi::new(&db);
     let created = api.post("/bookings", BOB, &booking_body(9)).await;
@@ -176,7 +176,17 @@ async fn bad_reschedule_bodies_are_refused_and_change_nothing() {
         (json!({"start": "2026-12-02T10:00:00Z", "end": "2026-12-02T09:00:00Z", "version": 1}).to_string(), 422),
         (json!({"start": "2026-12-02T10:00:00Z", "end": "2026-12-02T11:00:00Z"}).to_string(), 422),
         (json!({"start": "2026-12-02T10:00:00Z", "end": "2026-12-02T11:00:00Z", "version": "1"}).to_string(), 422),
-        (json!({"start": "2026-12-02T10:00:00Z", "end": "2026-12-02T11:00:00Z", "version": 1, "title": "x"}).to_string(), 422),
+        (json!({"start": "2026-12-02T10:00:00Z", "end": "2026-12-02T11:00:00Z", "version": 1, "organizer": "x"}).to_string(), 422),
+        (json!({"version": 1}).to_string(), 422),
+        (json!({"version": 1, "start": "2026-12-02T10:00:00Z"}).to_string(), 422),
+        (json!({"version": 1, "attendees": []}).to_string(), 422),
+        (json!({"version": 1, "attendees": [{"email": "a@example.com", "name": "A"}, {"email": "A@example.com", "name": "B"}]}).to_string(), 422),
+        (json!({"version": 1, "attendees": (0..51).map(|i| json!({"email": format!("p{i}@example.com"), "name": "P"})).collect::<Vec<_>>()}).to_string(), 422),
+        (json!({"version": 1, "title": "Pay\u{202E}ment"}).to_string(), 422),
+        (json!({"version": 1, "title": ""}).to_string(), 422),
+        (json!({"version": 1, "title": null}).to_string(), 422),
+        (json!({"version": 1, "description": "x".repeat(5001)}).to_string(), 422),
+        (json!({"version": 1, "location": "a\nb"}).to_string(), 422),
         (json!({"start": "2026-12-02T10:00:00Z", "end": "2026-12-02T11:00:00Z", "version": 1, "timezone": "Nowhere/City"}).to_string(), 422),
         ("{".to_string(), 400),
     ] {
@@ -234,6 +244,8 @@ async fn a_lone_cr_in_the_description_is_stored_as_a_line_break_and_never_reache
         event_type: EventType::BookingConfirmed,
         payload: EventPayload::of(booking),
         recipient,
+        notice: shared::booking::events::Notice::Request,
+        introduces: true,
         claim: None,
     };
     let ics = invite::ics(&n);

@@ -195,7 +195,7 @@ async fn cancel_writes_cancelled_event_and_is_idempotent() {
 }
 
 #[tokio::test]
-async fn reschedule_uses_optimistic_concurrency_and_writes_rescheduled_event() {
+async fn update_uses_optimistic_concurrency_and_writes_one_updated_event() {
     let db = TestDb::create().await;
     let api = TestApi::new(&db);
     let booking = api.create_as_bob(9).await;
@@ -213,9 +213,10 @@ async fn reschedule_uses_optimistic_concurrency_and_writes_rescheduled_event() {
     assert_eq!(stale.body["current_version"], 2);
 
     let events = events_of(&db, booking["id"].as_str().unwrap().parse().unwrap()).await;
-    let payload = &events.iter().find(|e| e.event_type == "BOOKING_RESCHEDULED").unwrap().payload;
+    let payload = &events.iter().find(|e| e.event_type == "BOOKING_UPDATED").unwrap().payload;
     assert_eq!(payload["booking"]["version"], 2);
     assert_eq!(payload["previous_start"], "2026-12-01T09:00:00Z");
+    assert_eq!(payload["previous_attendees"], payload["booking"]["attendees"], "the attendees did not change");
     assert_eq!(db.count("outbox_events").await, 2, "the stale attempt wrote nothing");
 
     // A cancelled booking cannot be moved.

@@ -11,7 +11,7 @@ use std::time::Duration;
 use outbox_tests::outbox::*;
 use outbox_tests::publisher::{claim_of, kind_of, Publisher};
 use outbox_tests::ses::*;
-use outbox_tests::TestDb;
+use outbox_tests::{Rng, TestDb};
 use shared::fault::Faults;
 use shared::notify::feedback;
 use shared::relay::{sweeper, FeedbackConfig, Poller, PollerConfig};
@@ -110,18 +110,6 @@ async fn send_that_never_reached_ses_stays_not_confirmed_until_resent_once() {
     assert_eq!(s.messages_at_moto(), 1, "delivered exactly once");
 }
 
-/// A tiny reproducible generator for kill timings.
-struct Rng(u64);
-
-impl Rng {
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0 % n
-    }
-}
-
 /// The fault run of the SES feedback issue, bounded: 150 bookings of 3
 /// recipients, SES calls through a proxy that throttles 5 %, answers 500
 /// for 2 %, drops 2 % after forwarding and delays 2 % past the read
@@ -130,7 +118,7 @@ impl Rng {
 async fn fault_run_confirms_every_unknown_that_reached_ses_and_sends_no_duplicate() {
     let s = stack().await;
     let mix = [(Fault::Throttle, 50), (Fault::ServerError, 20), (Fault::DropAfterForward, 20), (Fault::DelayAfterForward, 20)];
-    let seed = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64 | 1;
+    let (mut rng, seed) = Rng::from_clock();
     println!("fault run seed {seed}");
     let proxy = FaultProxy::start_random(&s.publisher.endpoint, &mix, seed).await;
     let recipients = ["alice@example.com", "carol@example.com", "dave@example.com"];
@@ -159,7 +147,6 @@ async fn fault_run_confirms_every_unknown_that_reached_ses_and_sends_no_duplicat
             .kill_on_drop(true);
         cmd
     };
-    let mut rng = Rng(seed);
     let mut kills = 0;
     for _ in 0..6 {
         let mut child = worker(&proxy.endpoint).spawn().unwrap();

@@ -8,8 +8,8 @@ use serde::Deserialize;
 
 use super::problem::{InvalidParam, Problem};
 use crate::booking::domain::{
-    self, Description, DisplayName, EmailAddress, Location, NewBooking, Person, StartWindow, TimeRange, Timezone,
-    Title, MAX_ATTENDEES,
+    self, BookingChanges, Description, DisplayName, EmailAddress, Location, NewBooking, Person, StartWindow,
+    TimeRange, Timezone, Title, MAX_ATTENDEES,
 };
 
 /// Collects field errors so one response names all of them.
@@ -122,24 +122,7 @@ impl CreateBookingBody {
         let timezone = errors.check("timezone", Timezone::parse(&self.timezone));
         let description = self.description.as_deref().and_then(|d| errors.check("description", Description::parse(d)));
         let location = self.location.as_deref().and_then(|l| errors.check("location", Location::parse(l)));
-        if self.attendees.is_empty() || self.attendees.len() > MAX_ATTENDEES {
-            errors.check::<()>(
-                "attendees",
-                Err(format!("must list 1 to {MAX_ATTENDEES} attendees (got {})", self.attendees.len())),
-            );
-        }
-        let mut attendees: Vec<Person> = Vec::with_capacity(self.attendees.len());
-        for (i, a) in self.attendees.iter().enumerate() {
-            let email = errors.check(format!("attendees[{i}].email"), EmailAddress::parse(&a.email));
-            let name = errors.check(format!("attendees[{i}].name"), DisplayName::parse(&a.name));
-            if let (Some(email), Some(name)) = (email, name) {
-                if attendees.iter().any(|p| p.email == email) {
-                    errors.check::<()>(format!("attendees[{i}].email"), Err(format!("{email} is listed twice")));
-                } else {
-                    attendees.push(Person { email, name });
-                }
-            }
-        }
+        let attendees = parse_attendees(&mut errors, &self.attendees);
         errors.into_result()?;
         Ok(NewBooking {
             title: title.expect("checked"),
@@ -149,5 +132,115 @@ impl CreateBookingBody {
             range: range.expect("checked"),
             attendees,
         })
+    }
+}
+
+/// 1 to 50 attendees, each a valid address and name, no address twice.
+fn parse_attendees(errors: &mut FieldErrors, list: &[AttendeeBody]) -> Vec<Person> {
+    if list.is_empty() || list.len() > MAX_ATTENDEES {
+        errors.check::<()>("attendees", Err(format!("must list 1 to {MAX_ATTENDEES} attendees (got {})", list.len())));
+    }
+    let mut attendees: Vec<Person> = Vec::with_capacity(list.len());
+    for (i, a) in list.iter().enumerate() {
+        let email = errors.check(format!("attendees[{i}].email"), EmailAddress::parse(&a.email));
+        let name = errors.check(format!("attendees[{i}].name"), DisplayName::parse(&a.name));
+        if let (Some(email), Some(name)) = (email, name) {
+            if attendees.iter().any(|p| p.email == email) {
+                errors.check::<()>(format!("attendees[{i}].email"), Err(format!("{email} is listed twice")));
+            } else {
+                attendees.push(Person { email, name });
+            }
+        }
+    }
+    attendees
+}
+
+/// `"field": null` → `Some(None)` (clear it), absent → `None` (keep it).
+fn present<'de, D, T>(d: D) -> Result<Option<Option<T>>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    Option::<T>::deserialize(d).map(Some)
+}
+
+/// `PATCH /bookings/{id}`: the version last seen, and any fields to change.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UpdateBookingBody {
+    pub version: i32,
+    #[serde(default, deserialize_with = "present")]
+    pub title: Option<Option<String>>,
+    #[serde(default, deserialize_with = "present")]
+    pub description: Option<Option<String>>,
+    #[serde(default, deserialize_with = "present")]
+    pub location: Option<Option<String>>,
+    #[serde(default, deserialize_with = "present")]
+    pub start: Option<Option<String>>,
+    #[serde(default, deserialize_with = "present")]
+    pub end: Option<Option<String>>,
+    #[serde(default, deserialize_with = "present")]
+    pub timezone: Option<Option<String>>,
+    #[serde(default, deserialize_with = "present")]
+    pub attendees: Option<Option<Vec<AttendeeBody>>>,
+}
+
+/// A field that may be changed but not removed: `null` is an error.
+fn not_null<'a, T>(errors: &mut FieldErrors, field: &str, value: &'a Option<Option<T>>) -> Option<&'a T> {
+    match value {
+        Some(None) => errors.check(field, Err(format!("{field} cannot be removed; leave it out to keep it"))),
+        Some(Some(v)) => Some(v),
+        None => None,
+    }
+}
+
+impl UpdateBookingBody {
+    /// The same validation as a create, for the fields present.
+    pub fn into_changes(self, window: &StartWindow) -> Result<BookingChanges, Problem> {
+        let mut errors = FieldErrors::default();
+        let mut changes = BookingChanges::default();
+        if let Some(t) = not_null(&mut errors, "title", &self.title) {
+            changes.title = errors.check("title", Title::parse(t));
+        }
+        if let Some(d) = &self.description {
+            changes.description = match d {
+                None => Some(None),
+                Some(d) => errors.check("description", Description::parse(d)).map(Some),
+            };
+        }
+        if let Some(l) = &self.location {
+            changes.location = match l {
+                None => Some(None),
+                Some(l) => errors.check("location", Location::parse(l)).map(Some),
+            };
+        }
+        let together = "start and end change together: send both";
+        match (not_null(&mut errors, "start", &self.start), not_null(&mut errors, "end", &self.end)) {
+            (Some(start), Some(end)) => changes.range = parse_range(&mut errors, start, end, window),
+            (Some(_), None) if self.end.is_none() => errors.check::<()>("end", Err(together.into())).unwrap_or(()),
+            (None, Some(_)) if self.start.is_none() => errors.check::<()>("start", Err(together.into())).unwrap_or(()),
+            _ => {}
+        }
+        if let Some(tz) = not_null(&mut errors, "timezone", &self.timezone) {
+            changes.timezone = errors.check("timezone", Timezone::parse(tz));
+        }
+        if let Some(list) = not_null(&mut errors, "attendees", &self.attendees) {
+            changes.attendees = Some(parse_attendees(&mut errors, list));
+        }
+        let nothing = self.title.is_none()
+            && self.description.is_none()
+            && self.location.is_none()
+            && self.start.is_none()
+            && self.end.is_none()
+            && self.timezone.is_none()
+            && self.attendees.is_none();
+        if nothing {
+            errors.check::<()>(
+                "body",
+                Err("nothing to change: send at least one of title, description, location, start and end, timezone, attendees".into()),
+            );
+        }
+        errors.into_result()?;
+        Ok(changes)
     }
 }

@@ -5,7 +5,7 @@
 //! |---|---|
 //! | `POST /bookings` | create (honours `Idempotency-Key`) |
 //! | `GET /bookings/{id}` | read (organizer or attendee; anyone else 404) |
-//! | `PATCH /bookings/{id}` | reschedule, with the version last seen |
+//! | `PATCH /bookings/{id}` | change any field or the attendees, with the version last seen |
 //! | `POST /bookings/{id}/cancel` | cancel (idempotent) |
 //!
 //! Every error is `application/problem+json`. Bad input is a 4xx that names
@@ -19,17 +19,16 @@ pub mod problem;
 use deadpool_postgres::Pool;
 use lambda_http::http::{header, Method, StatusCode};
 use lambda_http::{Body, Request, RequestExt, Response};
-use serde::Deserialize;
 use sha2::{Digest, Sha256};
 use uuid::Uuid;
 
-use crate::booking::domain::{Booking, Caller, Timezone};
+use crate::booking::domain::{Booking, Caller};
 use crate::booking::service::{BookingService, CreateOutcome, IdempotencyRequest};
 use crate::booking::BookingError;
 use config::ApiConfig;
 use crate::db::DbError;
 use crate::fault::Faults;
-use body::{parse_json, parse_range, CreateBookingBody, FieldErrors};
+use body::{parse_json, CreateBookingBody, UpdateBookingBody};
 use problem::Problem;
 
 pub const IDEMPOTENCY_KEY_HEADER: &str = "idempotency-key";
@@ -98,7 +97,7 @@ impl Api {
                 let booking = self.bookings.get(&caller, id).await.map_err(problem_for)?;
                 Ok(json(StatusCode::OK, &booking))
             }
-            Route::Item(id) => self.reschedule(req, &caller, id).await,
+            Route::Item(id) => self.update(req, &caller, id).await,
             Route::Cancel(id) => {
                 let changed = self.bookings.cancel(&caller, id).await.map_err(problem_for)?;
                 Ok(json(StatusCode::OK, &changed.booking))
@@ -129,26 +128,11 @@ impl Api {
         }
     }
 
-    async fn reschedule(&self, req: &Request, caller: &Caller, id: Uuid) -> Result<Response<Body>, Problem> {
-        #[derive(Deserialize)]
-        #[serde(deny_unknown_fields)]
-        struct RescheduleBody {
-            start: String,
-            end: String,
-            version: i32,
-            timezone: Option<String>,
-        }
-        let (_, body): (_, RescheduleBody) = parse_json(req, self.config.max_body_bytes)?;
-        let mut errors = FieldErrors::default();
-        let range = parse_range(&mut errors, &body.start, &body.end, &self.config.start_window);
-        let timezone = body.timezone.as_deref().and_then(|t| errors.check("timezone", Timezone::parse(t)));
-        errors.into_result()?;
-        let range = range.expect("checked above");
-        let changed = self
-            .bookings
-            .reschedule(caller, id, range, timezone, body.version)
-            .await
-            .map_err(problem_for)?;
+    async fn update(&self, req: &Request, caller: &Caller, id: Uuid) -> Result<Response<Body>, Problem> {
+        let (_, body): (_, UpdateBookingBody) = parse_json(req, self.config.max_body_bytes)?;
+        let version = body.version;
+        let changes = body.into_changes(&self.config.start_window)?;
+        let changed = self.bookings.update(caller, id, &changes, version).await.map_err(problem_for)?;
         Ok(json(StatusCode::OK, &changed.booking))
     }
 }

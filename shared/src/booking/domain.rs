@@ -250,6 +250,47 @@ pub struct NewBooking {
     pub attendees: Vec<Person>,
 }
 
+/// A validated change to a booking (`PATCH`): each field present replaces
+/// the stored one; `Some(None)` clears an optional text.
+#[derive(Debug, Clone, Default)]
+pub struct BookingChanges {
+    pub title: Option<Title>,
+    pub description: Option<Option<Description>>,
+    pub location: Option<Option<Location>>,
+    pub timezone: Option<Timezone>,
+    pub range: Option<TimeRange>,
+    /// The full new list of attendees.
+    pub attendees: Option<Vec<Person>>,
+}
+
+impl BookingChanges {
+    /// `current` with these changes applied (id, organizer, status and
+    /// version are the caller's to handle).
+    pub fn apply_to(&self, current: &Booking) -> Booking {
+        let mut b = current.clone();
+        if let Some(t) = &self.title {
+            b.title = t.as_str().to_string();
+        }
+        if let Some(d) = &self.description {
+            b.description = d.as_ref().map(|d| d.as_str().to_string());
+        }
+        if let Some(l) = &self.location {
+            b.location = l.as_ref().map(|l| l.as_str().to_string());
+        }
+        if let Some(tz) = &self.timezone {
+            b.timezone = tz.name().to_string();
+        }
+        if let Some(r) = &self.range {
+            b.start = r.start();
+            b.end = r.end();
+        }
+        if let Some(a) = &self.attendees {
+            b.attendees = a.clone();
+        }
+        b
+    }
+}
+
 /// Booking status as stored.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]

@@ -12,24 +12,35 @@ use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use super::domain::{Booking, Person};
+use crate::outbox::events::StoredEvent;
 use crate::outbox::{ClaimedEvent, NewEvent};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum EventType {
     BookingConfirmed,
+    /// Written before `BOOKING_UPDATED` replaced it (a new time only); rows
+    /// of this type may still be in a live outbox and are dispatched as an
+    /// update to every attendee.
     BookingRescheduled,
+    /// Any change through `PATCH`: fields, time, attendees.
+    BookingUpdated,
     BookingCancelled,
 }
 
 impl EventType {
-    pub const ALL: [EventType; 3] =
-        [EventType::BookingConfirmed, EventType::BookingRescheduled, EventType::BookingCancelled];
+    pub const ALL: [EventType; 4] = [
+        EventType::BookingConfirmed,
+        EventType::BookingRescheduled,
+        EventType::BookingUpdated,
+        EventType::BookingCancelled,
+    ];
 
     pub fn as_str(self) -> &'static str {
         match self {
             EventType::BookingConfirmed => "BOOKING_CONFIRMED",
             EventType::BookingRescheduled => "BOOKING_RESCHEDULED",
+            EventType::BookingUpdated => "BOOKING_UPDATED",
             EventType::BookingCancelled => "BOOKING_CANCELLED",
         }
     }
@@ -47,7 +58,10 @@ impl FromStr for EventType {
         Self::ALL
             .into_iter()
             .find(|t| t.as_str() == s)
-            .ok_or_else(|| format!("unknown event type {s:?}; expected one of BOOKING_CONFIRMED, BOOKING_RESCHEDULED, BOOKING_CANCELLED"))
+            .ok_or_else(|| {
+                let names: Vec<&str> = Self::ALL.iter().map(|t| t.as_str()).collect();
+                format!("unknown event type {s:?}; expected one of {}", names.join(", "))
+            })
     }
 }
 
@@ -57,16 +71,32 @@ impl FromStr for EventType {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct EventPayload {
     pub booking: Booking,
-    /// For a reschedule: the range it replaced.
+    /// For a change of time: the range it replaced.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub previous_start: Option<DateTime<Utc>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub previous_end: Option<DateTime<Utc>>,
+    /// For an update: the attendees before it (those no longer listed are
+    /// told they were removed). Absent in events written before updates
+    /// could change attendees: nobody was removed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub previous_attendees: Option<Vec<Person>>,
 }
 
 impl EventPayload {
     pub fn of(booking: Booking) -> Self {
-        Self { booking, previous_start: None, previous_end: None }
+        Self { booking, previous_start: None, previous_end: None, previous_attendees: None }
+    }
+
+    /// An update from `before` to `booking`.
+    pub fn update(before: &Booking, booking: Booking) -> Self {
+        let moved = before.start != booking.start || before.end != booking.end;
+        Self {
+            previous_start: moved.then_some(before.start),
+            previous_end: moved.then_some(before.end),
+            previous_attendees: Some(before.attendees.clone()),
+            booking,
+        }
     }
 
     /// The outbox row for this payload, keyed by the booking and its version.
@@ -80,7 +110,29 @@ impl EventPayload {
     }
 }
 
-/// A claimed outbox event, read as a booking event.
+/// What one recipient is told about an event, per iTIP (RFC 5546).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Notice {
+    /// `METHOD:REQUEST`: the meeting as it now stands, every attendee
+    /// listed (an invitation, or an update with a higher SEQUENCE).
+    Request,
+    /// `METHOD:CANCEL` of the whole meeting.
+    Cancel,
+    /// `METHOD:CANCEL` listing only this attendee: removed from the meeting.
+    Removed,
+}
+
+impl Notice {
+    pub fn method(self) -> &'static str {
+        match self {
+            Notice::Request => "REQUEST",
+            Notice::Cancel | Notice::Removed => "CANCEL",
+        }
+    }
+}
+
+/// An outbox event, read as a booking event.
 #[derive(Debug, Clone)]
 pub struct BookingEvent {
     pub id: Uuid,
@@ -92,14 +144,41 @@ impl BookingEvent {
     /// Reads a claimed event; the error says why it cannot be (a poison
     /// message: retrying will not help).
     pub fn decode(event: &ClaimedEvent) -> Result<Self, String> {
-        let event_type = event.event_type.parse::<EventType>()?;
-        let payload = EventPayload::deserialize(&event.payload).map_err(|e| format!("unreadable payload: {e}"))?;
-        Ok(Self { id: event.id, event_type, payload })
+        Self::from_parts(event.id, &event.event_type, &event.payload)
     }
 
-    /// Who is told: every attendee, of a confirmation, a reschedule and a
-    /// cancellation alike.
-    pub fn recipients(&self) -> &[Person] {
-        &self.payload.booking.attendees
+    /// Reads any stored event of a booking.
+    pub fn from_stored(event: &StoredEvent) -> Result<Self, String> {
+        Self::from_parts(event.id, &event.event_type, &event.payload)
+    }
+
+    fn from_parts(id: Uuid, event_type: &str, payload: &serde_json::Value) -> Result<Self, String> {
+        let event_type = event_type.parse::<EventType>()?;
+        let payload = EventPayload::deserialize(payload).map_err(|e| format!("unreadable payload: {e}"))?;
+        Ok(Self { id, event_type, payload })
+    }
+
+    /// Who is told what: every attendee gets the meeting as it stands (a
+    /// REQUEST), or its cancellation; an attendee an update removed gets a
+    /// CANCEL of their own.
+    pub fn audience(&self) -> Vec<(Person, Notice)> {
+        let booking = &self.payload.booking;
+        let notice = match self.event_type {
+            EventType::BookingCancelled => Notice::Cancel,
+            EventType::BookingConfirmed | EventType::BookingRescheduled | EventType::BookingUpdated => Notice::Request,
+        };
+        let mut audience: Vec<(Person, Notice)> = booking.attendees.iter().map(|p| (p.clone(), notice)).collect();
+        if self.event_type == EventType::BookingUpdated {
+            let removed = self.payload.previous_attendees.iter().flatten();
+            for p in removed.filter(|p| !booking.attendees.iter().any(|a| a.email == p.email)) {
+                audience.push((p.clone(), Notice::Removed));
+            }
+        }
+        audience
+    }
+
+    /// What this event tells `email`, if anything.
+    pub fn notice_for(&self, email: &str) -> Option<Notice> {
+        self.audience().into_iter().find(|(p, _)| p.email.as_str() == email).map(|(_, n)| n)
     }
 }

@@ -109,13 +109,14 @@ pub async fn count_create(
     Ok(())
 }
 
-/// Counts a change of `booking` (which mails every attendee again); refuses
-/// one over a limit.
+/// Counts a change of `booking` that mails `recipients` people (every
+/// attendee again, and any removed one); refuses one over a limit.
 pub async fn count_change(
     tx: &impl GenericClient,
     limits: &Limits,
     organizer: &Caller,
     booking: &Booking,
+    recipients: usize,
 ) -> Result<(), BookingError> {
     let changes: i32 = tx
         .query_one(
@@ -133,7 +134,7 @@ pub async fn count_change(
     if changes > limits.changes_per_booking_per_day {
         return Err(over(Limit::ChangesPerBookingPerDay, limits.changes_per_booking_per_day));
     }
-    let (_, mailed) = add_usage(tx, &organizer_key(organizer), 0, booking.attendees.len() as i32).await?;
+    let (_, mailed) = add_usage(tx, &organizer_key(organizer), 0, recipients as i32).await?;
     if mailed > limits.recipients_per_day {
         return Err(over(Limit::RecipientsPerDay, limits.recipients_per_day));
     }

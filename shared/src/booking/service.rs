@@ -5,7 +5,7 @@
 use deadpool_postgres::Pool;
 use uuid::Uuid;
 
-use super::domain::{Booking, BookingStatus, Caller, NewBooking, Timezone, TimeRange};
+use super::domain::{Booking, BookingChanges, BookingStatus, Caller, NewBooking};
 use super::idempotency::{self, Begin, StoredResponse};
 use super::limits::{self, Limits};
 use super::{store, BookingError};
@@ -15,7 +15,7 @@ use crate::outbox;
 
 /// Fault point between the booking insert and the outbox insert.
 pub const FAULT_CREATE_BETWEEN_INSERTS: &str = "booking.create.between_inserts";
-/// Fault point between the booking update and the outbox insert (cancel, reschedule).
+/// Fault point between the booking update and the outbox insert (cancel, update).
 pub const FAULT_CHANGE_BETWEEN_WRITES: &str = "booking.change.between_writes";
 
 /// An `Idempotency-Key` and the hash of the request it came with.
@@ -33,8 +33,9 @@ pub enum CreateOutcome {
     Replayed(StoredResponse),
 }
 
-/// The result of a cancel or reschedule: the booking, and whether this call
-/// changed it (cancelling a cancelled booking changes nothing).
+/// The result of a cancel or update: the booking, and whether this call
+/// changed it (cancelling a cancelled booking, or an update to the values
+/// it already has, changes nothing).
 pub struct Changed {
     pub booking: Booking,
     pub changed: bool,
@@ -103,7 +104,7 @@ impl BookingService {
         if current.status == BookingStatus::Cancelled {
             return Ok(Changed { booking: current, changed: false });
         }
-        limits::count_change(&tx, &self.limits, caller, &current).await?;
+        limits::count_change(&tx, &self.limits, caller, &current, current.attendees.len()).await?;
         let booking = store::mark_cancelled(&tx, id).await?;
         self.faults.hit(FAULT_CHANGE_BETWEEN_WRITES)?;
         let payload = EventPayload::of(booking);
@@ -113,15 +114,15 @@ impl BookingService {
         Ok(Changed { booking: payload.booking, changed: true })
     }
 
-    /// Moves a booking to a new range, if the caller has seen its current
-    /// version (optimistic concurrency).
+    /// Changes a booking (any of its fields and its attendees), if the
+    /// caller has seen its current version (optimistic concurrency). A
+    /// change that changes nothing writes nothing.
     #[tracing::instrument(skip_all, fields(booking_id = %id))]
-    pub async fn reschedule(
+    pub async fn update(
         &self,
         caller: &Caller,
         id: Uuid,
-        range: TimeRange,
-        timezone: Option<Timezone>,
+        changes: &BookingChanges,
         expected_version: i32,
     ) -> Result<Changed, BookingError> {
         let mut client = self.pool.get().await?;
@@ -133,18 +134,21 @@ impl BookingService {
         if current.status == BookingStatus::Cancelled {
             return Err(BookingError::Cancelled);
         }
-        limits::count_change(&tx, &self.limits, caller, &current).await?;
-        let tz = timezone.map(|t| t.name().to_string()).unwrap_or_else(|| current.timezone.clone());
-        let booking = store::reschedule(&tx, id, range.start(), range.end(), &tz).await?;
+        let wanted = changes.apply_to(&current);
+        if wanted == current {
+            return Ok(Changed { booking: current, changed: false });
+        }
+        // Every attendee of either list is mailed: the new list an update,
+        // the removed ones a cancellation.
+        let mailed = wanted.attendees.len()
+            + current.attendees.iter().filter(|p| !wanted.attendees.iter().any(|a| a.email == p.email)).count();
+        limits::count_change(&tx, &self.limits, caller, &current, mailed).await?;
+        let booking = store::update(&tx, &wanted).await?;
         self.faults.hit(FAULT_CHANGE_BETWEEN_WRITES)?;
-        let payload = EventPayload {
-            booking,
-            previous_start: Some(current.start),
-            previous_end: Some(current.end),
-        };
-        let event_id = outbox::events::insert(&tx, &payload.to_outbox(EventType::BookingRescheduled)).await?;
+        let payload = EventPayload::update(&current, booking);
+        let event_id = outbox::events::insert(&tx, &payload.to_outbox(EventType::BookingUpdated)).await?;
         tx.commit().await?;
-        tracing::info!(%event_id, "booking rescheduled");
+        tracing::info!(%event_id, "booking updated");
         Ok(Changed { booking: payload.booking, changed: true })
     }
 

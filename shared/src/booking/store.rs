@@ -1,7 +1,6 @@
 //! SQL owned by the `bookings` table. Every function takes a transaction (or
 //! any `GenericClient`) so the caller decides what commits together.
 
-use chrono::{DateTime, Utc};
 use const_format::formatcp;
 use deadpool_postgres::GenericClient;
 use tokio_postgres::Row;
@@ -110,18 +109,21 @@ pub async fn mark_cancelled(tx: &impl GenericClient, id: Uuid) -> Result<Booking
     from_row(&tx.query_one(SQL, &[&id]).await?)
 }
 
-pub async fn reschedule(
-    tx: &impl GenericClient,
-    id: Uuid,
-    start: DateTime<Utc>,
-    end: DateTime<Utc>,
-    timezone: &str,
-) -> Result<Booking, BookingError> {
+/// Writes every changeable field of `b` (a booking changed in memory) and
+/// bumps the version.
+pub async fn update(tx: &impl GenericClient, b: &Booking) -> Result<Booking, BookingError> {
+    let attendees = serde_json::to_value(&b.attendees).expect("attendees serialise");
     let sql = format!(
-        "UPDATE bookings SET starts_at = $2, ends_at = $3, timezone = $4, version = version + 1, \
-                             updated_at = now() \
+        "UPDATE bookings SET title = $2, description = $3, location = $4, timezone = $5, starts_at = $6, \
+                             ends_at = $7, attendees = $8, version = version + 1, updated_at = now() \
          WHERE id = $1 RETURNING {COLUMNS}"
     );
-    let row = tx.query_one(&sql, &[&id, &start, &end, &timezone]).await.map_err(overlap_or)?;
+    let row = tx
+        .query_one(
+            &sql,
+            &[&b.id, &b.title, &b.description, &b.location, &b.timezone, &b.start, &b.end, &attendees],
+        )
+        .await
+        .map_err(overlap_or)?;
     from_row(&row)
 }

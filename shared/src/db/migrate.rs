@@ -25,10 +25,17 @@ pub enum MigrateError {
 /// returns the names of those applied now. History is kept by refinery in
 /// `refinery_schema_history`.
 pub async fn migrate(pool: &Pool) -> Result<Vec<String>, MigrateError> {
+    migrate_to(pool, refinery::Target::Latest).await
+}
+
+/// [`migrate`], up to `target` only (upgrade tests start from an older
+/// schema).
+pub async fn migrate_to(pool: &Pool, target: refinery::Target) -> Result<Vec<String>, MigrateError> {
     let mut client = pool.get().await.map_err(DbError::from)?;
     client.execute("SELECT pg_advisory_lock($1)", &[&MIGRATION_LOCK_KEY]).await.map_err(DbError::from)?;
     let report = embedded::migrations::runner()
         .set_abort_divergent(true)
+        .set_target(target)
         .run_async(&mut **client)
         .await;
     // Unlock even when the migration failed; the session lock would otherwise

@@ -17,7 +17,8 @@ mod migrate;
 
 pub use deadpool_postgres::{Object as Client, Pool as DbPool, PoolError};
 pub use error::{DbError, DbResult};
-pub use migrate::{migrate, MigrateError};
+pub use migrate::{migrate, migrate_to, MigrateError};
+pub use refinery::Target as MigrationTarget;
 
 /// TLS to the database.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -7,6 +7,7 @@
 //! shows up as UNKNOWN); nothing can duplicate one.
 
 use deadpool_postgres::Pool;
+use uuid::Uuid;
 
 use super::mailer::{Mailer, SendOutcome};
 use super::feedback;
@@ -43,6 +44,8 @@ pub enum Delivery {
     Misconfigured { reason: String },
     /// The provider may or may not have accepted it: UNKNOWN, kept.
     Unknown { reason: String },
+    /// Not sent: a later event made it moot (recorded SUPERSEDED).
+    Superseded { by: Uuid },
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -56,6 +59,26 @@ pub enum DeliverError {
 impl From<deadpool_postgres::PoolError> for DeliverError {
     fn from(e: deadpool_postgres::PoolError) -> Self {
         DeliverError::Db(e.into())
+    }
+}
+
+/// Records that `n` is not sent because event `by` made it moot. Like a
+/// send, the decision is a claim: if an earlier attempt already claimed
+/// this send, that claim stands instead.
+#[tracing::instrument(skip_all, fields(recipient = %mask_email(n.recipient.email.as_str())))]
+pub async fn supersede(pool: &Pool, worker: &str, n: &Notification, by: Uuid, reason: &str) -> Result<Delivery, DeliverError> {
+    let client = pool.get().await?;
+    match sends::claim_superseded(&client, n, worker, by, reason).await? {
+        Claim::Won(_) => {
+            tracing::info!(superseded_by = %by, %reason, "not sent: superseded");
+            Ok(Delivery::Superseded { by })
+        }
+        Claim::Exists { id, status: SendStatus::Claimed } => {
+            sends::mark_orphan_unknown(&client, id).await?;
+            tracing::warn!("orphaned claim marked UNKNOWN; not re-sent");
+            Ok(Delivery::Orphaned)
+        }
+        Claim::Exists { .. } => Ok(Delivery::AlreadyClaimed),
     }
 }
 

@@ -2,11 +2,13 @@
 //! part, an HTML part and a `text/calendar` part (icalendar) that calendar
 //! clients understand.
 //!
-//! - `METHOD:REQUEST` for a confirmed or rescheduled booking,
-//!   `METHOD:CANCEL` for a cancelled one, matching the MIME `method=`.
+//! - Per iTIP (RFC 5546): `METHOD:REQUEST` with every attendee for the
+//!   meeting as it stands (an invitation or an update), `METHOD:CANCEL` for
+//!   a cancelled one, and a `CANCEL` listing only the recipient for an
+//!   attendee an update removed; the MIME `method=` matches.
 //! - `UID` is the booking's, so every message about one booking updates
 //!   the same calendar entry; `SEQUENCE` is the booking version minus one, so
-//!   a reschedule or cancellation replaces the earlier invite.
+//!   an update or cancellation replaces the earlier invite.
 //!
 //! Titles and names are untrusted. They were refused at the API edge if they
 //! held control characters, and here they only ever reach a header through
@@ -22,7 +24,7 @@ use sha2::{Digest, Sha256};
 
 use super::Notification;
 use crate::booking::domain::{EmailAddress, Person};
-use crate::booking::events::EventType;
+use crate::booking::events::{EventType, Notice};
 
 /// The verified SES identity the mail is sent from.
 #[derive(Debug, Clone)]
@@ -48,14 +50,6 @@ impl Sender {
     }
 }
 
-/// `REQUEST` or `CANCEL`, for both the iCalendar METHOD and the MIME part.
-pub fn method(event_type: EventType) -> &'static str {
-    match event_type {
-        EventType::BookingConfirmed | EventType::BookingRescheduled => "REQUEST",
-        EventType::BookingCancelled => "CANCEL",
-    }
-}
-
 /// The stable iCalendar UID of a booking.
 pub fn uid(booking_id: uuid::Uuid) -> String {
     format!("{booking_id}@booking-outbox")
@@ -64,10 +58,13 @@ pub fn uid(booking_id: uuid::Uuid) -> String {
 fn subject(n: &Notification) -> String {
     let b = &n.payload.booking;
     let when = local_time(b.start, &b.timezone);
-    match n.event_type {
-        EventType::BookingConfirmed => format!("Invitation: {} @ {when}", b.title),
-        EventType::BookingRescheduled => format!("Updated invitation: {} @ {when}", b.title),
-        EventType::BookingCancelled => format!("Cancelled: {} @ {when}", b.title),
+    match n.notice {
+        Notice::Request if n.introduces || n.event_type == EventType::BookingConfirmed => {
+            format!("Invitation: {} @ {when}", b.title)
+        }
+        Notice::Request => format!("Updated invitation: {} @ {when}", b.title),
+        Notice::Cancel => format!("Cancelled: {} @ {when}", b.title),
+        Notice::Removed => format!("Removed: {} @ {when}", b.title),
     }
 }
 
@@ -92,7 +89,7 @@ fn person_property(key: &str, p: &Person) -> Property {
 /// The `text/calendar` body.
 pub fn ics(n: &Notification) -> String {
     let b = &n.payload.booking;
-    let method = method(n.event_type);
+    let method = n.notice.method();
     let mut event = icalendar::Event::new();
     event
         .uid(&uid(b.id))
@@ -109,7 +106,12 @@ pub fn ics(n: &Notification) -> String {
     if let Some(l) = &b.location {
         event.location(l);
     }
-    for a in &b.attendees {
+    // A removed attendee's CANCEL names only them (RFC 5546 §3.2.5).
+    let attendees = match n.notice {
+        Notice::Removed => std::slice::from_ref(&n.recipient),
+        Notice::Request | Notice::Cancel => b.attendees.as_slice(),
+    };
+    for a in attendees {
         let mut prop = person_property("ATTENDEE", a);
         prop.add_parameter("ROLE", "REQ-PARTICIPANT").add_parameter("CUTYPE", "INDIVIDUAL");
         if method == "REQUEST" {
@@ -126,13 +128,16 @@ pub fn ics(n: &Notification) -> String {
 fn text_body(n: &Notification) -> String {
     let b = &n.payload.booking;
     let who = format!("{} <{}>", b.organizer.name.as_str(), b.organizer.email);
-    let mut s = match n.event_type {
-        EventType::BookingConfirmed => format!("{who} invited you to \"{}\".\n\n", b.title),
-        EventType::BookingRescheduled => format!("{who} moved \"{}\".\n\n", b.title),
-        EventType::BookingCancelled => format!("{who} cancelled \"{}\".\n\n", b.title),
+    let title = &b.title;
+    let mut s = match (n.notice, n.event_type) {
+        (Notice::Request, _) if n.introduces => format!("{who} invited you to \"{title}\".\n\n"),
+        (Notice::Request, EventType::BookingRescheduled) => format!("{who} moved \"{title}\".\n\n"),
+        (Notice::Request, _) => format!("{who} updated \"{title}\".\n\n"),
+        (Notice::Cancel, _) => format!("{who} cancelled \"{title}\".\n\n"),
+        (Notice::Removed, _) => format!("{who} removed you from \"{title}\".\n\n"),
     };
     s.push_str(&format!("When:  {} – {}\n", local_time(b.start, &b.timezone), local_time(b.end, &b.timezone)));
-    if let (Some(ps), Some(_)) = (n.payload.previous_start, n.payload.previous_end) {
+    if let (Some(ps), Some(_), false) = (n.payload.previous_start, n.payload.previous_end, n.introduces) {
         s.push_str(&format!("Was:   {}\n", local_time(ps, &b.timezone)));
     }
     if let Some(l) = &b.location {
@@ -162,7 +167,7 @@ fn message_id(n: &Notification, sender: &Sender) -> String {
 /// The raw RFC 5322 message for one recipient.
 pub fn build(n: &Notification, sender: &Sender) -> Vec<u8> {
     let b = &n.payload.booking;
-    let method = method(n.event_type);
+    let method = n.notice.method();
     // The sender's name is fixed by configuration: an organizer's chosen
     // name never appears as the sender on our domain. Who organizes the
     // meeting is in the body and in Reply-To.

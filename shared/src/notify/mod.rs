@@ -3,6 +3,8 @@
 //! (layer 3 of the design story).
 //!
 //! - [`sends`]: the `booking_notification_sends` table, every statement.
+//! - [`plan`]: who is told what about an event, and which of those
+//!   messages a later event of the booking has superseded.
 //! - [`deliver`]: claim → send → record, for one notification; the outcome
 //!   is one [`deliver::Delivery`].
 //! - [`feedback`]: SES's own events about each send: confirmations of
@@ -15,6 +17,7 @@ pub mod deliver;
 pub mod feedback;
 pub mod invite;
 pub mod mailer;
+pub mod plan;
 pub mod sends;
 pub mod unknown;
 
@@ -22,7 +25,7 @@ use serde::Serialize;
 use uuid::Uuid;
 
 use crate::booking::domain::Person;
-use crate::booking::events::{BookingEvent, EventPayload, EventType};
+use crate::booking::events::{BookingEvent, EventPayload, EventType, Notice};
 
 /// One email to send: an event, seen by one recipient.
 #[derive(Debug, Clone, Serialize)]
@@ -31,24 +34,27 @@ pub struct Notification {
     pub event_type: EventType,
     pub payload: EventPayload,
     pub recipient: Person,
+    /// What the recipient is told: the meeting as it stands, its
+    /// cancellation, or their removal from it.
+    pub notice: Notice,
+    /// Nothing about this booking may have reached the recipient before:
+    /// an update then reads as an invitation.
+    pub introduces: bool,
     /// The send's claim (`booking_notification_sends.id`), once claimed: it
     /// travels with the message as a tag, so SES's events map back to it.
     pub claim: Option<Uuid>,
 }
 
 impl Notification {
-    /// One notification per recipient of `event`, in the event's order.
-    pub fn for_each_recipient(event: &BookingEvent) -> Vec<Notification> {
-        event
-            .recipients()
-            .iter()
-            .map(|recipient| Notification {
-                event_id: event.id,
-                event_type: event.event_type,
-                payload: event.payload.clone(),
-                recipient: recipient.clone(),
-                claim: None,
-            })
-            .collect()
+    pub fn new(event: &BookingEvent, recipient: Person, notice: Notice, introduces: bool) -> Self {
+        Self {
+            event_id: event.id,
+            event_type: event.event_type,
+            payload: event.payload.clone(),
+            recipient,
+            notice,
+            introduces,
+            claim: None,
+        }
     }
 }

@@ -33,10 +33,14 @@ pub enum SendStatus {
     Failed,
     /// The outcome could not be known; never re-sent automatically.
     Unknown,
+    /// Not sent: a later event of the booking made it moot
+    /// (`superseded_by`). Never sent afterwards either.
+    Superseded,
 }
 
 impl SendStatus {
-    pub const ALL: [SendStatus; 4] = [SendStatus::Claimed, SendStatus::Sent, SendStatus::Failed, SendStatus::Unknown];
+    pub const ALL: [SendStatus; 5] =
+        [SendStatus::Claimed, SendStatus::Sent, SendStatus::Failed, SendStatus::Unknown, SendStatus::Superseded];
 
     /// The status as stored; statements splice it in at compile time.
     pub const fn as_str(self) -> &'static str {
@@ -45,6 +49,7 @@ impl SendStatus {
             SendStatus::Sent => "SENT",
             SendStatus::Failed => "FAILED",
             SendStatus::Unknown => "UNKNOWN",
+            SendStatus::Superseded => "SUPERSEDED",
         }
     }
 }
@@ -70,6 +75,7 @@ fn status_of(row: &tokio_postgres::Row, idx: &str) -> SendStatus {
 const CLAIMED: &str = concatcp!("'", SendStatus::Claimed.as_str(), "'");
 const SENT: &str = concatcp!("'", SendStatus::Sent.as_str(), "'");
 const FAILED: &str = concatcp!("'", SendStatus::Failed.as_str(), "'");
+const SUPERSEDED: &str = concatcp!("'", SendStatus::Superseded.as_str(), "'");
 const UNKNOWN: &str = concatcp!("'", SendStatus::Unknown.as_str(), "'");
 const EVENT_PROCESSING: &str = concatcp!("'", EventStatus::Processing.as_str(), "'");
 
@@ -82,20 +88,44 @@ pub enum Claim {
 
 /// Claims one send. Commits before returning (autocommit statement).
 pub async fn claim(client: &impl GenericClient, n: &Notification, worker: &str) -> DbResult<Claim> {
+    insert_claim(client, n, worker, SendStatus::Claimed, None).await
+}
+
+/// Records that `n` will not be sent because event `by` made it moot,
+/// with the reason: a SUPERSEDED claim, so no later attempt sends it.
+pub async fn claim_superseded(
+    client: &impl GenericClient,
+    n: &Notification,
+    worker: &str,
+    by: Uuid,
+    reason: &str,
+) -> DbResult<Claim> {
+    insert_claim(client, n, worker, SendStatus::Superseded, Some((by, reason))).await
+}
+
+async fn insert_claim(
+    client: &impl GenericClient,
+    n: &Notification,
+    worker: &str,
+    status: SendStatus,
+    superseded: Option<(Uuid, &str)>,
+) -> DbResult<Claim> {
     let id = Uuid::now_v7();
     let (event_id, booking_id) = (n.event_id, n.payload.booking.id);
     let (recipient, event_type) = (n.recipient.email.as_str(), n.event_type.as_str());
+    let (by, reason) = (superseded.map(|s| s.0), superseded.map(|s| s.1));
     let won = client
         .query_opt(
             &client
                 .prepare_cached(
                     "INSERT INTO booking_notification_sends \
-                         (id, outbox_event_id, booking_id, recipient_email, event_type, claimed_by) \
-                     VALUES ($1, $2, $3, $4, $5, $6) \
+                         (id, outbox_event_id, booking_id, recipient_email, event_type, claimed_by, status, \
+                          superseded_by, last_error, completed_at) \
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, CASE WHEN $8::uuid IS NULL THEN NULL ELSE now() END) \
                      ON CONFLICT (outbox_event_id, recipient_email, event_type) DO NOTHING RETURNING id",
                 )
                 .await?,
-            &[&id, &event_id, &booking_id, &recipient, &event_type, &worker],
+            &[&id, &event_id, &booking_id, &recipient, &event_type, &worker, &status.as_str(), &by, &reason],
         )
         .await?;
     if won.is_some() {
@@ -113,6 +143,17 @@ pub async fn claim(client: &impl GenericClient, n: &Notification, worker: &str) 
         )
         .await?;
     Ok(Claim::Exists { id: row.get("id"), status: status_of(&row, "status") })
+}
+
+/// The recipients of a booking that may have been told something about it:
+/// a send SENT, UNKNOWN, or still CLAIMED (an attempt may be sending it).
+pub async fn possibly_told(client: &impl GenericClient, booking_id: Uuid) -> DbResult<Vec<String>> {
+    let sql = formatcp!(
+        "SELECT DISTINCT recipient_email FROM booking_notification_sends \
+          WHERE booking_id = $1 AND status IN ({SENT}, {UNKNOWN}, {CLAIMED})"
+    );
+    let rows = client.query(&client.prepare_cached(sql).await?, &[&booking_id]).await?;
+    Ok(rows.iter().map(|r| r.get(0)).collect())
 }
 
 /// CLAIMED → SENT, with the provider's message id.
@@ -356,7 +397,7 @@ pub async fn delete(tx: &impl GenericClient, id: Uuid) -> DbResult<()> {
     Ok(())
 }
 
-/// Retention: deletes up to `limit` SENT/FAILED sends completed more than
+/// Retention: deletes up to `limit` SENT/FAILED/SUPERSEDED sends completed more than
 /// `max_age` ago whose event no longer exists. A claim of an event that
 /// exists is kept, even a DONE one: the event may be reopened (a retry, a
 /// replay or an operator's resend), and without its claim it would send
@@ -369,6 +410,8 @@ pub async fn purge(client: &impl GenericClient, max_age: Duration, limit: i64) -
         SENT,
         ", ",
         FAILED,
+        ", ",
+        SUPERSEDED,
         ") AND s.completed_at < now() - make_interval(secs => $1) \
                 AND NOT EXISTS (",
         EVENT_WITH_ID,

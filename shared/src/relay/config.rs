@@ -25,6 +25,9 @@ pub struct PollerConfig {
     pub pause_delay: Duration,
     /// `locked_by` of claimed rows.
     pub worker_id: String,
+    /// Record a notification a later event of the booking made moot as
+    /// SUPERSEDED instead of sending it (`POLLER_SKIP_SUPERSEDED`, default on).
+    pub skip_superseded: bool,
     /// Optional cap on one invocation's polling time (and the run time used
     /// when the runtime reports no usable deadline, as local emulators do).
     pub max_run: Option<Duration>,
@@ -48,6 +51,7 @@ impl PollerConfig {
             backoff_cap: Duration::from_secs_f64(config::parsed_or("OUTBOX_BACKOFF_CAP_SECS", 900.0f64)?),
             pause_delay: Duration::from_secs(config::parsed_or("OUTBOX_PAUSE_DELAY_SECS", 300u64)?),
             worker_id: default_worker_id(),
+            skip_superseded: config::parsed_or("POLLER_SKIP_SUPERSEDED", true)?,
             max_run: match config::parsed_or("POLLER_MAX_RUN_SECS", 0u64)? {
                 0 => None,
                 secs => Some(Duration::from_secs(secs)),
@@ -69,6 +73,7 @@ impl PollerConfig {
             backoff_cap: Duration::from_millis(0),
             pause_delay: Duration::from_secs(300),
             worker_id: worker_id.to_string(),
+            skip_superseded: true,
             max_run: None,
         }
     }

@@ -1,6 +1,6 @@
 //! One claimed event, from `processed_events` to DONE (or retry, or the
-//! dead letter): tell every recipient, then settle the event by what the
-//! deliveries say.
+//! dead letter): tell every recipient what the plan says (or record why
+//! not), then settle the event by what the deliveries say.
 
 use std::sync::atomic::Ordering;
 
@@ -8,9 +8,10 @@ use super::poller::Poller;
 use super::summary::RunSummary;
 use super::RelayError;
 use crate::booking::events::BookingEvent;
-use crate::notify::deliver::{deliver, Delivery};
+use crate::notify::deliver::{deliver, supersede, Delivery};
 use crate::notify::mailer::Mailer;
-use crate::notify::{unknown, Notification};
+use crate::notify::plan::{plan, Planned};
+use crate::notify::unknown;
 use crate::outbox::events::transitions::{self, Retried};
 use crate::outbox::processed;
 
@@ -76,16 +77,23 @@ impl<M: Mailer + 'static> Poller<M> {
         // An operator's resend: the reopened event runs for the named
         // recipients alone, whatever the others' sends are.
         let only = unknown::pending_recipients(&tx, event.id).await?;
-        let notifications = Notification::for_each_recipient(&event)
+        let planned = plan(&tx, &event, self.config.skip_superseded)
+            .await?
             .into_iter()
-            .filter(|n| only.is_empty() || only.iter().any(|r| r == n.recipient.email.as_str()));
+            .filter(|p| only.is_empty() || only.iter().any(|r| r == p.notification().recipient.email.as_str()));
         let mut settle = Settle::Done;
-        for n in notifications {
+        let worker = &self.config.worker_id;
+        for p in planned {
             if self.paused.load(Ordering::SeqCst) {
                 settle = settle.join(Settle::Requeue("sending paused earlier in this run".into()));
                 break;
             }
-            let delivery = deliver(&self.pool, &*self.mailer, &self.faults, &self.config.worker_id, &n).await?;
+            let delivery = match &p {
+                Planned::Send(n) => deliver(&self.pool, &*self.mailer, &self.faults, worker, n).await?,
+                Planned::Superseded { notification, by, reason } => {
+                    supersede(&self.pool, worker, notification, *by, reason).await?
+                }
+            };
             summary.count(&delivery);
             let stop = matches!(delivery, Delivery::Paused { .. } | Delivery::Misconfigured { .. });
             if let Delivery::Paused { .. } = delivery {
@@ -96,7 +104,6 @@ impl<M: Mailer + 'static> Poller<M> {
                 break;
             }
         }
-        let worker = &self.config.worker_id;
         if settle == Settle::Done {
             self.faults.hit(FAULT_BEFORE_DONE_COMMIT)?;
             if !only.is_empty() {

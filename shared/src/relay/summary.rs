@@ -18,6 +18,8 @@ pub struct RunSummary {
     pub already_processed: u32,
     pub sent: u32,
     pub skipped: u32,
+    /// Not sent: a later event of the booking made them moot.
+    pub superseded: u32,
     pub released: u32,
     pub failed: u32,
     pub unknown: u32,
@@ -37,6 +39,7 @@ impl RunSummary {
         self.already_processed += o.already_processed;
         self.sent += o.sent;
         self.skipped += o.skipped;
+        self.superseded += o.superseded;
         self.released += o.released;
         self.failed += o.failed;
         self.unknown += o.unknown;
@@ -52,6 +55,7 @@ impl RunSummary {
         match d {
             Delivery::Sent { .. } => self.sent += 1,
             Delivery::AlreadyClaimed => self.skipped += 1,
+            Delivery::Superseded { .. } => self.superseded += 1,
             Delivery::Orphaned | Delivery::Unknown { .. } => self.unknown += 1,
             Delivery::Released { .. } | Delivery::Paused { .. } | Delivery::Misconfigured { .. } => self.released += 1,
             Delivery::Rejected { .. } => self.failed += 1,
@@ -63,6 +67,7 @@ impl RunSummary {
         vec![
             ("Claimed", self.claimed as f64, Unit::Count),
             ("Sent", self.sent as f64, Unit::Count),
+            ("Superseded", self.superseded as f64, Unit::Count),
             ("Released", self.released as f64, Unit::Count),
             ("Unknown", self.unknown as f64, Unit::Count),
             ("PermanentlyFailed", self.failed as f64, Unit::Count),

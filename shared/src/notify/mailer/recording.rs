@@ -13,7 +13,7 @@ use uuid::Uuid;
 
 use super::{Mailer, SendOutcome};
 use crate::notify::Notification;
-use crate::booking::events::EventType;
+use crate::booking::events::{EventType, Notice};
 
 /// One accepted send.
 #[derive(Debug, Clone)]
@@ -22,7 +22,10 @@ pub struct Delivery {
     pub event_type: EventType,
     pub recipient: String,
     pub booking_id: Uuid,
+    /// The booking version the message carries (iCalendar SEQUENCE + 1).
     pub sequence: i32,
+    /// REQUEST, CANCEL, or this recipient's removal.
+    pub notice: Notice,
     pub message_id: String,
     pub at: Instant,
 }
@@ -107,6 +110,7 @@ impl Mailer for RecordingMailer {
             recipient: n.recipient.email.as_str().to_string(),
             booking_id: n.payload.booking.id,
             sequence: n.payload.booking.version,
+            notice: n.notice,
             message_id: message_id.clone(),
             at: Instant::now(),
         });
