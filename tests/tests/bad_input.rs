@@ -291,3 +291,43 @@ async fn start_times_outside_the_configured_window_are_refused() {
     assert_eq!(moved.body["invalid_params"][0]["name"], "start");
     assert_eq!(db.count("outbox_events").await, 1, "the refused reschedule wrote nothing");
 }
+
+#[tokio::test]
+async fn duplicate_json_keys_are_400_naming_the_key_and_write_nothing() {
+    let db = TestDb::create().await;
+    let api = TestApi::new(&db);
+    let body = booking_body(9).to_string();
+    let twice = body.replacen('{', r#"{"title":"Decoy","#, 1);
+    let resp = refused(&api, &db, &twice, 400, Some("title")).await;
+    assert_eq!(resp["type"], "/problems/duplicate-key");
+    let nested = body.replacen(r#""email":"alice@example.com""#, r#""email":"alice@example.com","email":"eve@evil.test""#, 1);
+    assert_ne!(nested, body);
+    refused(&api, &db, &nested, 400, Some("attendees[0].email")).await;
+    // PATCH too.
+    let created = api.create_as_bob(9).await;
+    let path = format!("/bookings/{}", created["id"].as_str().unwrap());
+    let resp = api.send("PATCH", &path, Some(BOB), &[], Some(r#"{"version":1,"title":"A","title":"B"}"#)).await;
+    assert_eq!((resp.status, resp.body["invalid_params"][0]["name"].as_str()), (400, Some("title")));
+    assert_eq!(api.get(&path, BOB).await.body["title"], "Design review");
+}
+
+#[tokio::test]
+async fn timestamps_whose_utc_form_leaves_four_digit_years_are_refused() {
+    let db = TestDb::create().await;
+    let mut config = outbox_tests::api::test_config();
+    config.start_window = shared::booking::domain::StartWindow {
+        max_past: chrono::Duration::days(3_000_000),
+        max_future: chrono::Duration::days(3_000_000),
+    };
+    let api = TestApi::with(&db, shared::fault::Faults::none(), config);
+    for (start, end) in [
+        ("9999-12-31T23:30:00-01:00", "9999-12-31T23:45:00-01:00"),
+        ("0000-01-01T00:10:00+01:00", "0000-01-01T00:20:00+01:00"),
+    ] {
+        let mut b = booking_body(9);
+        b["start"] = json!(start);
+        b["end"] = json!(end);
+        let body = refused(&api, &db, &b.to_string(), 422, Some("start")).await;
+        assert!(body.to_string().contains("between the years 0001 and 9999"), "{body}");
+    }
+}

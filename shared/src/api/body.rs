@@ -6,6 +6,7 @@ use lambda_http::Request;
 use serde::de::DeserializeOwned;
 use serde::Deserialize;
 
+use super::json::{parse_unique_keys, JsonError};
 use super::problem::{InvalidParam, Problem};
 use crate::booking::domain::{
     self, BookingChanges, Description, DisplayName, EmailAddress, Location, NewBooking, Person, StartWindow,
@@ -58,8 +59,20 @@ pub fn parse_json<T: DeserializeOwned>(req: &Request, max_bytes: usize) -> Resul
             format!("send Content-Type: application/json (got {content_type:?})"),
         ));
     }
-    let value: serde_json::Value = serde_json::from_slice(bytes).map_err(|e| {
-        Problem::new(StatusCode::BAD_REQUEST, "malformed-json", "Malformed JSON", format!("the body is not valid JSON: {e}"))
+    let value = parse_unique_keys(bytes).map_err(|e| match e {
+        JsonError::Syntax(e) => {
+            Problem::new(StatusCode::BAD_REQUEST, "malformed-json", "Malformed JSON", format!("the body is not valid JSON: {e}"))
+        }
+        JsonError::DuplicateKey(path) => {
+            let mut problem = Problem::new(
+                StatusCode::BAD_REQUEST,
+                "duplicate-key",
+                "Duplicate JSON key",
+                format!("the key {path:?} appears twice; send each key once"),
+            );
+            problem.invalid_params.push(InvalidParam { name: path, reason: "appears more than once".into() });
+            problem
+        }
     })?;
     if !value.is_object() {
         return Err(Problem::field("body", "must be a JSON object"));

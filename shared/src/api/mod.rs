@@ -12,6 +12,7 @@
 //! the field, and is refused before the database is touched.
 
 mod body;
+pub mod json;
 pub mod config;
 pub mod identity;
 pub mod problem;

@@ -11,7 +11,7 @@
 
 use std::fmt;
 
-use chrono::{DateTime, Duration, Utc};
+use chrono::{DateTime, Datelike, Duration, Utc};
 use serde::{Deserialize, Serialize};
 use unicode_properties::{GeneralCategory, UnicodeGeneralCategory};
 
@@ -181,9 +181,15 @@ impl Timezone {
 
 /// Parses an RFC 3339 timestamp (offset required) into UTC.
 pub fn parse_instant(raw: &str) -> Result<DateTime<Utc>, String> {
-    DateTime::parse_from_rfc3339(raw)
+    let t = DateTime::parse_from_rfc3339(raw)
         .map(|t| t.with_timezone(&Utc))
-        .map_err(|e| format!("must be an RFC 3339 timestamp with an offset, like 2026-12-01T09:00:00Z ({e})"))
+        .map_err(|e| format!("must be an RFC 3339 timestamp with an offset, like 2026-12-01T09:00:00Z ({e})"))?;
+    // Only instants whose UTC form is again a four-digit-year RFC 3339
+    // timestamp: `9999-12-31T23:30:00-01:00` is year 10000 in UTC.
+    if !(1..=9999).contains(&t.year()) {
+        return Err("must lie between the years 0001 and 9999 in UTC".into());
+    }
+    Ok(t)
 }
 
 /// How far from now a booking may start: not further back than `max_past`,
@@ -411,6 +417,9 @@ mod tests {
         assert!(TimeRange::new(t("2026-12-01T10:00:00Z"), t("2026-12-01T09:00:00Z")).is_err());
         assert!(TimeRange::new(t("2026-12-01T10:00:00+01:00"), t("2026-12-01T09:30:00Z")).is_ok());
         assert!(parse_instant("2026-12-01 10:00").is_err());
+        assert!(parse_instant("9999-12-31T23:30:00-01:00").is_err(), "year 10000 in UTC");
+        assert!(parse_instant("0000-01-01T00:10:00+01:00").is_err(), "year -1 in UTC");
+        assert_eq!(parse_instant("9999-12-31T22:30:00-01:00").unwrap().to_rfc3339(), "9999-12-31T23:30:00+00:00");
         assert!(Timezone::parse("Europe/Paris").is_ok());
         assert!(Timezone::parse("Mars/Olympus_Mons").is_err());
     }
