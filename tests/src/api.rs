@@ -93,31 +93,7 @@ impl TestApi {
         for (k, v) in headers {
             hdrs.insert(k.to_ascii_lowercase(), json!(v));
         }
-        let authorizer = claims.map(|claims| json!({"jwt": {"claims": claims, "scopes": null}}));
-        let mut event = json!({
-            "version": "2.0",
-            "routeKey": "$default",
-            "rawPath": path,
-            "rawQueryString": "",
-            "headers": hdrs,
-            "requestContext": {
-                "accountId": "123456789012",
-                "apiId": "api",
-                "domainName": "api.example.test",
-                "domainPrefix": "api",
-                "http": {"method": method, "path": path, "protocol": "HTTP/1.1", "sourceIp": "127.0.0.1", "userAgent": "test"},
-                "requestId": uuid::Uuid::new_v4().to_string(),
-                "routeKey": "$default",
-                "stage": "$default",
-                "time": "30/Nov/2026:12:00:00 +0000",
-                "timeEpoch": 1_796_040_000_000u64
-            },
-            "body": body,
-            "isBase64Encoded": false
-        });
-        if let Some(authorizer) = authorizer {
-            event["requestContext"]["authorizer"] = authorizer;
-        }
+        let event = gateway_event(method, path, "", hdrs, body, claims);
         let req = lambda_http::request::from_str(&event.to_string()).expect("valid API Gateway v2 event");
         let resp = self.api.handle(req).await;
         let status = resp.status().as_u16();
@@ -148,6 +124,45 @@ impl TestApi {
     pub async fn get(&self, path: &str, caller: Caller<'_>) -> TestResponse {
         self.send("GET", path, Some(caller), &[], None).await
     }
+}
+
+/// The event API Gateway (HTTP API, payload v2) hands the function for one
+/// request: the authorizer's JWT claims, when there are any, in
+/// `requestContext.authorizer.jwt`.
+pub fn gateway_event(
+    method: &str,
+    path: &str,
+    raw_query: &str,
+    headers: serde_json::Map<String, Value>,
+    body: Option<&str>,
+    claims: Option<Value>,
+) -> Value {
+    let authorizer = claims.map(|claims| json!({"jwt": {"claims": claims, "scopes": null}}));
+    let mut event = json!({
+        "version": "2.0",
+        "routeKey": "$default",
+        "rawPath": path,
+        "rawQueryString": raw_query,
+        "headers": headers,
+        "requestContext": {
+            "accountId": "123456789012",
+            "apiId": "api",
+            "domainName": "api.example.test",
+            "domainPrefix": "api",
+            "http": {"method": method, "path": path, "protocol": "HTTP/1.1", "sourceIp": "127.0.0.1", "userAgent": "test"},
+            "requestId": uuid::Uuid::new_v4().to_string(),
+            "routeKey": "$default",
+            "stage": "$default",
+            "time": "30/Nov/2026:12:00:00 +0000",
+            "timeEpoch": 1_796_040_000_000u64
+        },
+        "body": body,
+        "isBase64Encoded": false
+    });
+    if let Some(authorizer) = authorizer {
+        event["requestContext"]["authorizer"] = authorizer;
+    }
+    event
 }
 
 /// A valid booking body: tomorrow-ish, 30 minutes, Alice invited.

@@ -6,6 +6,7 @@
 
 pub mod api;
 pub mod ctl;
+pub mod http;
 pub mod outbox;
 pub mod publisher;
 pub mod ses;

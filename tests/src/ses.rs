@@ -10,7 +10,7 @@ use std::time::Duration;
 use serde_json::Value;
 use shared::notify::invite::Sender;
 use shared::notify::mailer::ses::{SesConfig, SesMailer};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
 
 pub fn moto_endpoint() -> String {
@@ -150,30 +150,6 @@ impl Drop for FaultProxy {
     }
 }
 
-/// One whole HTTP/1.1 message (head and Content-Length body), request or
-/// response, whether or not the peer then keeps the connection open.
-async fn read_message(stream: &mut TcpStream) -> Option<Vec<u8>> {
-    let mut buf = Vec::new();
-    let mut chunk = [0u8; 8192];
-    loop {
-        if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-            let head = String::from_utf8_lossy(&buf[..end]).to_ascii_lowercase();
-            let len = head
-                .lines()
-                .find_map(|l| l.strip_prefix("content-length:").map(|v| v.trim().parse::<usize>().unwrap_or(0)))
-                .unwrap_or(0);
-            if buf.len() >= end + 4 + len {
-                return Some(buf);
-            }
-        }
-        let n = stream.read(&mut chunk).await.ok()?;
-        if n == 0 {
-            return None;
-        }
-        buf.extend_from_slice(&chunk[..n]);
-    }
-}
-
 /// An error answer of SES v2's REST-JSON protocol.
 fn error_response(status: &str, error_type: &str, message: &str) -> String {
     let body = format!(r#"{{"message":"{message}"}}"#);
@@ -188,7 +164,7 @@ fn error_response(status: &str, error_type: &str, message: &str) -> String {
 async fn forward(upstream: &str, request: &[u8]) -> Option<Vec<u8>> {
     let mut up = TcpStream::connect(upstream).await.ok()?;
     up.write_all(request).await.ok()?;
-    tokio::time::timeout(Duration::from_secs(10), read_message(&mut up)).await.ok().flatten()
+    tokio::time::timeout(Duration::from_secs(10), crate::http::read_message(&mut up)).await.ok().flatten()
 }
 
 impl FaultProxy {
@@ -216,7 +192,7 @@ impl FaultProxy {
                 let Ok((mut client, _)) = listener.accept().await else { return };
                 let (recorded, faults, plan, upstream) = (recorded.clone(), faults.clone(), plan.clone(), upstream.clone());
                 tokio::spawn(async move {
-                    let Some(request) = read_message(&mut client).await else { return };
+                    let Some(request) = crate::http::read_message(&mut client).await else { return };
                     let fault = {
                         let fault = plan.lock().unwrap().next();
                         recorded.lock().unwrap().push(String::from_utf8_lossy(&request).to_string());

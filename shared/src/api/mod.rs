@@ -35,6 +35,39 @@ use problem::Problem;
 pub const IDEMPOTENCY_KEY_HEADER: &str = "idempotency-key";
 pub const MAX_IDEMPOTENCY_KEY_LEN: usize = 255;
 
+/// One operation of the API and every status the function itself can
+/// answer for it. `openapi.yaml` documents the same (plus what API Gateway
+/// answers on its own); `tests/tests/openapi.rs` keeps the two in step.
+#[derive(Debug, Clone, Copy)]
+pub struct Operation {
+    pub id: &'static str,
+    pub method: &'static str,
+    pub path: &'static str,
+    pub statuses: &'static [u16],
+}
+
+pub const OPERATIONS: [Operation; 4] = [
+    Operation {
+        id: "createBooking",
+        method: "POST",
+        path: "/bookings",
+        statuses: &[201, 400, 401, 409, 413, 415, 422, 429, 500, 503],
+    },
+    Operation { id: "getBooking", method: "GET", path: "/bookings/{id}", statuses: &[200, 401, 404, 500, 503] },
+    Operation {
+        id: "updateBooking",
+        method: "PATCH",
+        path: "/bookings/{id}",
+        statuses: &[200, 400, 401, 403, 404, 409, 413, 415, 422, 429, 500, 503],
+    },
+    Operation {
+        id: "cancelBooking",
+        method: "POST",
+        path: "/bookings/{id}/cancel",
+        statuses: &[200, 401, 403, 404, 429, 500, 503],
+    },
+];
+
 pub struct Api {
     bookings: BookingService,
     config: ApiConfig,
