@@ -11,6 +11,7 @@ use serde_json::Value;
 use shared::db::DbConfig;
 use shared::fault::Faults;
 use shared::notify::mailer::ses::{SesConfig, SesMailer};
+use shared::notify::mailer::Mailer;
 use shared::relay::{deadline_from, Poller, PollerConfig};
 use tracing::Instrument;
 
@@ -21,6 +22,7 @@ async fn main() -> Result<(), Error> {
     let db = DbConfig::from_env_with_pool_default(2 * concurrency + 1).await?;
     let config = PollerConfig::from_env(db.pool_size)?;
     let mailer = Arc::new(SesMailer::from_env(SesConfig::from_env()?).await);
+    config.check_send_fits(mailer.worst_case())?;
     let poller = Poller::new(db.build_pool()?, mailer, Faults::from_env()?, config);
     let poller = &poller;
     run(service_fn(move |event: LambdaEvent<Value>| {

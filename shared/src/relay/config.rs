@@ -28,6 +28,9 @@ pub struct PollerConfig {
     /// Record a notification a later event of the booking made moot as
     /// SUPERSEDED instead of sending it (`POLLER_SKIP_SUPERSEDED`, default on).
     pub skip_superseded: bool,
+    /// The function's own timeout (`POLLER_TIMEOUT_SECS`), when known: one
+    /// send's worst case plus the safety margin must fit inside it.
+    pub function_timeout: Option<Duration>,
     /// Optional cap on one invocation's polling time (and the run time used
     /// when the runtime reports no usable deadline, as local emulators do).
     pub max_run: Option<Duration>,
@@ -52,6 +55,10 @@ impl PollerConfig {
             pause_delay: Duration::from_secs(config::parsed_or("OUTBOX_PAUSE_DELAY_SECS", 300u64)?),
             worker_id: default_worker_id(),
             skip_superseded: config::parsed_or("POLLER_SKIP_SUPERSEDED", true)?,
+            function_timeout: match config::parsed_or("POLLER_TIMEOUT_SECS", 0u64)? {
+                0 => None,
+                secs => Some(Duration::from_secs(secs)),
+            },
             max_run: match config::parsed_or("POLLER_MAX_RUN_SECS", 0u64)? {
                 0 => None,
                 secs => Some(Duration::from_secs(secs)),
@@ -74,6 +81,7 @@ impl PollerConfig {
             pause_delay: Duration::from_secs(300),
             worker_id: worker_id.to_string(),
             skip_superseded: true,
+            function_timeout: None,
             max_run: None,
         }
     }
@@ -104,6 +112,27 @@ impl PollerConfig {
                 "DATABASE_POOL_SIZE",
                 format!("({pool_size}) is too small for POLLER_CONCURRENCY ({})", self.concurrency),
                 format!("it needs at least {needed}; raise it or lower POLLER_CONCURRENCY"),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Checks at cold start that one send's worst case (`worst_case`: the
+    /// mailer's connect plus read timeout) and the safety margin fit in
+    /// the function's timeout; otherwise no send could ever start safely.
+    pub fn check_send_fits(&self, worst_case: Duration) -> Result<(), ConfigError> {
+        let Some(timeout) = self.function_timeout else { return Ok(()) };
+        if worst_case + self.safety_margin >= timeout {
+            return Err(ConfigError::new(
+                "POLLER_TIMEOUT_SECS",
+                format!(
+                    "({}s) leaves no room for one send: SES_CONNECT_TIMEOUT_MS + SES_READ_TIMEOUT_MS ({} ms) \
+                     plus POLLER_SAFETY_MARGIN_SECS ({}s) do not fit in it",
+                    timeout.as_secs(),
+                    worst_case.as_millis(),
+                    self.safety_margin.as_secs()
+                ),
+                "lower the SES timeouts or the safety margin, or raise the function's timeout",
             ));
         }
         Ok(())

@@ -24,6 +24,10 @@ pub const FAULT_BEFORE_DONE_COMMIT: &str = "poller.before_done_commit";
 enum Settle {
     /// Every recipient has an outcome: DONE.
     Done,
+    /// The run's deadline came before every recipient was sent: back to
+    /// PENDING at once, without using an attempt; the sent ones keep their
+    /// claims, the rest were never claimed.
+    Deadline(String),
     /// The provider paused sending: back to PENDING without using an attempt.
     Requeue(String),
     /// A known failure: back to PENDING with backoff (or DEAD when out of attempts).
@@ -36,9 +40,10 @@ impl Settle {
     fn rank(&self) -> u8 {
         match self {
             Settle::Done => 0,
-            Settle::Requeue(_) => 1,
-            Settle::Retry(_) => 2,
-            Settle::DeadLetter(_) => 3,
+            Settle::Deadline(_) => 1,
+            Settle::Requeue(_) => 2,
+            Settle::Retry(_) => 3,
+            Settle::DeadLetter(_) => 4,
         }
     }
 
@@ -89,6 +94,11 @@ impl<M: Mailer + 'static> Poller<M> {
                 break;
             }
             let delivery = match &p {
+                Planned::Send(_) if !self.send_fits() => {
+                    let reason = "the invocation's deadline came first; the recipients not yet sent were left unclaimed";
+                    settle = settle.join(Settle::Deadline(reason.into()));
+                    break;
+                }
                 Planned::Send(n) => deliver(&self.pool, &*self.mailer, &self.faults, worker, n).await?,
                 Planned::Superseded { notification, by, reason } => {
                     supersede(&self.pool, worker, notification, *by, reason).await?
@@ -137,6 +147,11 @@ impl<M: Mailer + 'static> Poller<M> {
                     }
                     Retried::NotOwned => tracing::warn!("event was swept from under this worker; left to its new owner"),
                 }
+            }
+            Settle::Deadline(reason) => {
+                transitions::requeue(&client, event.id, worker, std::time::Duration::ZERO, &reason).await?;
+                tracing::info!("event handed back at the deadline; the next invocation goes on");
+                summary.deadline_requeued += 1;
             }
             Settle::Requeue(reason) => {
                 let delay = self.config.pause_delay;

@@ -7,7 +7,7 @@
 //! concurrency.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use deadpool_postgres::Pool;
@@ -38,6 +38,9 @@ pub struct Poller<M: Mailer + 'static> {
     pub(super) config: PollerConfig,
     /// Set once the provider pauses sending: no further send this run.
     pub(super) paused: Arc<AtomicBool>,
+    /// The current run's deadline (none when draining): no send starts
+    /// unless its worst case fits before it, with the safety margin.
+    pub(super) deadline: Arc<Mutex<Option<Instant>>>,
 }
 
 impl<M: Mailer + 'static> Clone for Poller<M> {
@@ -48,13 +51,14 @@ impl<M: Mailer + 'static> Clone for Poller<M> {
             faults: self.faults.clone(),
             config: self.config.clone(),
             paused: self.paused.clone(),
+            deadline: self.deadline.clone(),
         }
     }
 }
 
 impl<M: Mailer + 'static> Poller<M> {
     pub fn new(pool: Pool, mailer: Arc<M>, faults: Faults, config: PollerConfig) -> Self {
-        Self { pool, mailer, faults, config, paused: Arc::new(AtomicBool::new(false)) }
+        Self { pool, mailer, faults, config, paused: Arc::new(AtomicBool::new(false)), deadline: Default::default() }
     }
 
     pub fn config(&self) -> &PollerConfig {
@@ -91,13 +95,20 @@ impl<M: Mailer + 'static> Poller<M> {
     }
 
     /// Polls until `deadline - safety_margin`, or until the provider pauses
-    /// sending.
+    /// sending. No claim is made, and no send started, unless one send's
+    /// worst case still fits before that.
     pub async fn run_until(&self, deadline: Instant) -> Result<RunSummary, RelayError> {
         self.paused.store(false, Ordering::SeqCst);
+        *self.deadline.lock().expect("deadline lock") = Some(deadline);
+        let summary = self.poll_until(deadline).await;
+        *self.deadline.lock().expect("deadline lock") = None;
+        summary
+    }
+
+    async fn poll_until(&self, deadline: Instant) -> Result<RunSummary, RelayError> {
         let mut summary = RunSummary::default();
         loop {
-            let now = Instant::now();
-            if now + self.config.safety_margin >= deadline || self.paused.load(Ordering::SeqCst) {
+            if !self.send_fits() || self.paused.load(Ordering::SeqCst) {
                 break;
             }
             let batch = self.poll_once().await?;
@@ -109,6 +120,15 @@ impl<M: Mailer + 'static> Poller<M> {
             }
         }
         Ok(summary)
+    }
+
+    /// Whether a send started now would end, at worst, before the run's
+    /// deadline minus the safety margin (always, without a deadline).
+    pub(super) fn send_fits(&self) -> bool {
+        match *self.deadline.lock().expect("deadline lock") {
+            Some(deadline) => Instant::now() + self.mailer.worst_case() + self.config.safety_margin < deadline,
+            None => true,
+        }
     }
 
     /// Polls until nothing is due (tests, `outboxctl`).

@@ -26,6 +26,8 @@ pub struct RunSummary {
     pub retried: u32,
     pub dead_lettered: u32,
     pub paused: bool,
+    /// Events handed back unfinished because the deadline came first.
+    pub deadline_requeued: u32,
     pub errors: u32,
     /// The slowest batch (claim + dispatch) of the run.
     pub batch_duration_ms_max: u64,
@@ -46,6 +48,7 @@ impl RunSummary {
         self.retried += o.retried;
         self.dead_lettered += o.dead_lettered;
         self.paused |= o.paused;
+        self.deadline_requeued += o.deadline_requeued;
         self.errors += o.errors;
         self.batch_duration_ms_max = self.batch_duration_ms_max.max(o.batch_duration_ms_max);
     }

@@ -49,11 +49,22 @@ impl SendOutcome {
 #[async_trait::async_trait]
 pub trait Mailer: Send + Sync {
     async fn send(&self, notification: &Notification) -> SendOutcome;
+
+    /// The longest one send can take before it gives up (connect plus read
+    /// timeout): the poller starts a send only when this much time, plus
+    /// its safety margin, is left before the invocation's deadline.
+    fn worst_case(&self) -> std::time::Duration {
+        std::time::Duration::ZERO
+    }
 }
 
 #[async_trait::async_trait]
 impl<M: Mailer + ?Sized> Mailer for std::sync::Arc<M> {
     async fn send(&self, notification: &Notification) -> SendOutcome {
         (**self).send(notification).await
+    }
+
+    fn worst_case(&self) -> std::time::Duration {
+        (**self).worst_case()
     }
 }

@@ -87,6 +87,10 @@ impl RecordingMailer {
 
 #[async_trait::async_trait]
 impl Mailer for RecordingMailer {
+    fn worst_case(&self) -> Duration {
+        self.delay.unwrap_or_default()
+    }
+
     async fn send(&self, n: &Notification) -> SendOutcome {
         if let Some(d) = self.delay {
             tokio::time::sleep(d).await;

@@ -129,6 +129,10 @@ pub fn tags(n: &Notification) -> Vec<MessageTag> {
 
 #[async_trait::async_trait]
 impl Mailer for SesMailer {
+    fn worst_case(&self) -> Duration {
+        self.config.connect_timeout + self.config.read_timeout
+    }
+
     async fn send(&self, n: &Notification) -> SendOutcome {
         let raw = invite::build(n, &self.config.from);
         let content = match RawMessage::builder().data(Blob::new(raw)).build() {
