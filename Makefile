@@ -1,19 +1,25 @@
-.PHONY: dev test mailbox bench deploy-check smoke
+.PHONY: dev test mailbox bench deploy-check smoke smoke-localstack
 # The whole stack locally: Postgres, migrations, moto SES, cargo lambda watch, schedules.
+# `make dev LOCALSTACK=1`: the functions read the database settings from a
+# Secrets Manager secret in LocalStack (LOCALSTACK_ENDPOINT, default
+# http://127.0.0.1:4566; installed and started on the host if none answers).
 dev:
 	./scripts/dev.sh
 # The whole test suite against real services (Postgres, moto).
 test:
 	./scripts/test.sh
-# Invitations delivered to the local mailbox (moto) while `make dev` runs.
+# Invitations delivered to the local mailbox (moto, or LocalStack's SES v2) while `make dev` runs.
 mailbox:
-	python3 scripts/mailbox.py
+	./scripts/mailbox.sh
 # Poller throughput and commit-to-send latency against a baseline.
 bench:
 	./scripts/bench.sh
 # sam validate (+ lint), a broken template must fail, cargo lambda release zips.
 deploy-check:
 	./scripts/deploy-check.sh
-# End-to-end smoke test of `make dev`.
+# End-to-end smoke test of `make dev`: invites, a stalled poller recovering, Ctrl-C twice, SIGTERM through make.
 smoke:
 	./scripts/smoke-dev.sh
+# End-to-end smoke test of `make dev LOCALSTACK=1`: the database secret read from LocalStack.
+smoke-localstack:
+	./scripts/smoke-localstack.sh

@@ -6,9 +6,20 @@
 #   and Delivery events to the ses-events function, as SES does through
 #   EventBridge) + `cargo lambda watch` (all the functions on 127.0.0.1)
 #   + the poller and sweeper invoked on their schedules the way EventBridge
-#   would.
+#   would (each invoke under a timeout, DEV_INVOKE_TIMEOUT, default 60 s)
+#   + a watchdog that warns when due outbox events wait longer than
+#   DEV_STALL_SECS (default 60).
 # Installs what is missing into git-ignored places (.venv/, .local/).
-# Ctrl-C stops everything it started, and nothing else.
+# Ctrl-C (or SIGTERM) stops everything it started, and nothing else; the
+# clean-up runs to its end whatever signals arrive meanwhile.
+#
+# `make dev LOCALSTACK=1`: the functions read the database settings the way
+# they do in AWS, from a Secrets Manager secret (DATABASE_SECRET_ARN, no
+# DATABASE_URL), served by LocalStack: the one at LOCALSTACK_ENDPOINT
+# (default http://127.0.0.1:4566), or, if none answers there, one installed
+# into .venv/localstack and started on the host (no Docker). SES v2 goes to
+# LocalStack only if it emulates it (a paid LocalStack with
+# LOCALSTACK_AUTH_TOKEN); the free edition answers 501, so moto stays.
 #
 # Ports: DEV_PG_PORT (54329), DEV_MOTO_PORT (5055), DEV_SES_PORT (5056, the
 # SES endpoint the functions use: the publisher), DEV_LAMBDA_PORT (9000).
@@ -17,6 +28,7 @@ cd "$(dirname "$0")/.."
 source scripts/lib/postgres.sh
 source scripts/lib/moto.sh
 source scripts/lib/lambda.sh
+source scripts/lib/localstack.sh
 
 DEV_DIR="${DEV_DIR:-$PWD/.local}"
 DEV_PG_PORT="${DEV_PG_PORT:-54329}"
@@ -24,87 +36,253 @@ DEV_MOTO_PORT="${DEV_MOTO_PORT:-5055}"
 DEV_SES_PORT="${DEV_SES_PORT:-5056}"
 DEV_LAMBDA_PORT="${DEV_LAMBDA_PORT:-9000}"
 DEV_SWEEP_EVERY="${DEV_SWEEP_EVERY:-60}"
+DEV_INVOKE_TIMEOUT="${DEV_INVOKE_TIMEOUT:-60}"
+DEV_FIRST_INVOKE_TIMEOUT="${DEV_FIRST_INVOKE_TIMEOUT:-900}"
+DEV_STALL_SECS="${DEV_STALL_SECS:-60}"
+LOCALSTACK="${LOCALSTACK:-0}"
+LOCALSTACK_ENDPOINT="${LOCALSTACK_ENDPOINT:-http://127.0.0.1:4566}"
 SENDER="bookings@example.com"
+for pair in "DEV_INVOKE_TIMEOUT:$DEV_INVOKE_TIMEOUT" "DEV_FIRST_INVOKE_TIMEOUT:$DEV_FIRST_INVOKE_TIMEOUT" \
+  "DEV_STALL_SECS:$DEV_STALL_SECS" "DEV_SWEEP_EVERY:$DEV_SWEEP_EVERY"; do
+  case "${pair#*:}" in ''|*[!0-9]*|0) echo "error: ${pair%%:*} must be a whole number of seconds, 1 or more (got '${pair#*:}')" >&2; exit 1 ;; esac
+done
+case "$LOCALSTACK" in
+  1|true|yes) LOCALSTACK=1 ;;
+  0|false|no|"") LOCALSTACK="" ;;
+  *) echo "error: LOCALSTACK must be 1 or 0 (got '$LOCALSTACK')" >&2; exit 1 ;;
+esac
 mkdir -p "$DEV_DIR"
+# Paths in messages: relative to the project when inside it.
+shown() { case "$1" in "$PWD"/*) echo "${1#"$PWD"/}" ;; *) echo "$1" ;; esac; }
+LOGS="$(shown "$DEV_DIR")"
 
-for pair in "Postgres:$DEV_PG_PORT:DEV_PG_PORT" "moto:$DEV_MOTO_PORT:DEV_MOTO_PORT" \
-  "the SES event publisher:$DEV_SES_PORT:DEV_SES_PORT" "cargo lambda watch:$DEV_LAMBDA_PORT:DEV_LAMBDA_PORT"; do
-  IFS=: read -r what port var <<<"$pair"
-  if port_in_use "$port"; then
-    echo "error: port $port (for $what) is already in use on 127.0.0.1; stop what holds it or set $var=<free port>" >&2
+check_port() {
+  if port_in_use "$2"; then
+    echo "error: port $2 (for $1) is already in use on 127.0.0.1; stop what holds it or set $3=<free port>" >&2
     exit 1
   fi
-done
+}
+check_port Postgres "$DEV_PG_PORT" DEV_PG_PORT
+check_port "the SES event publisher" "$DEV_SES_PORT" DEV_SES_PORT
+check_port "cargo lambda watch" "$DEV_LAMBDA_PORT" DEV_LAMBDA_PORT
+# With LOCALSTACK=1 moto is needed only if LocalStack has no SES v2: checked then.
+[ -n "$LOCALSTACK" ] || check_port moto "$DEV_MOTO_PORT" DEV_MOTO_PORT
 
 PIDS=()
 PG_DIR="$DEV_DIR/pg"
-STOPPED=""
+STOPPING=""
+# Runs to its end whatever arrives meanwhile: a second Ctrl-C, make's SIGTERM
+# (make forwards one to its recipe when it is itself terminated), a hang-up.
+# The commands it runs inherit the ignored signals, so a second Ctrl-C at the
+# terminal does not cut them short either.
 stop_all() {
-  [ -n "$STOPPED" ] && return 0
-  STOPPED=1
+  trap '' INT TERM HUP
+  [ -n "$STOPPING" ] && return 0
+  STOPPING=1
+  set +e
   echo
   echo "==> stopping the local stack"
-  for pid in "${PIDS[@]}"; do kill -TERM -- "-$pid" 2>/dev/null || kill -TERM "$pid" 2>/dev/null || true; done
-  # Give each process group 10 s to exit, then SIGKILL what is left of it.
+  # Each spawned command leads its own session, but not everything it starts
+  # stays there: `timeout` makes a process group of its own, and cargo lambda
+  # watch runs each function in a session of its own. So: the sessions, the
+  # groups, and every descendant, found before anything is signalled.
+  local pid extra alive
+  extra="$(descendants "${PIDS[@]}")"
+  for pid in "${PIDS[@]}"; do
+    kill -TERM -- "-$pid" 2>/dev/null
+    pkill -TERM -s "$pid" 2>/dev/null
+  done
+  # shellcheck disable=SC2086
+  [ -n "$extra" ] && kill -TERM $extra 2>/dev/null
+  # Give them 10 s to exit, then SIGKILL what is left.
   for _ in $(seq 1 50); do
     alive=""
-    for pid in "${PIDS[@]}"; do pgrep -g "$pid" >/dev/null 2>&1 && alive=1; done
+    for pid in "${PIDS[@]}"; do
+      if pgrep -s "$pid" >/dev/null 2>&1 || pgrep -g "$pid" >/dev/null 2>&1; then alive=1; fi
+    done
+    for pid in $extra; do kill -0 "$pid" 2>/dev/null && alive=1; done
     [ -z "$alive" ] && break
     sleep 0.2
   done
-  for pid in "${PIDS[@]}"; do kill -KILL -- "-$pid" 2>/dev/null || true; done
-  for pid in "${PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
+  for pid in "${PIDS[@]}"; do
+    kill -KILL -- "-$pid" 2>/dev/null
+    pkill -KILL -s "$pid" 2>/dev/null
+  done
+  # shellcheck disable=SC2086
+  [ -n "$extra" ] && kill -KILL $extra 2>/dev/null
+  for pid in "${PIDS[@]}"; do wait "$pid" 2>/dev/null; done
   pg_stop "$PG_DIR"
   echo "==> stopped"
 }
-trap 'stop_all; exit 130' INT TERM
+on_signal() {
+  trap '' INT TERM HUP
+  # A signal that arrives while stop_all runs returns to it.
+  [ -n "$STOPPING" ] && return 0
+  stop_all
+  exit "$1"
+}
+trap 'on_signal 130' INT
+trap 'on_signal 143' TERM
+trap 'on_signal 129' HUP
 trap stop_all EXIT
 
-# Runs a command in its own process group, so stopping it stops its children.
+# descendants PID...: every process below the given ones.
+descendants() {
+  [ "$#" -gt 0 ] || return 0
+  ps -eo pid=,ppid= | awk -v roots="$*" '
+    BEGIN { n = split(roots, r, " "); for (i = 1; i <= n; i++) seen[r[i]] = 1 }
+    { parent[$1] = $2 }
+    END { do { more = 0; for (p in parent) if (!(p in seen) && (parent[p] in seen)) { seen[p] = 1; more = 1; print p } } while (more) }'
+}
+
+# Runs a command in its own session (and process group), so stopping it
+# stops its children.
 spawn() { setsid "$@" & PIDS+=("$!"); }
 
+# wait_http URL PID TRIES: true once URL answers (any HTTP status), false if
+# PID exits first or after TRIES x 0.2 s.
+wait_http() {
+  local url="$1" pid="$2" tries="$3"
+  for _ in $(seq 1 "$tries"); do
+    curl -s -o /dev/null -m 1 "$url" 2>/dev/null && return 0
+    kill -0 "$pid" 2>/dev/null || return 1
+    sleep 0.2
+  done
+  return 1
+}
+
 pg_ensure_installed
-moto_ensure_installed
+moto_ensure_installed  # with LOCALSTACK=1 too: its boto3 talks to LocalStack
 lambda_ensure_installed
 
-echo "==> Postgres on 127.0.0.1:$DEV_PG_PORT (data in $PG_DIR)"
+echo "==> Postgres on 127.0.0.1:$DEV_PG_PORT (data in $(shown "$PG_DIR"))"
 pg_start "$PG_DIR" "$DEV_PG_PORT"
-export DATABASE_URL="postgres://postgres@127.0.0.1:$DEV_PG_PORT/postgres"
+# Only the migrations and the operator CLI get the URL; the functions get it
+# from dev.env, or, with LOCALSTACK=1, read the secret instead.
+DATABASE_URL="postgres://postgres@127.0.0.1:$DEV_PG_PORT/postgres"
 echo "==> migrations"
-cargo run -q --locked -p outbox-shared --features cli --bin outboxctl -- migrate
+DATABASE_URL="$DATABASE_URL" cargo run -q --locked -p outbox-shared --features cli --bin outboxctl -- migrate
 
-echo "==> moto (SES v2) on 127.0.0.1:$DEV_MOTO_PORT"
-spawn "$MOTO_VENV/bin/moto_server" -H 127.0.0.1 -p "$DEV_MOTO_PORT" >"$DEV_DIR/moto.log" 2>&1
-for _ in $(seq 1 100); do
-  python3 -c "import urllib.request; urllib.request.urlopen('http://127.0.0.1:$DEV_MOTO_PORT/moto-api/data.json', timeout=1)" 2>/dev/null && break
-  sleep 0.2
-done
-AWS_ACCESS_KEY_ID=test AWS_SECRET_ACCESS_KEY=test "$MOTO_VENV/bin/python" - "$DEV_MOTO_PORT" "$SENDER" <<'PY'
+SES_BACKEND=moto
+SES_UPSTREAM="http://127.0.0.1:$DEV_MOTO_PORT"
+if [ -n "$LOCALSTACK" ]; then
+  LOCALSTACK_ENDPOINT="${LOCALSTACK_ENDPOINT%/}"
+  if localstack_answers "$LOCALSTACK_ENDPOINT"; then
+    echo "==> LocalStack: using the one already running at $LOCALSTACK_ENDPOINT (left running on exit)"
+  else
+    read -r ls_host ls_port < <(localstack_host_port "$LOCALSTACK_ENDPOINT") || true
+    if [ -z "${ls_port:-}" ]; then
+      echo "error: no LocalStack answers at LOCALSTACK_ENDPOINT=$LOCALSTACK_ENDPOINT, and one can only be started at an http://127.0.0.1:PORT address" >&2
+      exit 1
+    fi
+    if port_in_use "$ls_port"; then
+      echo "error: port $ls_port (LOCALSTACK_ENDPOINT=$LOCALSTACK_ENDPOINT) is in use but is not LocalStack (no /_localstack/health); stop what holds it or set LOCALSTACK_ENDPOINT=http://127.0.0.1:<free port>" >&2
+      exit 1
+    fi
+    localstack_ensure_installed
+    echo "==> LocalStack (Secrets Manager, SES) on $ls_host:$ls_port, no Docker (logs in $LOGS/localstack.log)"
+    localstack_command "$ls_host" "$ls_port" "$DEV_DIR/localstack"
+    spawn "${LOCALSTACK_CMD[@]}" >"$DEV_DIR/localstack.log" 2>&1
+    LS_PID=$!
+    ready=""
+    for _ in $(seq 1 300); do
+      localstack_answers "$LOCALSTACK_ENDPOINT" && { ready=1; break; }
+      kill -0 "$LS_PID" 2>/dev/null || break
+      sleep 0.2
+    done
+    [ -n "$ready" ] || { echo "error: LocalStack did not come up at $LOCALSTACK_ENDPOINT; see $LOGS/localstack.log" >&2; tail -n 30 "$DEV_DIR/localstack.log" >&2; exit 1; }
+  fi
+  # The database secret, in the RDS format the functions read (host, port,
+  # username, password, dbname, engine), and whether LocalStack has SES v2.
+  # The cluster trusts loopback connections: the password is not checked.
+  ls_out="$(AWS_ACCESS_KEY_ID=test AWS_SECRET_ACCESS_KEY=test "$MOTO_VENV/bin/python" - \
+    "$LOCALSTACK_ENDPOINT" "$DEV_PG_PORT" "$SENDER" <<'PY'
+import json, sys, boto3, botocore
+endpoint, port, sender = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+kw = dict(endpoint_url=endpoint, region_name="us-east-1")
+sm = boto3.client("secretsmanager", **kw)
+name = "booking-outbox/dev/database"
+value = json.dumps({"engine": "postgres", "host": "127.0.0.1", "port": port, "username": "postgres",
+                    "password": "local-dev-trust-auth", "dbname": "postgres"})
+try:
+    arn = sm.create_secret(Name=name, SecretString=value)["ARN"]
+except sm.exceptions.ResourceExistsException:
+    arn = sm.put_secret_value(SecretId=name, SecretString=value)["ARN"]
+print("arn", arn)
+# The probe is the call the stack needs anyway: verifying the sender. Its
+# URI is the same in every botocore (ListEmailIdentities moved in newer ones,
+# and an older LocalStack cannot even route it: 500, not 501).
+ses = boto3.client("sesv2", **kw)
+try:
+    ses.create_email_identity(EmailIdentity=sender)
+    print("sesv2 yes")
+except ses.exceptions.AlreadyExistsException:
+    print("sesv2 yes")
+except botocore.exceptions.ClientError as e:
+    err = e.response.get("Error", {})
+    status = e.response.get("ResponseMetadata", {}).get("HTTPStatusCode", "?")
+    message = " ".join((err.get("Message") or err.get("Code") or "").split())
+    print("sesv2 no", status, message[:160])
+except Exception as e:  # not an AWS answer at all
+    print("sesv2 no", "?", " ".join(str(e).split())[:160])
+PY
+  )" || { echo "error: could not set up the database secret in LocalStack at $LOCALSTACK_ENDPOINT" >&2; exit 1; }
+  DB_SECRET_ARN="$(sed -n 's/^arn //p' <<<"$ls_out")"
+  echo "==> database secret in LocalStack Secrets Manager: $DB_SECRET_ARN"
+  sesv2="$(sed -n 's/^sesv2 //p' <<<"$ls_out")"
+  if [ "$sesv2" = yes ]; then
+    SES_BACKEND=localstack
+    SES_UPSTREAM="$LOCALSTACK_ENDPOINT"
+    echo "==> SES v2: LocalStack answers it; sending through LocalStack (verified sender $SENDER)"
+  else
+    sesv2="${sesv2#no }"
+    echo "==> SES v2: LocalStack answered HTTP ${sesv2%% *} (\"${sesv2#* }\"): its free edition emulates SES v1, not v2, so SES v2 stays on moto"
+    check_port moto "$DEV_MOTO_PORT" DEV_MOTO_PORT
+  fi
+fi
+
+if [ "$SES_BACKEND" = moto ]; then
+  echo "==> moto (SES v2) on 127.0.0.1:$DEV_MOTO_PORT"
+  spawn "$MOTO_VENV/bin/moto_server" -H 127.0.0.1 -p "$DEV_MOTO_PORT" >"$DEV_DIR/moto.log" 2>&1
+  wait_http "http://127.0.0.1:$DEV_MOTO_PORT/moto-api/data.json" "$!" 100 \
+    || { echo "error: moto did not come up; see $LOGS/moto.log" >&2; tail -n 30 "$DEV_DIR/moto.log" >&2; exit 1; }
+  AWS_ACCESS_KEY_ID=test AWS_SECRET_ACCESS_KEY=test "$MOTO_VENV/bin/python" - "$DEV_MOTO_PORT" "$SENDER" <<'PY'
 import sys, boto3
 port, sender = sys.argv[1], sys.argv[2]
 ses = boto3.client("sesv2", endpoint_url=f"http://127.0.0.1:{port}", region_name="us-east-1")
 ses.create_email_identity(EmailIdentity=sender)
 print(f"==> verified sender identity {sender}")
 PY
+fi
+# What `make mailbox` reads.
+printf 'SES_BACKEND=%s\nSES_UPSTREAM=%s\n' "$SES_BACKEND" "$SES_UPSTREAM" >"$DEV_DIR/mailbox.env"
 
-# moto publishes no SES events and keeps no tags: the publisher, in front of
-# it, plays SES + EventBridge for every send that goes through it.
+# moto (and LocalStack) publish no SES events and keep no tags: the
+# publisher, in front, plays SES + EventBridge for every send through it.
 SES_INVOKE_URL="http://127.0.0.1:$DEV_LAMBDA_PORT/2015-03-31/functions/ses-events/invocations"
-echo "==> SES event publisher on 127.0.0.1:$DEV_SES_PORT -> moto (logs in .local/ses-publisher.log)"
+echo "==> SES event publisher on 127.0.0.1:$DEV_SES_PORT -> $SES_UPSTREAM (logs in $LOGS/ses-publisher.log)"
 : >"$DEV_DIR/ses-events.jsonl"
-spawn python3 scripts/ses-publisher.py --listen "127.0.0.1:$DEV_SES_PORT" --upstream "http://127.0.0.1:$DEV_MOTO_PORT" \
+spawn python3 scripts/ses-publisher.py --listen "127.0.0.1:$DEV_SES_PORT" --upstream "$SES_UPSTREAM" \
   --events-file "$DEV_DIR/ses-events.jsonl" --invoke "$SES_INVOKE_URL" >"$DEV_DIR/ses-publisher.log" 2>&1
-PUBLISHER_PID=$!
-ready=""
-for _ in $(seq 1 50); do
-  python3 -c "import urllib.request; urllib.request.urlopen('http://127.0.0.1:$DEV_SES_PORT/moto-api/data.json', timeout=1)" 2>/dev/null && { ready=1; break; }
-  kill -0 "$PUBLISHER_PID" 2>/dev/null || break
-  sleep 0.2
-done
-[ -n "$ready" ] || { echo "error: the SES event publisher did not come up; see .local/ses-publisher.log" >&2; cat "$DEV_DIR/ses-publisher.log" >&2; exit 1; }
+wait_http "http://127.0.0.1:$DEV_SES_PORT/" "$!" 50 \
+  || { echo "error: the SES event publisher did not come up; see $LOGS/ses-publisher.log" >&2; cat "$DEV_DIR/ses-publisher.log" >&2; exit 1; }
 
+if [ -n "$LOCALSTACK" ]; then
+  # The production path: DbConfig::from_env reads DATABASE_SECRET_ARN with
+  # the AWS SDK; aws-config's defaults().load() honours the service-specific
+  # endpoint variable.
+  DB_ENV="DATABASE_SECRET_ARN=$DB_SECRET_ARN
+AWS_ENDPOINT_URL_SECRETS_MANAGER=$LOCALSTACK_ENDPOINT"
+else
+  DB_ENV="DATABASE_URL=$DATABASE_URL"
+fi
+# The poller starts no send unless one send's worst case (SES connect + read
+# timeout) and the safety margin fit before its deadline, which locally is
+# POLLER_MAX_RUN_SECS (cargo lambda watch reports no usable one): 1 + 5 + 3 s
+# leave each 15 s run 6 s of polling. With the defaults (3 + 10 s)
+# nothing would fit and no run would ever claim an event.
 cat >"$DEV_DIR/dev.env" <<ENV
-DATABASE_URL=$DATABASE_URL
+$DB_ENV
 DATABASE_TLS=disable
 AUTH_MODE=insecure-dev-headers
 AWS_REGION=us-east-1
@@ -113,6 +291,8 @@ AWS_SECRET_ACCESS_KEY=test
 SES_ENDPOINT_URL=http://127.0.0.1:$DEV_SES_PORT
 SES_FROM_ADDRESS="Bookings <$SENDER>"
 SES_MAX_SEND_RATE=20
+SES_CONNECT_TIMEOUT_MS=1000
+SES_READ_TIMEOUT_MS=5000
 POLLER_IDLE_WAIT_MS=200
 POLLER_SAFETY_MARGIN_SECS=3
 POLLER_TIMEOUT_SECS=20
@@ -121,9 +301,12 @@ SWEEP_STUCK_AFTER_SECS=60
 RUST_LOG=info
 ENV
 
-echo "==> cargo lambda watch on 127.0.0.1:$DEV_LAMBDA_PORT (logs in .local/watch.log)"
-# The dev feature compiles in the local identity headers; release builds lack it.
-spawn cargo lambda watch -A 127.0.0.1 -P "$DEV_LAMBDA_PORT" --features outbox-shared/dev \
+echo "==> cargo lambda watch on 127.0.0.1:$DEV_LAMBDA_PORT (logs in $LOGS/watch.log)"
+# The dev feature compiles in the local identity headers; release builds lack
+# it. The functions see dev.env, never a DATABASE_URL or AWS endpoint that
+# happens to be in this shell's environment.
+spawn env -u DATABASE_URL -u DATABASE_SECRET_ARN -u AWS_ENDPOINT_URL -u AWS_ENDPOINT_URL_SECRETS_MANAGER \
+  cargo lambda watch -A 127.0.0.1 -P "$DEV_LAMBDA_PORT" --features outbox-shared/dev \
   --env-file "$DEV_DIR/dev.env" >"$DEV_DIR/watch.log" 2>&1
 WATCH_PID=$!
 
@@ -137,25 +320,45 @@ for _ in $(seq 1 600); do
   kill -0 "$WATCH_PID" 2>/dev/null || break
   sleep 1
 done
-[ -n "$ready" ] || { echo "error: the booking API did not come up; see .local/watch.log" >&2; tail -n 30 "$DEV_DIR/watch.log" >&2; exit 1; }
+[ -n "$ready" ] || { echo "error: the booking API did not come up; see $LOGS/watch.log" >&2; tail -n 30 "$DEV_DIR/watch.log" >&2; exit 1; }
+
+# EventBridge stand-ins (scripts/lib/schedule.sh): the poller back to back
+# (each run polls until near its 20 s timeout), the sweeper every
+# DEV_SWEEP_EVERY seconds; their first invokes compile them.
+rm -f "$DEV_DIR"/.first-run-*
+schedule_env=(env DEV_DIR="$DEV_DIR" DEV_LAMBDA_PORT="$DEV_LAMBDA_PORT" DEV_PG_PORT="$DEV_PG_PORT" PG_BIN="$PG_BIN" DEV_WATCH_PID="$WATCH_PID"
+  DEV_INVOKE_TIMEOUT="$DEV_INVOKE_TIMEOUT" DEV_FIRST_INVOKE_TIMEOUT="$DEV_FIRST_INVOKE_TIMEOUT" DEV_STALL_SECS="$DEV_STALL_SECS")
+echo "==> dev scheduler: outbox-poller back to back, outbox-sweeper every ${DEV_SWEEP_EVERY}s (each invoke times out after ${DEV_INVOKE_TIMEOUT}s)"
+spawn "${schedule_env[@]}" bash -c 'source scripts/lib/schedule.sh && schedule_loop "$@"' dev-schedule outbox-poller 0 "$DEV_DIR"
+spawn "${schedule_env[@]}" bash -c 'source scripts/lib/schedule.sh && schedule_loop "$@"' dev-schedule outbox-sweeper "$DEV_SWEEP_EVERY" "$DEV_DIR"
 
 # The first invoke of a function compiles it; the publisher gives up on an
 # event after 3 x 10 s, so build ses-events now, with an event for mail this
 # service did not tag (acknowledged, records nothing).
-echo "==> waiting for the ses-events function (the first invoke compiles it)"
-code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 900 -H 'content-type: application/json' \
+echo "==> waiting for the ses-events, outbox-poller and outbox-sweeper functions (the first invoke compiles each)"
+code=$(curl -s -o /dev/null -w '%{http_code}' --max-time "$DEV_FIRST_INVOKE_TIMEOUT" -H 'content-type: application/json' \
   -d '{"detail": {"eventType": "Send", "mail": {"messageId": "dev-warm-up", "timestamp": "2030-01-01T00:00:00.000Z"}, "send": {}}}' \
   "$SES_INVOKE_URL" 2>/dev/null || true)
-[ "$code" = "200" ] || echo "warning: the ses-events function did not answer (HTTP $code); the publisher retries each event 3 times, see .local/watch.log" >&2
+[ "$code" = "200" ] || echo "warning: the ses-events function did not answer (HTTP $code); the publisher retries each event 3 times, see $LOGS/watch.log" >&2
+for _ in $(seq 1 $(( DEV_FIRST_INVOKE_TIMEOUT + 10 ))); do
+  [ -e "$DEV_DIR/.first-run-outbox-poller" ] && [ -e "$DEV_DIR/.first-run-outbox-sweeper" ] && break
+  kill -0 "$WATCH_PID" 2>/dev/null || { echo "error: cargo lambda watch exited; see $LOGS/watch.log" >&2; tail -n 30 "$DEV_DIR/watch.log" >&2; exit 1; }
+  sleep 1
+done
 
-invoke() {
-  cargo lambda invoke "$1" --data-file scripts/events/schedule.json -A 127.0.0.1 -P "$DEV_LAMBDA_PORT" >>"$DEV_DIR/$1.log" 2>&1
-}
-# EventBridge stand-ins: the poller back to back (each run polls until near
-# its 20 s timeout), the sweeper every DEV_SWEEP_EVERY seconds.
-spawn bash -c "$(declare -f invoke); DEV_LAMBDA_PORT=$DEV_LAMBDA_PORT DEV_DIR='$DEV_DIR'; while true; do invoke outbox-poller || sleep 2; done"
-spawn bash -c "$(declare -f invoke); DEV_LAMBDA_PORT=$DEV_LAMBDA_PORT DEV_DIR='$DEV_DIR'; while true; do invoke outbox-sweeper || true; sleep $DEV_SWEEP_EVERY; done"
+echo "==> dev watchdog: warns when a due outbox event waits more than ${DEV_STALL_SECS}s (DEV_STALL_SECS)"
+spawn "${schedule_env[@]}" bash -c 'source scripts/lib/schedule.sh && schedule_watchdog' dev-watchdog "$DEV_DIR"
 
+if [ -n "$LOCALSTACK" ]; then
+  DB_LINE="Database settings: the functions read the secret $DB_SECRET_ARN from LocalStack ($LOCALSTACK_ENDPOINT), no DATABASE_URL."
+else
+  DB_LINE="Database settings: the functions get DATABASE_URL ($LOGS/dev.env)."
+fi
+if [ "$SES_BACKEND" = localstack ]; then
+  MAILBOX_HINT="make mailbox   (LocalStack's sent mail: $LOCALSTACK_ENDPOINT/_aws/ses)"
+else
+  MAILBOX_HINT="make mailbox   (or: python3 scripts/mailbox.py http://127.0.0.1:$DEV_MOTO_PORT)"
+fi
 cat <<MSG
 
 ==> the stack is up. Create a booking (local identity headers, AUTH_MODE=insecure-dev-headers):
@@ -167,11 +370,12 @@ curl -s -X POST $URL/bookings \\
        "timezone": "Europe/Paris",
        "attendees": [{"email": "alice@example.com", "name": "Alice"}, {"email": "carol@example.com", "name": "Carol"}]}'
 
-Then, seconds later, the local mailbox:  make mailbox   (or: python3 scripts/mailbox.py http://127.0.0.1:$DEV_MOTO_PORT)
+Then, seconds later, the local mailbox:  $MAILBOX_HINT
 SES events: the functions send through the publisher on 127.0.0.1:$DEV_SES_PORT, which publishes each
-message's Send + Delivery events to the ses-events function (the mailbox's events column; .local/ses-events.jsonl).
+message's Send + Delivery events to the ses-events function (the mailbox's events column; $LOGS/ses-events.jsonl).
+$DB_LINE
 Operator CLI:  DATABASE_URL=$DATABASE_URL cargo run -q -p outbox-shared --features cli --bin outboxctl -- status
-Logs: .local/watch.log, .local/outbox-poller.log, .local/outbox-sweeper.log, .local/ses-publisher.log.  Ctrl-C stops everything.
+Logs: $LOGS/watch.log, $LOGS/outbox-poller.log, $LOGS/outbox-sweeper.log, $LOGS/ses-publisher.log.  Ctrl-C stops everything.
 MSG
 
 wait "$WATCH_PID"

@@ -1,81 +1,102 @@
 #!/usr/bin/env bash
-# End-to-end smoke test of `make dev`: start the local stack on free ports
-# with a throwaway data dir, POST a booking over HTTP through
-# `cargo lambda watch`, see one invite per attendee in moto, each with the
-# Send and Delivery events the SES event publisher published, stop it with
-# SIGINT, and check that everything it started is gone.
+# End-to-end smoke test of `make dev`, on free ports with a throwaway data dir.
+#
+# Run 1: POST a booking over HTTP through `cargo lambda watch`, see one
+#   invite per attendee in moto, each with the Send and Delivery events the
+#   SES event publisher published. Then a stalled dev scheduler recovers by
+#   itself: SIGKILL the outbox-poller function process in the middle of an
+#   invocation (the invoke waits for an answer that never comes), create a
+#   booking, and its invites still arrive, because the invoke times out
+#   (DEV_INVOKE_TIMEOUT, low here) and the next one runs; the watchdog
+#   (DEV_STALL_SECS, low here) warns during the stall and says when it is
+#   over. Then Ctrl-C pressed twice quickly: two SIGINTs to make dev's
+#   process group, as a terminal sends them.
+# Run 2: SIGTERM to make dev's process group (make forwards one more to its
+#   recipe), as a supervisor stops a job.
+# After each stop: no process of the stack remains (make's group, anything
+# started with the data dir), the ports are free, the clean-up ran once, to
+# its end.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib/postgres.sh
+source scripts/lib/smoke.sh
 
-export DEV_DIR="$(mktemp -d /tmp/outbox-smoke.XXXXXX)"
+DEV_DIR="$(mktemp -d /tmp/outbox-smoke.XXXXXX)"
 # The server runs as `postgres` when we are root: let it reach its data dir.
 chmod 755 "$DEV_DIR"
-export DEV_PG_PORT="$(free_port)" DEV_MOTO_PORT="$(free_port)" DEV_SES_PORT="$(free_port)" DEV_LAMBDA_PORT="$(free_port)"
-LOG="$DEV_DIR.log"
-# A background job of a non-interactive shell starts with SIGINT ignored,
-# and bash cannot trap an ignored signal: restore it, as a terminal would.
-setsid python3 -c 'import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); os.execvp(sys.argv[1], sys.argv[1:])' \
-  ./scripts/dev.sh >"$LOG" 2>&1 &
-DEV_PID=$!
-fail() {
-  echo "smoke: FAILED: $*" >&2
-  tail -n 40 "$LOG" >&2
-  kill -INT "$DEV_PID" 2>/dev/null || true
-  wait "$DEV_PID" 2>/dev/null || true
-  exit 1
+# A poller run lasts at most 15 s (POLLER_MAX_RUN_SECS): 25 s leaves room.
+INVOKE_TIMEOUT=25
+STALL_SECS=10
+SMOKE_ENV=(DEV_INVOKE_TIMEOUT="$INVOKE_TIMEOUT" DEV_STALL_SECS="$STALL_SECS")
+new_ports() {
+  DEV_PG_PORT="$(free_port)" DEV_MOTO_PORT="$(free_port)" DEV_SES_PORT="$(free_port)" DEV_LAMBDA_PORT="$(free_port)"
 }
 
-echo "==> smoke: waiting for make dev (ports pg $DEV_PG_PORT, moto $DEV_MOTO_PORT, ses $DEV_SES_PORT, lambda $DEV_LAMBDA_PORT)"
-for _ in $(seq 1 900); do
-  grep -q "the stack is up" "$LOG" && break
-  kill -0 "$DEV_PID" 2>/dev/null || fail "dev.sh exited early"
-  sleep 1
-done
-grep -q "the stack is up" "$LOG" || fail "the stack did not come up in 15 minutes"
+# ---- run 1 -------------------------------------------------------------------
+new_ports
+say "run 1: make dev (ports pg $DEV_PG_PORT, moto $DEV_MOTO_PORT, ses $DEV_SES_PORT, lambda $DEV_LAMBDA_PORT; DEV_INVOKE_TIMEOUT=$INVOKE_TIMEOUT DEV_STALL_SECS=$STALL_SECS)"
+smoke_start "$DEV_DIR.run1.log"
+smoke_wait_up 900
+say "the stack is up"
 
-# The curl the stack printed, with its own booking.
-resp=$(curl -s -w '\n%{http_code}' -X POST "http://127.0.0.1:$DEV_LAMBDA_PORT/lambda-url/booking-api/bookings" \
-  -H 'content-type: application/json' -H 'x-dev-user-email: bob@example.com' -H 'x-dev-user-name: Bob' \
-  -d '{"title": "Smoke test", "start": "2031-03-03T09:00:00Z", "end": "2031-03-03T09:30:00Z", "timezone": "UTC",
-       "attendees": [{"email": "alice@example.com", "name": "Alice"}, {"email": "carol@example.com", "name": "Carol"}]}')
-code=$(tail -n1 <<<"$resp")
-[ "$code" = "201" ] || fail "POST /bookings answered $code: $resp"
-echo "==> smoke: booking created (201)"
+smoke_book "Smoke test" 03
+t=$(date +%s)
+smoke_wait_invites "Smoke test" 60
+say "one REQUEST invite per attendee, each with Send + Delivery, $(( $(date +%s) - t ))s after the booking"
+smoke_mailbox
 
-started=$(date +%s)
+# (c) A stalled dev scheduler recovers by itself.
+say "stall: waiting for an outbox-poller invocation in flight"
+victim=""
 for _ in $(seq 1 120); do
-  mail=$(python3 scripts/mailbox.py "http://127.0.0.1:$DEV_MOTO_PORT" --json 2>/dev/null || echo '[]')
-  n=$(python3 -c 'import json,sys; m=json.loads(sys.argv[1]); print(sum(1 for x in m if x["method"]=="REQUEST" and x["subject"].startswith("Invitation: Smoke test")))' "$mail")
-  [ "$n" -ge 2 ] && break
+  inv="" age=0
+  read -r inv age < <(smoke_procs invoke outbox-poller | head -n1) || true
+  if [ -n "${inv:-}" ] && [ "${age:-0}" -ge 2 ]; then
+    victim="$(smoke_procs function outbox-poller | head -n1)"
+    [ -n "$victim" ] && break
+  fi
   sleep 0.5
 done
-[ "$n" = "2" ] || fail "expected 2 invites in the mailbox, found $n"
-python3 -c 'import json,sys; to=sorted(x["to"] for x in json.loads(sys.argv[1])); assert to==["alice@example.com","carol@example.com"], to' "$mail" \
-  || fail "one invite per attendee expected"
-echo "==> smoke: one REQUEST invite per attendee in the mailbox after $(( $(date +%s) - started ))s"
-# The publisher writes the events file before it answers the poller; the
-# mailbox reads it ($DEV_DIR/ses-events.jsonl).
-ev=""
-for _ in $(seq 1 20); do
-  mail=$(python3 scripts/mailbox.py "http://127.0.0.1:$DEV_MOTO_PORT" --json 2>/dev/null || echo '[]')
-  python3 -c 'import json,sys; m=[x for x in json.loads(sys.argv[1]) if x["subject"].startswith("Invitation: Smoke test")]; sys.exit(not all(x["ses_events"]==["Send","Delivery"] for x in m))' "$mail" && { ev=1; break; }
-  sleep 0.5
-done
-[ -n "$ev" ] || fail "expected Send,Delivery SES events for each invite in $DEV_DIR/ses-events.jsonl"
-echo "==> smoke: the SES event publisher published Send + Delivery for each invite"
-python3 scripts/mailbox.py "http://127.0.0.1:$DEV_MOTO_PORT"
+[ -n "$victim" ] || fail "found no outbox-poller function process in the middle of an invocation"
+timeouts_before=$(grep -c 'invoke timed out' "$DEV_DIR/outbox-poller.log" || true)
+kill -KILL "$victim"
+say "stall: SIGKILLed the outbox-poller function (pid $victim) ${age}s into an invocation"
+smoke_book "Stall test" 04
+t=$(date +%s)
+smoke_wait_invites "Stall test" $(( INVOKE_TIMEOUT + 90 ))
+say "stall: the invites arrived $(( $(date +%s) - t ))s after the booking"
+timeouts_after=$(grep -c 'invoke timed out' "$DEV_DIR/outbox-poller.log" || true)
+[ "$timeouts_after" -gt "$timeouts_before" ] \
+  || fail "the invites arrived but no invoke timed out: the invoke timeout was not what rescued the schedule"
+grep -q "outbox-poller invoke timed out after ${INVOKE_TIMEOUT}s" "$SMOKE_LOG" \
+  || fail "make dev did not print the invoke timeout"
+grep -q "WARNING (dev watchdog): the outbox is stalled" "$SMOKE_LOG" || fail "the watchdog did not warn during the stall"
+grep -q "outbox-poller.log and .*watch.log" "$SMOKE_LOG" || fail "the watchdog's warning does not name the logs to read"
+for _ in $(seq 1 30); do grep -q "dev watchdog: the outbox is moving again" "$SMOKE_LOG" && break; sleep 0.5; done
+grep -q "dev watchdog: the outbox is moving again" "$SMOKE_LOG" || fail "the watchdog did not say the stall was over"
+[ "$(grep -c 'WARNING (dev watchdog)' "$SMOKE_LOG")" = 1 ] || fail "the watchdog warned more than once for one stall"
+say "stall: the invoke timed out, the next run delivered; the watchdog warned once and saw the recovery:"
+grep -E 'invoke timed out|dev watchdog' "$SMOKE_LOG" | sed 's/^/    /'
 
-kill -INT "$DEV_PID"
-for _ in $(seq 1 60); do kill -0 "$DEV_PID" 2>/dev/null || break; sleep 0.5; done
-kill -0 "$DEV_PID" 2>/dev/null && fail "dev.sh did not stop on SIGINT"
-sleep 1
-for port in "$DEV_PG_PORT" "$DEV_MOTO_PORT" "$DEV_SES_PORT" "$DEV_LAMBDA_PORT"; do
-  port_in_use "$port" && fail "port $port still in use after Ctrl-C"
-done
+# (a) Ctrl-C pressed twice quickly.
+kill -INT -- "-$SMOKE_PGID"
+sleep 0.3
+kill -INT -- "-$SMOKE_PGID"
+smoke_check_stopped "two SIGINTs" "$DEV_PG_PORT" "$DEV_MOTO_PORT" "$DEV_SES_PORT" "$DEV_LAMBDA_PORT"
 pgrep -f "moto_server -H 127.0.0.1 -p $DEV_MOTO_PORT" >/dev/null && fail "moto survived"
-pgrep -f "ses-publisher.py --listen 127.0.0.1:$DEV_SES_PORT" >/dev/null && fail "the SES event publisher survived"
-pgrep -f "cargo-lambda lambda watch -A 127.0.0.1 -P $DEV_LAMBDA_PORT" >/dev/null && fail "cargo lambda watch survived"
-grep -q "==> stopped" "$LOG" || fail "no clean stop"
-echo "==> smoke: stopped cleanly; ports free"
-rm -rf "$DEV_DIR" "$LOG"
+say "Ctrl-C twice: everything stopped, ports free"
+
+# ---- run 2 -------------------------------------------------------------------
+new_ports
+say "run 2: make dev (ports pg $DEV_PG_PORT, moto $DEV_MOTO_PORT, ses $DEV_SES_PORT, lambda $DEV_LAMBDA_PORT)"
+smoke_start "$DEV_DIR.run2.log"
+smoke_wait_up 900
+say "the stack is up"
+# (b) SIGTERM through make.
+kill -TERM -- "-$SMOKE_PGID"
+smoke_check_stopped "SIGTERM to make's process group" "$DEV_PG_PORT" "$DEV_MOTO_PORT" "$DEV_SES_PORT" "$DEV_LAMBDA_PORT"
+pgrep -f "moto_server -H 127.0.0.1 -p $DEV_MOTO_PORT" >/dev/null && fail "moto survived"
+say "SIGTERM through make: everything stopped, ports free"
+
+rm -rf "$DEV_DIR" "$DEV_DIR.run1.log" "$DEV_DIR.run2.log"
+say "passed"
