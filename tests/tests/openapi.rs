@@ -96,3 +96,30 @@ async fn every_documented_operation_is_routed() {
         assert!(op.statuses.contains(&resp.status), "{} {path} answered {}, not in its statuses", op.method, resp.status);
     }
 }
+
+/// The template's HTTP API routes the same operations to the function, and
+/// names each event after its operationId.
+#[test]
+fn the_template_routes_exactly_the_documented_operations() {
+    let template = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../template.yaml")).unwrap();
+    let lines: Vec<&str> = template.lines().collect();
+    let mut routed = BTreeSet::new();
+    for (i, line) in lines.iter().enumerate() {
+        if line.trim() == "Type: HttpApi" {
+            let name = lines[i - 1].trim().trim_end_matches(':').to_string();
+            let field = |key: &str| {
+                lines[i..i + 6].iter().find_map(|l| l.trim().strip_prefix(key)).map(str::trim).unwrap().to_string()
+            };
+            routed.insert((field("Method:"), field("Path:"), name));
+        }
+    }
+    let coded: BTreeSet<_> = OPERATIONS
+        .iter()
+        .map(|o| {
+            let mut name = o.id.to_string();
+            name[..1].make_ascii_uppercase();
+            (o.method.to_string(), o.path.to_string(), name)
+        })
+        .collect();
+    assert_eq!(routed, coded, "template.yaml's HttpApi events vs shared::api::OPERATIONS");
+}
