@@ -1,11 +1,17 @@
 #!/usr/bin/env python3
-"""The local mailbox: lists the invitations moto (SES v2) received, with
+"""The local mailbox: lists the invitations the local SES received, with
 iCalendar METHOD, recipient, the SES events scripts/ses-publisher.py
 published for each message (e.g. `Send,Delivery`), and subject.
 
-usage: mailbox.py [ENDPOINT] [--events FILE] [--json]
-  ENDPOINT  moto (default http://127.0.0.1:$DEV_MOTO_PORT or :5055); read
-            directly, not through the publisher
+The SES is moto (`/moto-api/data.json`), or with --localstack a LocalStack
+that answers SES v2 (a paid one, LOCALSTACK_AUTH_TOKEN; its sent-mail
+listing `/_aws/ses`). `make mailbox` (scripts/mailbox.sh) picks the one the
+running `make dev` uses.
+
+usage: mailbox.py [ENDPOINT] [--localstack] [--events FILE] [--json]
+  ENDPOINT  moto (default http://127.0.0.1:$DEV_MOTO_PORT or :5055), read
+            directly, not through the publisher; with --localstack,
+            LocalStack (default $LOCALSTACK_ENDPOINT or http://127.0.0.1:4566)
   --events  the publisher's events file (default $DEV_DIR/ses-events.jsonl,
             i.e. .local/ses-events.jsonl)
 """
@@ -34,33 +40,58 @@ def published_events(path):
     return events
 
 
-def messages(endpoint, events):
+def read_raw(raw):
+    """(METHOD, To, Subject, Date) of a raw RFC 5322 message."""
+    msg = BytesParser(policy=policy.default).parsebytes(raw.encode("utf-8"))
+    method = "-"
+    for part in msg.walk():
+        if part.get_content_type() == "text/calendar":
+            method = part.get_param("method") or "-"
+    to = ", ".join(a.addr_spec for a in msg["To"].addresses) if msg["To"] else "-"
+    return method, to, str(msg["Subject"]) if msg["Subject"] else "-", str(msg["Date"]) if msg["Date"] else "-"
+
+
+def moto_messages(endpoint):
+    """(message id, raw message) of everything moto received; moto's `id`
+    is the MessageId SendEmail returned, the one in SES's events."""
     data = json.load(urllib.request.urlopen(endpoint.rstrip("/") + "/moto-api/data.json", timeout=5))
     for entry in data.get("ses", {}).get("RawMessage", []):
-        msg = BytesParser(policy=policy.default).parsebytes(entry["raw_data"].encode("utf-8"))
-        method = "-"
-        for part in msg.walk():
-            if part.get_content_type() == "text/calendar":
-                method = part.get_param("method") or "-"
-        to = ", ".join(a.addr_spec for a in msg["To"].addresses) if msg["To"] else "-"
-        # moto's `id` is the MessageId SendEmail returned, the one in SES's events.
-        yield {"id": entry.get("id"), "to": to, "subject": str(msg["Subject"]), "method": method,
-               "date": str(msg["Date"]), "ses_events": events.get(entry.get("id"), [])}
+        yield entry.get("id"), entry["raw_data"]
+
+
+def localstack_messages(endpoint):
+    """The same from LocalStack's `/_aws/ses`; its `Id` is the MessageId."""
+    data = json.load(urllib.request.urlopen(endpoint.rstrip("/") + "/_aws/ses", timeout=5))
+    for entry in data.get("messages", []):
+        if entry.get("RawData"):
+            yield entry.get("Id"), entry["RawData"]
 
 
 def main():
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     dev_dir = os.environ.get("DEV_DIR", os.path.join(root, ".local"))
-    p = argparse.ArgumentParser(description="The local mailbox (moto SES v2).")
-    p.add_argument("endpoint", nargs="?", default="http://127.0.0.1:" + os.environ.get("DEV_MOTO_PORT", "5055"))
+    p = argparse.ArgumentParser(description="The local mailbox (moto, or LocalStack's SES v2).")
+    p.add_argument("endpoint", nargs="?")
+    p.add_argument("--localstack", action="store_true", help="read LocalStack's /_aws/ses instead of moto")
     p.add_argument("--events", default=os.path.join(dev_dir, "ses-events.jsonl"), metavar="FILE",
                    help="the SES events ses-publisher.py wrote (default: %(default)s)")
     p.add_argument("--json", action="store_true", help="print the messages as JSON")
     args = p.parse_args()
+    if args.localstack:
+        endpoint = args.endpoint or os.environ.get("LOCALSTACK_ENDPOINT", "http://127.0.0.1:4566")
+        source, where, hint = localstack_messages, "/_aws/ses", "make dev LOCALSTACK=1"
+    else:
+        endpoint = args.endpoint or "http://127.0.0.1:" + os.environ.get("DEV_MOTO_PORT", "5055")
+        source, where, hint = moto_messages, "/moto-api/data.json", "make dev"
+    events = published_events(args.events)
     try:
-        rows = list(messages(args.endpoint, published_events(args.events)))
+        rows = []
+        for message_id, raw in source(endpoint):
+            method, to, subject, date = read_raw(raw)
+            rows.append({"id": message_id, "to": to, "subject": subject, "method": method, "date": date,
+                         "ses_events": events.get(message_id, [])})
     except OSError as e:
-        sys.exit(f"mailbox: cannot read {args.endpoint}/moto-api/data.json ({e}); is `make dev` running?")
+        sys.exit(f"mailbox: cannot read {endpoint}{where} ({e}); is `{hint}` running?")
     if args.json:
         print(json.dumps(rows))
         return

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # `make mailbox`: the local mailbox of the running `make dev`, from whichever
-# SES it sends to: moto (scripts/mailbox.py), or LocalStack's SES v2 when
-# `make dev LOCALSTACK=1` found one (scripts/mailbox-localstack.py, which
-# reads LocalStack's /_aws/ses). scripts/dev.sh records which in
+# SES it sends to: moto, or LocalStack's SES v2 when `make dev LOCALSTACK=1`
+# found one (scripts/mailbox.py --localstack, which reads LocalStack's
+# /_aws/ses). scripts/dev.sh records which in
 # $DEV_DIR/mailbox.env. Arguments (--json, --events FILE) pass through.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -14,6 +14,6 @@ if [ -f "$DEV_DIR/mailbox.env" ]; then
 fi
 export DEV_DIR
 if [ "$SES_BACKEND" = localstack ]; then
-  exec python3 scripts/mailbox-localstack.py ${SES_UPSTREAM:+"$SES_UPSTREAM"} "$@"
+  exec python3 scripts/mailbox.py --localstack ${SES_UPSTREAM:+"$SES_UPSTREAM"} "$@"
 fi
 exec python3 scripts/mailbox.py ${SES_UPSTREAM:+"$SES_UPSTREAM"} "$@"
