@@ -40,7 +40,8 @@ cleanup() {
   [ -n "${PG_DIR:-}" ] && { pg_stop "$PG_DIR"; rm -rf "$PG_DIR" "$PG_DIR.initdb.log"; }
   return 0
 }
-trap cleanup EXIT INT TERM
+trap cleanup EXIT
+trap 'exit 130' INT TERM
 
 pg_ensure_installed
 PG_DIR="$(mktemp -d /tmp/outbox-fuzz-pg.XXXXXX)"
