@@ -3,7 +3,9 @@
 //! to a plain insert-and-commit baseline measured in the same run against
 //! the same database. Machines here are noisy; the ratios are what to read.
 //!
-//! Sizes: BENCH_EVENTS (default 10000) events × BENCH_RECIPIENTS (default 3).
+//! Sizes: BENCH_EVENTS (default 10000) events × BENCH_RECIPIENTS (default 3);
+//! BENCH_BATCH events claimed per poll (default 64); POLLER_CLAIM_GROUP
+//! sends claimed per statement (default 64).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -13,7 +15,8 @@ use outbox_tests::outbox::{create_booking_at, seed_events};
 use outbox_tests::TestDb;
 use shared::fault::Faults;
 use shared::notify::mailer::recording::RecordingMailer;
-use shared::relay::{Poller, PollerConfig};
+use shared::db::DbConfig;
+use shared::relay::{Poller, PollerConfig, Wake};
 
 fn env_usize(name: &str, default: usize) -> usize {
     std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
@@ -60,7 +63,7 @@ async fn throughput(pollers: usize, events: usize, recipients: usize) -> (f64, f
     for i in 0..pollers {
         let pool = TestDb::pool_for(&db.url, 9);
         let mut config = PollerConfig::for_tests(&format!("bench-{i}"));
-        config.batch_size = 64;
+        config.batch_size = env_usize("BENCH_BATCH", 64) as i64;
         config.concurrency = 4;
         let p = Poller::new(pool, mailer.clone(), Faults::none(), config);
         tasks.push(tokio::spawn(async move { p.drain().await.unwrap() }));
@@ -78,14 +81,19 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
 }
 
 /// Bookings created at a steady rate through the real service while one
-/// poller runs with the production idle wait (200 ms).
-async fn latency(bookings: usize, per_second: u64) -> (Duration, Duration, f64) {
+/// poller runs with the production idle wait (200 ms), woken by the
+/// commit's notification when `listen`.
+async fn latency(bookings: usize, per_second: u64, listen: bool) -> (Duration, Duration, f64) {
     let db = TestDb::create().await;
     let base = baseline(&db, 2000, 1).await;
     let mailer = Arc::new(RecordingMailer::new());
     let mut config = PollerConfig::for_tests("latency");
     config.idle_wait = Duration::from_millis(200);
-    let p = Poller::new(db.pool.clone(), mailer.clone(), Faults::none(), config);
+    let mut p = Poller::new(db.pool.clone(), mailer.clone(), Faults::none(), config);
+    if listen {
+        let connector = DbConfig::from_url(&db.url, 1, Duration::from_secs(5)).unwrap().connector().unwrap();
+        p = p.with_wake(Wake::new(connector));
+    }
     let run_for = Duration::from_millis(bookings as u64 * 1000 / per_second) + Duration::from_secs(3);
     let poller = tokio::spawn(async move { p.run_until(Instant::now() + run_for).await.unwrap() });
     let mut committed = HashMap::new();
@@ -124,9 +132,30 @@ async fn main() {
             base,
             rate / base
         );
+        record(&format!("project.poller{pollers}"), rate);
+        record(&format!("baseline.insert{pollers}"), base);
     }
     let bookings = env_usize("BENCH_LATENCY_BOOKINGS", 200);
-    let (p50, p99, base) = latency(bookings, 20).await;
-    println!("{:<34} {:>12.0}ms {:>18.0}/s", "commit-to-send p50 (idle wait 200ms)", p50.as_secs_f64() * 1e3, base);
-    println!("{:<34} {:>12.0}ms", "commit-to-send p99", p99.as_secs_f64() * 1e3);
+    for listen in [false, true] {
+        let (p50, p99, base) = latency(bookings, 20, listen).await;
+        let how = if listen { "LISTEN/NOTIFY" } else { "timed polls, idle wait 200ms" };
+        println!("{:<34} {:>12.1}ms {:>18.0}/s", format!("commit-to-send p50 ({how})"), ms(p50), base);
+        println!("{:<34} {:>12.1}ms", format!("commit-to-send p99 ({how})"), ms(p99));
+        let key = if listen { "project.latency" } else { "project.latency_timed" };
+        record(&format!("{key}.p50_ms"), ms(p50));
+        record(&format!("{key}.p99_ms"), ms(p99));
+    }
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
+/// Appends `key<TAB>value` to `$BENCH_RESULTS` (when set), for
+/// `scripts/bench.sh`'s table beside the peers measured in the same run.
+fn record(key: &str, value: f64) {
+    use std::io::Write;
+    let Ok(path) = std::env::var("BENCH_RESULTS") else { return };
+    let mut file = std::fs::OpenOptions::new().create(true).append(true).open(path).expect("BENCH_RESULTS is writable");
+    writeln!(file, "{key}\t{value:.2}").expect("BENCH_RESULTS is writable");
 }

@@ -13,7 +13,8 @@ use shared::booking::service::BookingService;
 use shared::fault::Faults;
 use shared::notify::mailer::recording::RecordingMailer;
 use shared::notify::mailer::SendOutcome;
-use shared::relay::PollerConfig;
+use shared::db::DbConfig;
+use shared::relay::{Poller, PollerConfig, Wake};
 
 #[tokio::test]
 async fn per_booking_ordering_cancel_never_overtakes_its_invitation_and_others_are_not_stalled() {
@@ -114,10 +115,69 @@ async fn commit_to_send_latency_is_the_idle_wait_not_the_schedule() {
 #[test]
 fn pool_too_small_for_the_concurrency_is_a_clear_config_error() {
     let mut config = PollerConfig::for_tests("w");
+    config.claim_group = 1;
     config.concurrency = 8;
     let err = config.validate(10).unwrap_err().to_string();
     assert!(err.contains("DATABASE_POOL_SIZE (10)") && err.contains("at least 17"), "{err}");
     assert!(config.validate(17).is_ok());
+    // With claim groups, each batch in flight holds two connections.
+    config.claim_group = 64;
+    config.batches_in_flight = 4;
+    let err = config.validate(8).unwrap_err().to_string();
+    assert!(err.contains("POLLER_BATCHES_IN_FLIGHT (4)") && err.contains("at least 9"), "{err}");
+    assert!(config.validate(9).is_ok());
+}
+
+fn listening(db: &TestDb, p: Poller<RecordingMailer>) -> Poller<RecordingMailer> {
+    let connector = DbConfig::from_url(&db.url, 1, Duration::from_secs(5)).unwrap().connector().unwrap();
+    p.with_wake(Wake::new(connector))
+}
+
+#[tokio::test]
+async fn an_idle_poller_is_woken_by_the_commit_not_by_its_timer() {
+    let db = TestDb::create().await;
+    let mailer = Arc::new(RecordingMailer::new());
+    let mut config = PollerConfig::for_tests("w");
+    // Far longer than the run: only the notification can bring the event in.
+    config.idle_wait = Duration::from_secs(60);
+    let p = listening(&db, poller(&db, mailer.clone(), config));
+    let run = tokio::spawn(async move { p.run_until(Instant::now() + Duration::from_secs(3)).await.unwrap() });
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    create_booking(&db, 1, &["alice@example.com"]).await;
+    let summary = run.await.unwrap();
+    assert_eq!(mailer.count(), 1, "woken by the booking's commit: {summary:?}");
+}
+
+/// `what` (an aggregate) over this database's LISTEN connections.
+async fn listeners(client: &shared::db::Client, what: &str) -> i64 {
+    let sql = format!(
+        "SELECT {what} FROM pg_stat_activity WHERE datname = current_database() AND query ILIKE 'LISTEN%'"
+    );
+    client.query_one(&sql, &[]).await.unwrap().get(0)
+}
+
+#[tokio::test]
+async fn a_lost_notification_or_a_dropped_listen_connection_falls_back_to_timed_polls() {
+    let db = TestDb::create().await;
+    let mailer = Arc::new(RecordingMailer::new());
+    let mut config = PollerConfig::for_tests("w");
+    config.idle_wait = Duration::from_millis(200);
+    let p = listening(&db, poller(&db, mailer.clone(), config));
+    let run = tokio::spawn(async move { p.run_until(Instant::now() + Duration::from_secs(4)).await.unwrap() });
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    // The server drops the LISTEN connection, then an event commits with no
+    // one listening: the timed poll still finds it.
+    let client = db.pool.get().await.unwrap();
+    let killed = listeners(&client, "count(pg_terminate_backend(pid))").await;
+    assert_eq!(killed, 1, "the poller was listening");
+    create_booking(&db, 1, &["alice@example.com"]).await;
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    assert_eq!(mailer.count(), 1, "sent by a timed poll");
+    // And it listens again.
+    assert_eq!(listeners(&client, "count(*)").await, 1, "the LISTEN connection was opened again");
+    create_booking(&db, 2, &["carol@example.com"]).await;
+    run.await.unwrap();
+    assert_eq!(mailer.count(), 2);
 }
 
 #[test]

@@ -69,17 +69,19 @@ async fn crash_after_send_before_recording_it_sends_no_duplicate() {
 
 #[tokio::test]
 async fn crash_after_claim_before_send_is_missed_and_visible_as_unknown() {
+    // A claim group of 1: one send is claimed at a time.
     let db = TestDb::create().await;
     create_booking(&db, 9, &[ALICE, CAROL]).await;
     let event = only_event_id(&db).await;
     let worker = Worker::new(env!("CARGO_BIN_EXE_outbox-worker"));
+    let one = [("POLLER_CLAIM_GROUP", "1")];
 
-    assert!(killed(worker.run(&db, &kill_at(FAULT_AFTER_SEND_CLAIM), &[]).await));
+    assert!(killed(worker.run(&db, &kill_at(FAULT_AFTER_SEND_CLAIM), &one).await));
     assert!(worker.sent().is_empty(), "the crash came before the mailer call");
     assert_eq!(sends(&db, event).await, vec![(ALICE.into(), "CLAIMED".into())]);
 
     sweep_after_timeout(&db, 8).await;
-    assert!(worker.run(&db, "", &[]).await.success());
+    assert!(worker.run(&db, "", &one).await.success());
     let sent = worker.sent();
     assert_eq!(sent.len(), 1);
     assert_eq!(sent[0].1, CAROL, "the unclaimed recipient is still delivered");
@@ -89,6 +91,30 @@ async fn crash_after_claim_before_send_is_missed_and_visible_as_unknown() {
         "Alice's email is missed, and visible as UNKNOWN"
     );
     assert_eq!(event_status(&db, event).await.0, "DONE");
+}
+
+#[tokio::test]
+async fn crash_after_group_claim_leaves_the_whole_group_unknown_and_sends_none_twice() {
+    // The default claim group: every recipient of the batch is claimed in
+    // one commit before any send, so the crash costs the whole group.
+    let db = TestDb::create().await;
+    create_booking(&db, 9, &[ALICE, CAROL]).await;
+    create_booking(&db, 10, &[DAVE]).await;
+    let worker = Worker::new(env!("CARGO_BIN_EXE_outbox-worker"));
+    let group = [("POLLER_CLAIM_GROUP", "64")];
+
+    assert!(killed(worker.run(&db, &kill_at(FAULT_AFTER_SEND_CLAIM), &group).await));
+    assert!(worker.sent().is_empty(), "the crash came before any mailer call");
+    assert_eq!(send_counts(&db).await["CLAIMED"], 3, "the group's claims were committed together");
+
+    sweep_after_timeout(&db, 8).await;
+    assert!(worker.run(&db, "", &group).await.success());
+    assert!(worker.sent().is_empty(), "no claimed send is ever sent again");
+    let counts = send_counts(&db).await;
+    assert_eq!((counts["UNKNOWN"], counts["CLAIMED"], counts["SENT"]), (3, 0, 0), "{counts:?}");
+    // Not lost silently: an operator sees each of them.
+    let listed = outbox_tests::ctl::ctl(&db, &["unknown", "list", "--json"]).json();
+    assert_eq!(listed.as_array().unwrap().len(), 3, "{listed}");
 }
 
 #[tokio::test]

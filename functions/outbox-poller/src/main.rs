@@ -12,7 +12,7 @@ use shared::db::DbConfig;
 use shared::fault::Faults;
 use shared::notify::mailer::ses::{SesConfig, SesMailer};
 use shared::notify::mailer::Mailer;
-use shared::relay::{deadline_from, Poller, PollerConfig};
+use shared::relay::{deadline_from, Poller, PollerConfig, Wake};
 use tracing::Instrument;
 
 #[tokio::main]
@@ -23,7 +23,11 @@ async fn main() -> Result<(), Error> {
     let config = PollerConfig::from_env(db.pool_size)?;
     let mailer = Arc::new(SesMailer::from_env(SesConfig::from_env()?).await);
     config.check_send_fits(mailer.worst_case())?;
-    let poller = Poller::new(db.build_pool()?, mailer, Faults::from_env()?, config);
+    let listen = config.listen;
+    let mut poller = Poller::new(db.build_pool()?, mailer, Faults::from_env()?, config);
+    if listen {
+        poller = poller.with_wake(Wake::new(db.connector()?));
+    }
     let poller = &poller;
     run(service_fn(move |event: LambdaEvent<Value>| {
         let span = tracing::info_span!("invocation", request_id = %event.context.request_id);

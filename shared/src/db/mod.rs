@@ -13,10 +13,12 @@ use tokio_postgres::NoTls;
 use crate::config::{self, ConfigError};
 
 mod error;
+mod listen;
 mod migrate;
 
 pub use deadpool_postgres::{Object as Client, Pool as DbPool, PoolError};
 pub use error::{DbError, DbResult};
+pub use listen::{Connector, Listener};
 pub use migrate::{migrate, migrate_to, MigrateError};
 pub use refinery::Target as MigrationTarget;
 
@@ -183,18 +185,28 @@ impl DbConfig {
         Ok(self)
     }
 
-    /// Builds the pool. No connection is opened until the first use.
-    pub fn build_pool(&self) -> Result<Pool, ConfigError> {
-        let manager_config = ManagerConfig { recycling_method: RecyclingMethod::Fast };
-        let manager = match &self.tls {
-            DbTls::Disable => Manager::from_config(self.pg.clone(), NoTls, manager_config),
+    /// What opens a connection: the settings with TLS enforced, and the TLS
+    /// connector (none for a loopback database in local mode).
+    pub fn connector(&self) -> Result<Connector, ConfigError> {
+        Ok(match &self.tls {
+            DbTls::Disable => Connector { pg: self.pg.clone(), tls: None },
             DbTls::Require { ca_file } => {
                 let mut pg = self.pg.clone();
                 // Never fall back to plain text.
                 pg.ssl_mode(tokio_postgres::config::SslMode::Require);
                 let tls = tokio_postgres_rustls::MakeRustlsConnect::new(rustls_config(self.bundled_cas, ca_file.as_deref())?);
-                Manager::from_config(pg, tls, manager_config)
+                Connector { pg, tls: Some(tls) }
             }
+        })
+    }
+
+    /// Builds the pool. No connection is opened until the first use.
+    pub fn build_pool(&self) -> Result<Pool, ConfigError> {
+        let manager_config = ManagerConfig { recycling_method: RecyclingMethod::Fast };
+        let Connector { pg, tls } = self.connector()?;
+        let manager = match tls {
+            None => Manager::from_config(pg, NoTls, manager_config),
+            Some(tls) => Manager::from_config(pg, tls, manager_config),
         };
         Pool::builder(manager)
             .max_size(self.pool_size)

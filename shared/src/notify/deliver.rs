@@ -1,17 +1,24 @@
-//! Deliver one notification: claim the send, commit the claim, call the
-//! mailer, record the outcome.
+//! Deliver notifications: claim the sends, commit the claims, call the
+//! mailer, record the outcomes. [`deliver`] does it for one notification,
+//! [`deliver_group`] for a group with one statement per step and the sends
+//! made concurrently.
 //!
 //! The order is the whole point (the story's "claim before send"): once a
 //! claim is committed, no later attempt will send that email again, whatever
 //! happens to this process. A crash after the claim can lose an email (it
 //! shows up as UNKNOWN); nothing can duplicate one.
 
+use std::sync::atomic::{AtomicBool, Ordering};
+
 use deadpool_postgres::Pool;
+use futures_util::stream::{self, StreamExt};
+use tracing::Instrument;
 use uuid::Uuid;
 
 use super::mailer::{Mailer, SendOutcome};
 use super::feedback;
-use super::sends::{self, Claim, SendStatus, Settled};
+use super::plan::Planned;
+use super::sends::{self, Claim, GroupClaim, Outcome, SendStatus, Settled};
 use super::Notification;
 use crate::db::DbError;
 use crate::fault::{FaultError, Faults};
@@ -46,6 +53,9 @@ pub enum Delivery {
     Unknown { reason: String },
     /// Not sent: a later event made it moot (recorded SUPERSEDED).
     Superseded { by: Uuid },
+    /// Not sent: the invocation's deadline came before the send could
+    /// start; the claim is released for the next invocation.
+    Deferred { reason: String },
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -116,37 +126,161 @@ pub async fn deliver(
     // Reasons are logged and stored from here on: no address in them.
     let outcome = mailer.send(&n).await.masked();
     faults.hit(FAULT_AFTER_SEND)?;
-    let client = pool.get().await?;
-    Ok(match outcome {
+    let (outcome, delivery) = judge(outcome);
+    sends::record_outcomes(&pool.get().await?, &[(send_id, outcome)]).await?;
+    Ok(delivery)
+}
+
+/// What a mailer's answer means for the claim, and for the event.
+fn judge(outcome: SendOutcome) -> (Outcome, Delivery) {
+    match outcome {
         SendOutcome::Sent { message_id } => {
-            sends::mark_sent(&client, send_id, &message_id).await?;
             tracing::debug!(%message_id, "sent");
-            Delivery::Sent { message_id }
+            (Outcome::Sent(message_id.clone()), Delivery::Sent { message_id })
         }
         SendOutcome::NotSent { reason } => {
-            sends::release(&client, send_id).await?;
             tracing::warn!(%reason, "not sent; claim released for retry");
-            Delivery::Released { reason }
+            (Outcome::Released, Delivery::Released { reason })
         }
         SendOutcome::Paused { reason } => {
-            sends::release(&client, send_id).await?;
             tracing::error!(%reason, "provider paused sending; stopping this run");
-            Delivery::Paused { reason }
+            (Outcome::Released, Delivery::Paused { reason })
         }
         SendOutcome::Rejected { reason } => {
-            sends::mark_settled(&client, send_id, Settled::Failed, &reason).await?;
             tracing::warn!(%reason, "permanently rejected for this recipient");
-            Delivery::Rejected { reason }
+            (Outcome::Settled(Settled::Failed, reason.clone()), Delivery::Rejected { reason })
         }
         SendOutcome::Misconfigured { reason } => {
-            sends::release(&client, send_id).await?;
             tracing::error!(%reason, "mailer misconfigured; the event goes to the dead letter");
-            Delivery::Misconfigured { reason }
+            (Outcome::Released, Delivery::Misconfigured { reason })
         }
         SendOutcome::Unknown { reason } => {
-            sends::mark_settled(&client, send_id, Settled::Unknown, &reason).await?;
             tracing::warn!(%reason, "outcome unknown; claim kept, never re-sent automatically");
-            Delivery::Unknown { reason }
+            (Outcome::Settled(Settled::Unknown, reason.clone()), Delivery::Unknown { reason })
         }
-    })
+    }
+}
+
+/// When a group's sends stop short: the provider paused sending (this run
+/// sends nothing more), or the next send would not end before the deadline.
+pub struct Gate<'a> {
+    pub paused: &'a AtomicBool,
+    pub send_fits: &'a (dyn Fn() -> bool + Sync),
+}
+
+/// Delivers a group of planned notifications (each event's recipients, of
+/// events of distinct bookings) at most once each:
+///
+/// 1. one statement claims them all (sends CLAIMED, superseded decisions
+///    SUPERSEDED) and commits: every claim is durable before any send;
+/// 2. claims found CLAIMED from a dead attempt become UNKNOWN, suppressed
+///    addresses FAILED (one statement each);
+/// 3. the sends run `concurrently` at a time; each checks the [`Gate`]
+///    first, and one that may not start has its claim released;
+/// 4. one statement records every outcome.
+///
+/// A crash between 1 and 4 leaves the group's claims CLAIMED, which the next
+/// attempt marks UNKNOWN: up to a group of emails lost, none duplicated. The
+/// caller must hold the events' `processed_events` row locks, as for
+/// [`deliver`]. Returns one [`Delivery`] per item, in order.
+pub async fn deliver_group(
+    pool: &Pool,
+    mailer: &dyn Mailer,
+    faults: &Faults,
+    worker: &str,
+    concurrently: usize,
+    gate: &Gate<'_>,
+    group: &[Planned],
+) -> Result<Vec<Delivery>, DeliverError> {
+    let client = pool.get().await?;
+    let claims: Vec<GroupClaim> = group
+        .iter()
+        .map(|p| match p {
+            Planned::Send(n) => GroupClaim { notification: n, superseded: None },
+            Planned::Superseded { notification, by, reason } => {
+                GroupClaim { notification, superseded: Some((*by, reason.as_str())) }
+            }
+        })
+        .collect();
+    let claimed = sends::claim_group(&client, &claims, worker).await?;
+    let mut out: Vec<Option<Delivery>> = vec![None; group.len()];
+    let (mut orphans, mut to_send) = (Vec::new(), Vec::new());
+    for (i, (p, claim)) in group.iter().zip(claimed).enumerate() {
+        out[i] = match (p, claim) {
+            (_, Claim::Exists { id, status: SendStatus::Claimed }) => {
+                orphans.push(id);
+                Some(Delivery::Orphaned)
+            }
+            (_, Claim::Exists { .. }) => Some(Delivery::AlreadyClaimed),
+            (Planned::Superseded { by, .. }, Claim::Won(_)) => Some(Delivery::Superseded { by: *by }),
+            (Planned::Send(_), Claim::Won(id)) => {
+                to_send.push((i, id));
+                None
+            }
+        };
+    }
+    if !orphans.is_empty() {
+        sends::mark_orphans_unknown(&client, &orphans).await?;
+        tracing::warn!(count = orphans.len(), "orphaned claims marked UNKNOWN; not re-sent");
+    }
+    // An address that bounced permanently or complained is never mailed.
+    let emails: Vec<&str> = to_send.iter().map(|(i, _)| group[*i].notification().recipient.email.as_str()).collect();
+    let suppressed = feedback::suppressions_of(&client, &emails).await?;
+    let mut refused = Vec::new();
+    to_send.retain(|(i, id)| match suppressed.get(group[*i].notification().recipient.email.as_str()) {
+        Some(why) => {
+            let reason = format!("suppressed: the address {why} earlier");
+            tracing::warn!(%reason, "not sent to a suppressed address");
+            refused.push((*id, Outcome::Settled(Settled::Failed, reason.clone())));
+            out[*i] = Some(Delivery::Rejected { reason });
+            false
+        }
+        None => true,
+    });
+    sends::record_outcomes(&client, &refused).await?;
+    drop(client); // don't hold a connection across the network calls
+    if !to_send.is_empty() {
+        faults.hit(FAULT_AFTER_SEND_CLAIM)?;
+    }
+    let sent: Vec<Result<(usize, Uuid, Outcome, Delivery), FaultError>> = stream::iter(to_send)
+        .map(|(i, id)| {
+            let n = group[i].notification();
+            let span = tracing::info_span!(
+                "send",
+                event_id = %n.event_id,
+                booking_id = %n.payload.booking.id,
+                recipient = %mask_email(n.recipient.email.as_str())
+            );
+            async move {
+            if gate.paused.load(Ordering::SeqCst) {
+                let reason = "sending paused earlier in this run".to_string();
+                return Ok((i, id, Outcome::Released, Delivery::Paused { reason }));
+            }
+            if !(gate.send_fits)() {
+                let reason = "the invocation's deadline came first; the claim was released unsent".to_string();
+                return Ok((i, id, Outcome::Released, Delivery::Deferred { reason }));
+            }
+            let n = Notification { claim: Some(id), ..group[i].notification().clone() };
+            // Reasons are logged and stored from here on: no address in them.
+            let outcome = mailer.send(&n).await.masked();
+            faults.hit(FAULT_AFTER_SEND)?;
+            if let SendOutcome::Paused { .. } = outcome {
+                gate.paused.store(true, Ordering::SeqCst);
+            }
+            let (outcome, delivery) = judge(outcome);
+            Ok((i, id, outcome, delivery))
+            }
+            .instrument(span)
+        })
+        .buffer_unordered(concurrently.max(1))
+        .collect()
+        .await;
+    let mut outcomes = Vec::with_capacity(sent.len());
+    for result in sent {
+        let (i, id, outcome, delivery) = result?;
+        outcomes.push((id, outcome));
+        out[i] = Some(delivery);
+    }
+    sends::record_outcomes(&pool.get().await?, &outcomes).await?;
+    Ok(out.into_iter().map(|d| d.expect("every item of the group has a delivery")).collect())
 }

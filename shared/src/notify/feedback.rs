@@ -239,6 +239,20 @@ pub async fn suppression(client: &impl GenericClient, email: &str) -> DbResult<O
     Ok(row.map(|r| r.get(0)))
 }
 
+/// [`suppression`] for many addresses, in one statement: the suppressed
+/// ones, with why.
+pub async fn suppressions_of(
+    client: &impl GenericClient,
+    emails: &[&str],
+) -> DbResult<std::collections::HashMap<String, String>> {
+    if emails.is_empty() {
+        return Ok(Default::default());
+    }
+    let sql = "SELECT email, reason FROM suppressed_addresses WHERE email = ANY($1)";
+    let rows = client.query(&client.prepare_cached(sql).await?, &[&emails]).await?;
+    Ok(rows.iter().map(|r| (r.get(0), r.get(1))).collect())
+}
+
 /// A suppressed address, for operators.
 #[derive(Debug, Clone, Serialize)]
 pub struct Suppression {

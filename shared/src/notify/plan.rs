@@ -49,17 +49,53 @@ impl Planned {
 /// this event's message, as before superseding existed.
 pub async fn plan(client: &impl GenericClient, event: &BookingEvent, skip_superseded: bool) -> DbResult<Vec<Planned>> {
     let booking = &event.payload.booking;
-    let later: Vec<BookingEvent> = if skip_superseded {
-        events::later_unfinished(client, booking.id, booking.version)
-            .await?
-            .iter()
-            // An unreadable later event will be dead-lettered: it tells no one.
-            .filter_map(|e| BookingEvent::from_stored(e).ok())
-            .collect()
+    let later = if skip_superseded {
+        readable(&events::later_unfinished(client, booking.id, booking.version).await?)
     } else {
         Vec::new()
     };
     let told = told(client, event).await?;
+    Ok(plan_with(event, &later, &told, skip_superseded))
+}
+
+/// [`plan`] for a batch of events of distinct bookings, reading what the
+/// plans need in a few statements for the whole batch.
+pub async fn plan_many(
+    client: &impl GenericClient,
+    batch: &[&BookingEvent],
+    skip_superseded: bool,
+) -> DbResult<Vec<Vec<Planned>>> {
+    let of: Vec<(Uuid, i32)> = batch.iter().map(|e| (e.payload.booking.id, e.payload.booking.version)).collect();
+    let mut later = if skip_superseded { events::later_unfinished_many(client, &of).await? } else { Default::default() };
+    // Only updates and cancellations need to know who was told before.
+    let asks: Vec<(Uuid, i32)> = batch.iter().zip(&of).filter(|(e, _)| !first_event(e)).map(|(_, a)| *a).collect();
+    let whole = events::history_complete_many(client, &asks).await?;
+    let whole_ids: Vec<Uuid> = whole.iter().copied().collect();
+    let mut told_by = sends::possibly_told_many(client, &whole_ids).await?;
+    Ok(batch
+        .iter()
+        .map(|event| {
+            let id = event.payload.booking.id;
+            let later = later.remove(&id).map(|l| readable(&l)).unwrap_or_default();
+            let told = if first_event(event) {
+                Told::Nobody
+            } else if whole.contains(&id) {
+                Told::Some(told_by.remove(&id).unwrap_or_default())
+            } else {
+                Told::Everyone
+            };
+            plan_with(event, &later, &told, skip_superseded)
+        })
+        .collect())
+}
+
+/// The later events that tell anyone anything: an unreadable one will be
+/// dead-lettered and tells no one.
+fn readable(stored: &[events::StoredEvent]) -> Vec<BookingEvent> {
+    stored.iter().filter_map(|e| BookingEvent::from_stored(e).ok()).collect()
+}
+
+fn plan_with(event: &BookingEvent, later: &[BookingEvent], told: &Told, skip_superseded: bool) -> Vec<Planned> {
     let mut plan = Vec::new();
     for (person, notice) in event.audience() {
         let email = person.email.as_str().to_string();
@@ -75,7 +111,7 @@ pub async fn plan(client: &impl GenericClient, event: &BookingEvent, skip_supers
             plan.push(Planned::Send(n));
         }
     }
-    Ok(plan)
+    plan
 }
 
 /// Who may have been told something about the booking before this event.
@@ -98,9 +134,13 @@ impl Told {
     }
 }
 
+fn first_event(event: &BookingEvent) -> bool {
+    event.event_type == EventType::BookingConfirmed && event.payload.booking.version == 1
+}
+
 async fn told(client: &impl GenericClient, event: &BookingEvent) -> DbResult<Told> {
     let booking = &event.payload.booking;
-    if event.event_type == EventType::BookingConfirmed && booking.version == 1 {
+    if first_event(event) {
         return Ok(Told::Nobody);
     }
     if !events::history_complete(client, booking.id, booking.version).await? {

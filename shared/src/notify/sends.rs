@@ -110,39 +110,169 @@ async fn insert_claim(
     status: SendStatus,
     superseded: Option<(Uuid, &str)>,
 ) -> DbResult<Claim> {
-    let id = Uuid::now_v7();
-    let (event_id, booking_id) = (n.event_id, n.payload.booking.id);
-    let (recipient, event_type) = (n.recipient.email.as_str(), n.event_type.as_str());
-    let (by, reason) = (superseded.map(|s| s.0), superseded.map(|s| s.1));
+    debug_assert_eq!(status == SendStatus::Superseded, superseded.is_some());
+    let mut claims = claim_group(client, &[GroupClaim { notification: n, superseded }], worker).await?;
+    Ok(claims.pop().expect("one claim per item"))
+}
+
+/// One claim of a group: a send (CLAIMED) or a superseded decision
+/// (SUPERSEDED, naming the later event and the reason).
+pub struct GroupClaim<'a> {
+    pub notification: &'a Notification,
+    pub superseded: Option<(Uuid, &'a str)>,
+}
+
+/// Claims a group of sends in one statement, committed before it returns
+/// (autocommit): every send of the group is durable before any is made.
+/// Returns one [`Claim`] per item, in order; finding the existing claims
+/// costs a second statement only when some were claimed before.
+pub async fn claim_group(client: &impl GenericClient, group: &[GroupClaim<'_>], worker: &str) -> DbResult<Vec<Claim>> {
+    let ids: Vec<Uuid> = group.iter().map(|_| Uuid::now_v7()).collect();
+    let events: Vec<Uuid> = group.iter().map(|c| c.notification.event_id).collect();
+    let bookings: Vec<Uuid> = group.iter().map(|c| c.notification.payload.booking.id).collect();
+    let recipients: Vec<&str> = group.iter().map(|c| c.notification.recipient.email.as_str()).collect();
+    let types: Vec<&str> = group.iter().map(|c| c.notification.event_type.as_str()).collect();
+    let statuses: Vec<&str> = group
+        .iter()
+        .map(|c| if c.superseded.is_some() { SendStatus::Superseded } else { SendStatus::Claimed }.as_str())
+        .collect();
+    let by: Vec<Option<Uuid>> = group.iter().map(|c| c.superseded.map(|s| s.0)).collect();
+    let reasons: Vec<Option<&str>> = group.iter().map(|c| c.superseded.map(|s| s.1)).collect();
     let won = client
-        .query_opt(
+        .query(
             &client
                 .prepare_cached(
                     "INSERT INTO booking_notification_sends \
                          (id, outbox_event_id, booking_id, recipient_email, event_type, claimed_by, status, \
                           superseded_by, last_error, completed_at) \
-                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, CASE WHEN $8::uuid IS NULL THEN NULL ELSE now() END) \
+                     SELECT c.id, c.event_id, c.booking_id, c.recipient, c.event_type, $6, c.status, c.by, c.reason, \
+                            CASE WHEN c.by IS NULL THEN NULL ELSE now() END \
+                       FROM unnest($1::uuid[], $2::uuid[], $3::uuid[], $4::text[], $5::text[], $7::text[], \
+                                   $8::uuid[], $9::text[]) \
+                            AS c(id, event_id, booking_id, recipient, event_type, status, by, reason) \
                      ON CONFLICT (outbox_event_id, recipient_email, event_type) DO NOTHING RETURNING id",
                 )
                 .await?,
-            &[&id, &event_id, &booking_id, &recipient, &event_type, &worker, &status.as_str(), &by, &reason],
+            &[&ids, &events, &bookings, &recipients, &types, &worker, &statuses, &by, &reasons],
         )
         .await?;
-    if won.is_some() {
-        return Ok(Claim::Won(id));
+    let won: std::collections::HashSet<Uuid> = won.iter().map(|r| r.get(0)).collect();
+    let mut existing = std::collections::HashMap::new();
+    if won.len() < group.len() {
+        let rows = client
+            .query(
+                &client
+                    .prepare_cached(
+                        "SELECT s.id, s.outbox_event_id, s.recipient_email, s.event_type, s.status \
+                           FROM booking_notification_sends s \
+                           JOIN unnest($1::uuid[], $2::text[], $3::text[]) AS c(event_id, recipient, event_type) \
+                             ON s.outbox_event_id = c.event_id AND s.recipient_email = c.recipient \
+                            AND s.event_type = c.event_type",
+                    )
+                    .await?,
+                &[&events, &recipients, &types],
+            )
+            .await?;
+        for row in rows {
+            let key: (Uuid, String, String) = (row.get(1), row.get(2), row.get(3));
+            existing.insert(key, Claim::Exists { id: row.get(0), status: status_of(&row, "status") });
+        }
     }
-    let row = client
-        .query_one(
-            &client
-                .prepare_cached(
-                    "SELECT id, status FROM booking_notification_sends \
-                     WHERE outbox_event_id = $1 AND recipient_email = $2 AND event_type = $3",
-                )
-                .await?,
-            &[&event_id, &recipient, &event_type],
-        )
-        .await?;
-    Ok(Claim::Exists { id: row.get("id"), status: status_of(&row, "status") })
+    Ok(ids
+        .iter()
+        .enumerate()
+        .map(|(i, id)| {
+            if won.contains(id) {
+                return Claim::Won(*id);
+            }
+            let key = (events[i], recipients[i].to_string(), types[i].to_string());
+            match existing.get(&key) {
+                Some(Claim::Exists { id, status }) => Claim::Exists { id: *id, status: *status },
+                // Deleted in between (a release by a swept attempt): claimed
+                // by nobody now, but not by us either; the retry will see.
+                _ => Claim::Exists { id: Uuid::nil(), status: SendStatus::Failed },
+            }
+        })
+        .collect())
+}
+
+/// What became of one claimed send, to record with [`record_outcomes`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// Accepted: SENT with the provider's message id.
+    Sent(String),
+    /// FAILED or UNKNOWN with the reason (kept SENT if SES's event came first).
+    Settled(Settled, String),
+    /// Certainly not sent: the claim is deleted, so a retry may send it.
+    Released,
+}
+
+/// Records the outcomes of a group of claims in one statement (see
+/// [`mark_sent`], [`mark_settled`] and [`release`] for one).
+pub async fn record_outcomes(client: &impl GenericClient, outcomes: &[(Uuid, Outcome)]) -> DbResult<()> {
+    if outcomes.is_empty() {
+        return Ok(());
+    }
+    let ids: Vec<Uuid> = outcomes.iter().map(|(id, _)| *id).collect();
+    let statuses: Vec<Option<&str>> = outcomes
+        .iter()
+        .map(|(_, o)| match o {
+            Outcome::Sent(_) => Some(SendStatus::Sent.as_str()),
+            Outcome::Settled(Settled::Failed, _) => Some(SendStatus::Failed.as_str()),
+            Outcome::Settled(Settled::Unknown, _) => Some(SendStatus::Unknown.as_str()),
+            Outcome::Released => None,
+        })
+        .collect();
+    let message_ids: Vec<Option<&str>> =
+        outcomes.iter().map(|(_, o)| if let Outcome::Sent(m) = o { Some(m.as_str()) } else { None }).collect();
+    let errors: Vec<Option<&str>> =
+        outcomes.iter().map(|(_, o)| if let Outcome::Settled(_, e) = o { Some(e.as_str()) } else { None }).collect();
+    let sql = formatcp!(
+        "WITH o AS (SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[]) \
+                      AS o(id, status, message_id, error)), \
+              released AS (DELETE FROM booking_notification_sends s USING o \
+                            WHERE s.id = o.id AND o.status IS NULL AND s.status = {CLAIMED} RETURNING s.id) \
+         UPDATE booking_notification_sends s \
+            SET status = o.status, provider_message_id = coalesce(o.message_id, s.provider_message_id), \
+                last_error = coalesce(o.error, s.last_error), completed_at = now(), updated_at = now() \
+           FROM o WHERE s.id = o.id AND o.status IS NOT NULL AND (s.status = {CLAIMED} OR o.status = {SENT})"
+    );
+    client.execute(&client.prepare_cached(sql).await?, &[&ids, &statuses, &message_ids, &errors]).await?;
+    Ok(())
+}
+
+/// [`mark_orphan_unknown`] for many claims, in one statement.
+pub async fn mark_orphans_unknown(client: &impl GenericClient, ids: &[Uuid]) -> DbResult<()> {
+    if ids.is_empty() {
+        return Ok(());
+    }
+    let sql = formatcp!(
+        "UPDATE booking_notification_sends SET status = {UNKNOWN}, \
+             last_error = 'claimed by an attempt that died before recording the outcome', \
+             completed_at = now(), updated_at = now() \
+         WHERE id = ANY($1) AND status = {CLAIMED}"
+    );
+    client.execute(&client.prepare_cached(sql).await?, &[&ids]).await?;
+    Ok(())
+}
+
+/// [`possibly_told`] for many bookings, in one statement.
+pub async fn possibly_told_many(
+    client: &impl GenericClient,
+    booking_ids: &[Uuid],
+) -> DbResult<std::collections::HashMap<Uuid, Vec<String>>> {
+    let mut told: std::collections::HashMap<Uuid, Vec<String>> = booking_ids.iter().map(|b| (*b, Vec::new())).collect();
+    if booking_ids.is_empty() {
+        return Ok(told);
+    }
+    let sql = formatcp!(
+        "SELECT DISTINCT booking_id, recipient_email FROM booking_notification_sends \
+          WHERE booking_id = ANY($1) AND status IN ({SENT}, {UNKNOWN}, {CLAIMED})"
+    );
+    for row in client.query(&client.prepare_cached(sql).await?, &[&booking_ids]).await? {
+        told.entry(row.get(0)).or_default().push(row.get(1));
+    }
+    Ok(told)
 }
 
 /// The recipients of a booking that may have been told something about it:

@@ -167,6 +167,21 @@ pub async fn pending_recipients(client: &impl GenericClient, event_id: Uuid) -> 
     Ok(rows.iter().map(|r| r.get(0)).collect())
 }
 
+/// [`pending_recipients`] for many events, in one statement (events with
+/// none are absent).
+pub async fn pending_recipients_many(
+    client: &impl GenericClient,
+    event_ids: &[Uuid],
+) -> DbResult<std::collections::HashMap<Uuid, Vec<String>>> {
+    let sql = "SELECT outbox_event_id, recipient_email FROM notification_resends \
+                WHERE outbox_event_id = ANY($1) AND resent_at IS NULL";
+    let mut pending: std::collections::HashMap<Uuid, Vec<String>> = Default::default();
+    for row in client.query(&client.prepare_cached(sql).await?, &[&event_ids]).await? {
+        pending.entry(row.get(0)).or_default().push(row.get(1));
+    }
+    Ok(pending)
+}
+
 /// Marks the event's pending resends done; commits with the event's DONE.
 pub async fn mark_resent(tx: &impl GenericClient, event_id: Uuid) -> DbResult<()> {
     tx.execute(

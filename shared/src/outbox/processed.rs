@@ -29,6 +29,33 @@ pub async fn try_insert(tx: &Transaction<'_>, event_id: Uuid) -> DbResult<bool> 
     Ok(n == 1)
 }
 
+/// [`try_insert`] for many events, in one statement (in id order, so two
+/// attempts lock them in the same order). Returns the ids inserted now;
+/// the others were processed already.
+pub async fn try_insert_many(tx: &Transaction<'_>, event_ids: &[Uuid]) -> DbResult<Vec<Uuid>> {
+    let rows = tx
+        .query(
+            &tx.prepare_cached(
+                "INSERT INTO processed_events (event_id, processed_at) \
+                 SELECT id, now() FROM unnest($1::uuid[]) AS t(id) ORDER BY id \
+                 ON CONFLICT DO NOTHING RETURNING event_id",
+            )
+            .await?,
+            &[&event_ids],
+        )
+        .await?;
+    Ok(rows.iter().map(|r| r.get(0)).collect())
+}
+
+/// Undoes [`try_insert_many`] for the events that will run again, inside
+/// the same transaction (nothing of theirs is ever visible to others).
+pub async fn undo_many(tx: &Transaction<'_>, event_ids: &[Uuid]) -> DbResult<()> {
+    if !event_ids.is_empty() {
+        tx.execute("DELETE FROM processed_events WHERE event_id = ANY($1)", &[&event_ids]).await?;
+    }
+    Ok(())
+}
+
 /// Lets a reopened event through again (an operator's resend decision).
 pub async fn forget(tx: &impl GenericClient, event_id: Uuid) -> DbResult<()> {
     tx.execute("DELETE FROM processed_events WHERE event_id = $1", &[&event_id]).await?;

@@ -8,14 +8,29 @@ use crate::config::{self, ConfigError};
 use crate::outbox::events::transitions::Stuck;
 
 pub const DEFAULT_MAX_ATTEMPTS: i32 = 8;
+/// Sends claimed (and their outcomes recorded) per statement, by default.
+pub const DEFAULT_CLAIM_GROUP: usize = 64;
 
 #[derive(Debug, Clone)]
 pub struct PollerConfig {
     pub batch_size: i64,
-    /// Events dispatched at once within one invocation.
+    /// Events dispatched at once within one invocation (claim group 1), or
+    /// sends made at once within a claim group.
     pub concurrency: usize,
-    /// Wait between empty polls.
+    /// Sends claimed in one committed statement before any of them is made,
+    /// their outcomes then recorded in one (`POLLER_CLAIM_GROUP`). A crash
+    /// between the two leaves up to this many sends UNKNOWN. 1 claims and
+    /// records each send on its own, event by event.
+    pub claim_group: usize,
+    /// With claim groups, batches processed at once by one poller
+    /// (`POLLER_BATCHES_IN_FLIGHT`, default 2): the next batch is claimed
+    /// while one waits on the database or the mailer.
+    pub batches_in_flight: usize,
+    /// Wait between empty polls (the fallback when listening).
     pub idle_wait: Duration,
+    /// Wake on a committed event's notification (`POLLER_LISTEN`, default
+    /// on); off, only the idle wait paces the polls.
+    pub listen: bool,
     /// Stop claiming when less than this remains before the deadline.
     pub safety_margin: Duration,
     pub max_attempts: i32,
@@ -47,7 +62,10 @@ impl PollerConfig {
         let cfg = Self {
             batch_size: config::parsed_or("POLLER_BATCH_SIZE", 32i64)?,
             concurrency: Self::concurrency_from_env()?,
+            claim_group: config::parsed_or("POLLER_CLAIM_GROUP", DEFAULT_CLAIM_GROUP)?,
+            batches_in_flight: config::parsed_or("POLLER_BATCHES_IN_FLIGHT", 2usize)?,
             idle_wait: Duration::from_millis(config::parsed_or("POLLER_IDLE_WAIT_MS", 200u64)?),
+            listen: config::parsed_or("POLLER_LISTEN", true)?,
             safety_margin: Duration::from_secs(config::parsed_or("POLLER_SAFETY_MARGIN_SECS", 10u64)?),
             max_attempts: config::parsed_or("OUTBOX_MAX_ATTEMPTS", DEFAULT_MAX_ATTEMPTS)?,
             backoff_base: Duration::from_secs_f64(config::parsed_or("OUTBOX_BACKOFF_BASE_SECS", 2.0f64)?),
@@ -68,12 +86,19 @@ impl PollerConfig {
         Ok(cfg)
     }
 
-    /// Defaults suitable for tests and benchmarks.
+    /// Defaults suitable for tests and benchmarks. `POLLER_CLAIM_GROUP` in
+    /// the environment sets the claim group, so the suites run at each size.
     pub fn for_tests(worker_id: &str) -> Self {
         Self {
             batch_size: 32,
             concurrency: 4,
+            claim_group: std::env::var("POLLER_CLAIM_GROUP")
+                .ok()
+                .map(|v| v.parse().expect("POLLER_CLAIM_GROUP is a number"))
+                .unwrap_or(DEFAULT_CLAIM_GROUP),
+            batches_in_flight: 2,
             idle_wait: Duration::from_millis(20),
+            listen: false,
             safety_margin: Duration::from_millis(0),
             max_attempts: DEFAULT_MAX_ATTEMPTS,
             backoff_base: Duration::from_millis(0),
@@ -90,6 +115,8 @@ impl PollerConfig {
         for (var, ok) in [
             ("POLLER_BATCH_SIZE", self.batch_size >= 1),
             ("POLLER_CONCURRENCY", self.concurrency >= 1),
+            ("POLLER_CLAIM_GROUP", self.claim_group >= 1),
+            ("POLLER_BATCHES_IN_FLIGHT", self.batches_in_flight >= 1),
             ("OUTBOX_MAX_ATTEMPTS", self.max_attempts >= 1),
         ] {
             if !ok {
@@ -103,15 +130,21 @@ impl PollerConfig {
                 "raise OUTBOX_BACKOFF_CAP_SECS to at least OUTBOX_BACKOFF_BASE_SECS",
             ));
         }
-        // Each in-flight event holds its processed_events transaction plus one
-        // connection for its claims; one more claims the next batch. Fewer
-        // would let every connection wait for another: a deadlock.
-        let needed = 2 * self.concurrency + 1;
+        // Each in-flight event (claim group 1) or batch holds its
+        // processed_events transaction plus one connection for its claims;
+        // one more claims the next batch. Fewer would let every connection
+        // wait for another: a deadlock.
+        let (in_flight, var) = if self.claim_group > 1 {
+            (self.batches_in_flight, "POLLER_BATCHES_IN_FLIGHT")
+        } else {
+            (self.concurrency, "POLLER_CONCURRENCY")
+        };
+        let needed = 2 * in_flight + 1;
         if pool_size < needed {
             return Err(ConfigError::new(
                 "DATABASE_POOL_SIZE",
-                format!("({pool_size}) is too small for POLLER_CONCURRENCY ({})", self.concurrency),
-                format!("it needs at least {needed}; raise it or lower POLLER_CONCURRENCY"),
+                format!("({pool_size}) is too small for {var} ({in_flight})"),
+                format!("it needs at least {needed}; raise it or lower {var}"),
             ));
         }
         Ok(())

@@ -1,16 +1,25 @@
-//! One claimed event, from `processed_events` to DONE (or retry, or the
-//! dead letter): tell every recipient what the plan says (or record why
-//! not), then settle the event by what the deliveries say.
+//! Claimed events, from `processed_events` to DONE (or retry, or the dead
+//! letter): tell every recipient what the plan says (or record why not),
+//! then settle each event by what its deliveries say.
+//!
+//! With a claim group of 1, [`Poller::process`] takes one event at a time,
+//! one send at a time. Otherwise [`Poller::process_batch`] takes the whole
+//! batch: one transaction holds every event's `processed_events` row, the
+//! plans are read for the batch, the sends are claimed and recorded a group
+//! at a time ([`deliver_group`]), and the events complete in one statement.
 
+use std::collections::HashSet;
 use std::sync::atomic::Ordering;
+
+use uuid::Uuid;
 
 use super::poller::Poller;
 use super::summary::RunSummary;
 use super::RelayError;
 use crate::booking::events::BookingEvent;
-use crate::notify::deliver::{deliver, supersede, Delivery};
+use crate::notify::deliver::{deliver, deliver_group, supersede, Delivery, Gate};
 use crate::notify::mailer::Mailer;
-use crate::notify::plan::{plan, Planned};
+use crate::notify::plan::{plan, plan_many, Planned};
 use crate::notify::unknown;
 use crate::outbox::events::transitions::{self, Retried};
 use crate::outbox::processed;
@@ -60,6 +69,7 @@ impl Settle {
             Delivery::Released { reason } => Settle::Retry(reason.clone()),
             Delivery::Paused { reason } => Settle::Requeue(reason.clone()),
             Delivery::Misconfigured { reason } => Settle::DeadLetter(reason.clone()),
+            Delivery::Deferred { reason } => Settle::Deadline(reason.clone()),
             _ => Settle::Done,
         }
     }
@@ -126,17 +136,113 @@ impl<M: Mailer + 'static> Poller<M> {
         }
         // Not done: processed_events must not commit, so the event runs again.
         tx.rollback().await?;
+        self.settle_unfinished(event.id, attempts, settle, &mut summary).await?;
+        Ok(summary)
+    }
+
+    /// Processes a whole claimed batch (events of distinct bookings) with
+    /// claim groups; see the module documentation.
+    pub(super) async fn process_batch(&self, batch: Vec<(BookingEvent, i32)>) -> Result<RunSummary, RelayError> {
+        let mut summary = RunSummary::default();
+        let mut client = self.pool.get().await?;
+        let tx = client.transaction().await?;
+        let ids: Vec<Uuid> = batch.iter().map(|(e, _)| e.id).collect();
+        let fresh: HashSet<Uuid> = processed::try_insert_many(&tx, &ids).await?.into_iter().collect();
+        // Those a previous attempt committed are processed already.
+        let (batch, already): (Vec<_>, Vec<_>) = batch.into_iter().partition(|(e, _)| fresh.contains(&e.id));
+        summary.already_processed += already.len() as u32;
+        let fresh_ids: Vec<Uuid> = batch.iter().map(|(e, _)| e.id).collect();
+        // An operator's resend: a reopened event runs for the named
+        // recipients alone, whatever the others' sends are.
+        let only = unknown::pending_recipients_many(&tx, &fresh_ids).await?;
+        let events: Vec<&BookingEvent> = batch.iter().map(|(e, _)| e).collect();
+        let plans = plan_many(&tx, &events, self.config.skip_superseded).await?;
+        let mut items: Vec<(usize, Planned)> = Vec::new();
+        for (i, (event, plan)) in events.iter().zip(plans).enumerate() {
+            let only = only.get(&event.id);
+            items.extend(
+                plan.into_iter()
+                    .filter(|p| only.is_none_or(|o| o.iter().any(|r| r == p.notification().recipient.email.as_str())))
+                    .map(|p| (i, p)),
+            );
+        }
+        let mut settle = vec![Settle::Done; events.len()];
+        let send_fits = || self.send_fits();
+        let gate = Gate { paused: &self.paused, send_fits: &send_fits };
+        let worker = &self.config.worker_id;
+        let mut items = items.into_iter().peekable();
+        while items.peek().is_some() {
+            let (owners, group): (Vec<usize>, Vec<Planned>) = items.by_ref().take(self.config.claim_group).unzip();
+            let stop = if self.paused.load(Ordering::SeqCst) {
+                Some(Settle::Requeue("sending paused earlier in this run".into()))
+            } else if group.iter().any(|p| matches!(p, Planned::Send(_))) && !self.send_fits() {
+                let reason = "the invocation's deadline came first; the recipients not yet sent were left unclaimed";
+                Some(Settle::Deadline(reason.into()))
+            } else {
+                None
+            };
+            if let Some(stop) = stop {
+                for i in owners {
+                    settle[i] = settle[i].clone().join(stop.clone());
+                }
+                continue;
+            }
+            let deliveries =
+                deliver_group(&self.pool, &*self.mailer, &self.faults, worker, self.config.concurrency, &gate, &group)
+                    .await?;
+            for (i, delivery) in owners.into_iter().zip(&deliveries) {
+                summary.count(delivery);
+                settle[i] = settle[i].clone().join(Settle::of(delivery));
+            }
+        }
+        let mut done: Vec<Uuid> = already.iter().map(|(e, _)| e.id).collect();
+        let mut unfinished = Vec::new();
+        for ((event, attempts), settle) in batch.iter().zip(settle) {
+            if settle == Settle::Done {
+                done.push(event.id);
+                if only.contains_key(&event.id) {
+                    unknown::mark_resent(&tx, event.id).await?;
+                }
+            } else {
+                unfinished.push((event.id, *attempts, settle));
+            }
+        }
+        if !done.is_empty() {
+            self.faults.hit(FAULT_BEFORE_DONE_COMMIT)?;
+        }
+        // Not done: their processed_events rows must not commit, so they run again.
+        let again: Vec<Uuid> = unfinished.iter().map(|(id, _, _)| *id).collect();
+        processed::undo_many(&tx, &again).await?;
+        transitions::complete_many(&tx, &done).await?;
+        tx.commit().await?;
+        summary.done += done.len() as u32;
+        for (id, attempts, settle) in unfinished {
+            self.settle_unfinished(id, attempts, settle, &mut summary).await?;
+        }
+        Ok(summary)
+    }
+
+    /// Hands back an event that is not done, by why.
+    #[tracing::instrument(skip_all, fields(%event_id, attempt = attempts))]
+    async fn settle_unfinished(
+        &self,
+        event_id: Uuid,
+        attempts: i32,
+        settle: Settle,
+        summary: &mut RunSummary,
+    ) -> Result<(), RelayError> {
         let client = self.pool.get().await?;
+        let worker = &self.config.worker_id;
         match settle {
-            Settle::Done => {} // committed above
+            Settle::Done => {} // committed by the caller
             Settle::DeadLetter(reason) => {
-                transitions::dead_letter(&client, event.id, worker, &format!("mailer misconfigured: {reason}")).await?;
+                transitions::dead_letter(&client, event_id, worker, &format!("mailer misconfigured: {reason}")).await?;
                 summary.dead_lettered += 1;
             }
             Settle::Retry(reason) => {
                 let delay = self.backoff(attempts);
                 let max = self.config.max_attempts;
-                match transitions::retry(&client, event.id, worker, delay, &reason, max).await? {
+                match transitions::retry(&client, event_id, worker, delay, &reason, max).await? {
                     Retried::Dead => {
                         tracing::error!(%reason, attempts, "attempts exhausted; dead-lettered");
                         summary.dead_lettered += 1;
@@ -149,15 +255,15 @@ impl<M: Mailer + 'static> Poller<M> {
                 }
             }
             Settle::Deadline(reason) => {
-                transitions::requeue(&client, event.id, worker, std::time::Duration::ZERO, &reason).await?;
+                transitions::requeue(&client, event_id, worker, std::time::Duration::ZERO, &reason).await?;
                 tracing::info!("event handed back at the deadline; the next invocation goes on");
                 summary.deadline_requeued += 1;
             }
             Settle::Requeue(reason) => {
                 let delay = self.config.pause_delay;
-                transitions::requeue(&client, event.id, worker, delay, &format!("sending paused: {reason}")).await?;
+                transitions::requeue(&client, event_id, worker, delay, &format!("sending paused: {reason}")).await?;
             }
         }
-        Ok(summary)
+        Ok(())
     }
 }

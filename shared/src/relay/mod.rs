@@ -1,7 +1,8 @@
 //! The relay: the workers at the top of the library. They drive the layers
 //! below and nothing below imports them.
 //!
-//! - [`poller`]: claims due outbox events until its deadline;
+//! - [`poller`]: claims due outbox events until its deadline, woken by
+//!   [`wake`] when one commits;
 //!   [`event`] takes each one from `processed_events` to DONE, telling every
 //!   recipient through `notify` and settling the event by the outcomes.
 //! - [`sweeper`]: resets rows stuck in PROCESSING, applies [`retention`],
@@ -20,10 +21,12 @@ pub mod schema;
 pub mod status;
 pub mod summary;
 pub mod sweeper;
+pub mod wake;
 
 pub use config::{FeedbackConfig, PollerConfig, RetentionConfig, SweeperConfig};
 pub use poller::{deadline_from, Poller};
 pub use summary::{Health, RunSummary, SweepRun};
+pub use wake::Wake;
 
 use crate::db::DbError;
 use crate::fault::FaultError;

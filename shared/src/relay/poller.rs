@@ -1,10 +1,11 @@
 //! The poller: claims due events and hands each to [`super::event`], until
 //! its deadline.
 //!
-//! One invocation keeps polling (with a short idle wait) until the remaining
-//! time drops under a safety margin, so commit-to-send latency is the idle
-//! wait, not the schedule period. Events are processed with bounded
-//! concurrency.
+//! One invocation keeps polling until the remaining time drops under a
+//! safety margin. Between empty polls it waits for a committed event's
+//! notification ([`Wake`]), or the idle wait without one, so commit-to-send
+//! latency is a round trip, not the schedule period. Events are processed
+//! with bounded concurrency.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -15,6 +16,7 @@ use tokio::task::JoinSet;
 
 use super::config::PollerConfig;
 use super::summary::{Health, RunSummary};
+use super::wake::Wake;
 use super::RelayError;
 use crate::booking::events::BookingEvent;
 use crate::fault::Faults;
@@ -41,6 +43,8 @@ pub struct Poller<M: Mailer + 'static> {
     /// The current run's deadline (none when draining): no send starts
     /// unless its worst case fits before it, with the safety margin.
     pub(super) deadline: Arc<Mutex<Option<Instant>>>,
+    /// Wakes an idle run when an event commits (none: timed polls only).
+    pub(super) wake: Option<Arc<Wake>>,
 }
 
 impl<M: Mailer + 'static> Clone for Poller<M> {
@@ -52,13 +56,29 @@ impl<M: Mailer + 'static> Clone for Poller<M> {
             config: self.config.clone(),
             paused: self.paused.clone(),
             deadline: self.deadline.clone(),
+            wake: self.wake.clone(),
         }
     }
 }
 
 impl<M: Mailer + 'static> Poller<M> {
     pub fn new(pool: Pool, mailer: Arc<M>, faults: Faults, config: PollerConfig) -> Self {
-        Self { pool, mailer, faults, config, paused: Arc::new(AtomicBool::new(false)), deadline: Default::default() }
+        Self {
+            pool,
+            mailer,
+            faults,
+            config,
+            paused: Arc::new(AtomicBool::new(false)),
+            deadline: Default::default(),
+            wake: None,
+        }
+    }
+
+    /// Waits for committed events' notifications between empty polls,
+    /// instead of only the idle wait.
+    pub fn with_wake(mut self, wake: Wake) -> Self {
+        self.wake = Some(Arc::new(wake));
+        self
     }
 
     pub fn config(&self) -> &PollerConfig {
@@ -106,6 +126,41 @@ impl<M: Mailer + 'static> Poller<M> {
     }
 
     async fn poll_until(&self, deadline: Instant) -> Result<RunSummary, RelayError> {
+        self.in_flight(move |p| async move { p.poll_loop(deadline).await }).await
+    }
+
+    /// Runs `run` once per batch kept in flight (`POLLER_BATCHES_IN_FLIGHT`
+    /// with claim groups, else one), and adds up their runs.
+    async fn in_flight<F, Fut>(&self, run: F) -> Result<RunSummary, RelayError>
+    where
+        F: Fn(Self) -> Fut,
+        Fut: std::future::Future<Output = Result<RunSummary, RelayError>> + Send + 'static,
+    {
+        let loops = if self.config.claim_group > 1 { self.config.batches_in_flight } else { 1 };
+        let mut tasks = JoinSet::new();
+        for _ in 0..loops {
+            tasks.spawn(run(self.clone()));
+        }
+        let (mut summary, mut failed) = (RunSummary::default(), None);
+        while let Some(joined) = tasks.join_next().await {
+            match joined {
+                Ok(Ok(one)) => summary.add(&one),
+                Ok(Err(e)) => {
+                    failed.get_or_insert(e);
+                }
+                Err(join) => {
+                    tracing::error!(error = %join, "poll loop panicked");
+                    summary.errors += 1;
+                }
+            }
+        }
+        match failed {
+            Some(e) => Err(e),
+            None => Ok(summary),
+        }
+    }
+
+    async fn poll_loop(&self, deadline: Instant) -> Result<RunSummary, RelayError> {
         let mut summary = RunSummary::default();
         loop {
             if !self.send_fits() || self.paused.load(Ordering::SeqCst) {
@@ -116,7 +171,11 @@ impl<M: Mailer + 'static> Poller<M> {
             summary.add(&batch);
             if idle {
                 let left = deadline.saturating_duration_since(Instant::now() + self.config.safety_margin);
-                tokio::time::sleep(self.config.idle_wait.min(left)).await;
+                let wait = self.config.idle_wait.min(left);
+                match &self.wake {
+                    Some(wake) => wake.wait(wait).await,
+                    None => tokio::time::sleep(wait).await,
+                }
             }
         }
         Ok(summary)
@@ -134,6 +193,10 @@ impl<M: Mailer + 'static> Poller<M> {
     /// Polls until nothing is due (tests, `outboxctl`).
     pub async fn drain(&self) -> Result<RunSummary, RelayError> {
         self.paused.store(false, Ordering::SeqCst);
+        self.in_flight(|p| async move { p.drain_loop().await }).await
+    }
+
+    async fn drain_loop(&self) -> Result<RunSummary, RelayError> {
         let mut summary = RunSummary::default();
         loop {
             let batch = self.poll_once().await?;
@@ -175,6 +238,20 @@ impl<M: Mailer + 'static> Poller<M> {
                     summary.dead_lettered += 1;
                 }
             }
+        }
+        if self.config.claim_group > 1 && !readable.is_empty() {
+            match self.process_batch(readable).await {
+                Ok(one) => summary.add(&one),
+                // An injected crash stops the run, as a real one would.
+                Err(e @ RelayError::Fault(_)) => return Err(e),
+                Err(e) => {
+                    // The events stay PROCESSING; the sweeper will hand them back.
+                    tracing::error!(error = %e, "batch processing failed; left for the sweeper");
+                    summary.errors += 1;
+                }
+            }
+            summary.paused = self.paused.load(Ordering::SeqCst);
+            return Ok(summary);
         }
         let mut tasks = JoinSet::new();
         let mut queue = readable.into_iter();

@@ -60,7 +60,10 @@ impl RunSummary {
             Delivery::AlreadyClaimed => self.skipped += 1,
             Delivery::Superseded { .. } => self.superseded += 1,
             Delivery::Orphaned | Delivery::Unknown { .. } => self.unknown += 1,
-            Delivery::Released { .. } | Delivery::Paused { .. } | Delivery::Misconfigured { .. } => self.released += 1,
+            Delivery::Released { .. }
+            | Delivery::Paused { .. }
+            | Delivery::Misconfigured { .. }
+            | Delivery::Deferred { .. } => self.released += 1,
             Delivery::Rejected { .. } => self.failed += 1,
         }
     }

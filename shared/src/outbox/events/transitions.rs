@@ -32,6 +32,19 @@ pub async fn complete(tx: &impl GenericClient, event_id: Uuid) -> DbResult<()> {
     Ok(())
 }
 
+/// [`complete`] for many events, in one statement.
+pub async fn complete_many(tx: &impl GenericClient, event_ids: &[Uuid]) -> DbResult<()> {
+    if event_ids.is_empty() {
+        return Ok(());
+    }
+    let sql = formatcp!(
+        "UPDATE outbox_events SET status = {DONE}, completed_at = now(), last_error = NULL, {UNLOCK} \
+          WHERE id = ANY($1)"
+    );
+    tx.execute(&tx.prepare_cached(sql).await?, &[&event_ids]).await?;
+    Ok(())
+}
+
 /// Where a retried event went.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Retried {
