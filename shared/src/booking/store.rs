@@ -61,14 +61,14 @@ pub async fn insert(
     new: &NewBooking,
 ) -> Result<Booking, BookingError> {
     let attendees = serde_json::to_value(&new.attendees).expect("attendees serialise");
-    let sql = format!(
+    const SQL: &str = formatcp!(
         "INSERT INTO bookings (id, organizer_email, organizer_name, organizer_sub, title, description, \
                                location, timezone, starts_at, ends_at, attendees) \
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) RETURNING {COLUMNS}"
     );
     let row = tx
         .query_one(
-            &sql,
+            &tx.prepare_cached(SQL).await?,
             &[
                 &id,
                 &organizer.person.email.as_str(),
@@ -89,15 +89,15 @@ pub async fn insert(
 }
 
 pub async fn get(client: &impl GenericClient, id: Uuid) -> Result<Option<Booking>, BookingError> {
-    let sql = format!("SELECT {COLUMNS} FROM bookings WHERE id = $1");
-    client.query_opt(&sql, &[&id]).await?.as_ref().map(from_row).transpose()
+    const SQL: &str = formatcp!("SELECT {COLUMNS} FROM bookings WHERE id = $1");
+    client.query_opt(&client.prepare_cached(SQL).await?, &[&id]).await?.as_ref().map(from_row).transpose()
 }
 
 /// Reads and row-locks a booking, so changes to one booking (and the outbox
 /// events they write) are serialised in version order.
 pub async fn get_for_update(tx: &impl GenericClient, id: Uuid) -> Result<Option<Booking>, BookingError> {
-    let sql = format!("SELECT {COLUMNS} FROM bookings WHERE id = $1 FOR UPDATE");
-    tx.query_opt(&sql, &[&id]).await?.as_ref().map(from_row).transpose()
+    const SQL: &str = formatcp!("SELECT {COLUMNS} FROM bookings WHERE id = $1 FOR UPDATE");
+    tx.query_opt(&tx.prepare_cached(SQL).await?, &[&id]).await?.as_ref().map(from_row).transpose()
 }
 
 pub async fn mark_cancelled(tx: &impl GenericClient, id: Uuid) -> Result<Booking, BookingError> {
@@ -106,21 +106,21 @@ pub async fn mark_cancelled(tx: &impl GenericClient, id: Uuid) -> Result<Booking
          WHERE id = $1 RETURNING {COLUMNS}",
         BookingStatus::Cancelled.as_str()
     );
-    from_row(&tx.query_one(SQL, &[&id]).await?)
+    from_row(&tx.query_one(&tx.prepare_cached(SQL).await?, &[&id]).await?)
 }
 
 /// Writes every changeable field of `b` (a booking changed in memory) and
 /// bumps the version.
 pub async fn update(tx: &impl GenericClient, b: &Booking) -> Result<Booking, BookingError> {
     let attendees = serde_json::to_value(&b.attendees).expect("attendees serialise");
-    let sql = format!(
+    const SQL: &str = formatcp!(
         "UPDATE bookings SET title = $2, description = $3, location = $4, timezone = $5, starts_at = $6, \
                              ends_at = $7, attendees = $8, version = version + 1, updated_at = now() \
          WHERE id = $1 RETURNING {COLUMNS}"
     );
     let row = tx
         .query_one(
-            &sql,
+            &tx.prepare_cached(SQL).await?,
             &[&b.id, &b.title, &b.description, &b.location, &b.timezone, &b.start, &b.end, &attendees],
         )
         .await
