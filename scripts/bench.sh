@@ -3,12 +3,19 @@
 # The cluster has the same settings as the test cluster (fsync=off); set
 # BENCH_DURABLE=1 for fsync=on. Figures are printed beside an
 # insert-and-commit baseline measured in the same run on the same database.
+# Then, on the same cluster (each in a database of its own): graphile-worker
+# with its own perf method (BENCH_PEERS=0 skips it, BENCH_PEERS=required
+# fails without node/npm) and the SQL of POST /bookings with pgbench; see
+# scripts/lib/bench-peers.sh. All figures go to $BENCH_RESULTS (key<TAB>value;
+# a temporary file unless set) and are printed as one table at the end.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib/postgres.sh
+source scripts/lib/bench-peers.sh
 
 cleanup() {
   [ -n "${PG_DIR:-}" ] && { pg_stop "$PG_DIR"; rm -rf "$PG_DIR" "$PG_DIR.initdb.log"; }
+  [ -n "${RESULTS_TMP:-}" ] && rm -f "$RESULTS_TMP"
   return 0
 }
 trap cleanup EXIT INT TERM
@@ -24,4 +31,12 @@ if [ -z "${DATABASE_URL:-}" ]; then
   fi
   export DATABASE_URL="postgres://postgres@127.0.0.1:$PG_PORT/postgres"
 fi
+if [ -z "${BENCH_RESULTS:-}" ]; then
+  RESULTS_TMP="$(mktemp /tmp/outbox-bench-results.XXXXXX)"
+  export BENCH_RESULTS="$RESULTS_TMP"
+fi
+: >"$BENCH_RESULTS"
 RUST_LOG="${RUST_LOG:-error}" cargo bench --locked -p outbox-tests --bench poller
+bench_peers
+bench_api_sql
+python3 scripts/lib/bench-table.py "$BENCH_RESULTS"

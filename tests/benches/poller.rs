@@ -1,11 +1,15 @@
 //! Poller benchmark (`./scripts/bench.sh`): notifications per second with an
 //! instant mailer for 1 and 4 pollers, and commit-to-send latency, each next
 //! to a plain insert-and-commit baseline measured in the same run against
-//! the same database. Machines here are noisy; the ratios are what to read.
+//! the same database; then `POST /bookings` through the real handler, which
+//! the script compares with the same SQL run by pgbench. Machines here are
+//! noisy; the ratios are what to read.
 //!
 //! Sizes: BENCH_EVENTS (default 10000) events × BENCH_RECIPIENTS (default 3);
-//! BENCH_BATCH events claimed per poll (default 64); POLLER_CLAIM_GROUP
-//! sends claimed per statement (default 64).
+//! BENCH_BATCH events claimed per poll (default 256, the production
+//! default is 32); POLLER_CLAIM_GROUP sends claimed per statement (default
+//! 256 here, 64 in production): an instant mailer rewards large batches,
+//! SES's send rate does not.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -15,6 +19,10 @@ use outbox_tests::outbox::{create_booking_at, seed_events};
 use outbox_tests::TestDb;
 use shared::fault::Faults;
 use shared::notify::mailer::recording::RecordingMailer;
+use outbox_tests::api::{gateway_event, test_config};
+use shared::api::config::ApiConfig;
+use shared::api::Api;
+use shared::booking::limits::Limits;
 use shared::db::DbConfig;
 use shared::relay::{Poller, PollerConfig, Wake};
 
@@ -63,7 +71,8 @@ async fn throughput(pollers: usize, events: usize, recipients: usize) -> (f64, f
     for i in 0..pollers {
         let pool = TestDb::pool_for(&db.url, 9);
         let mut config = PollerConfig::for_tests(&format!("bench-{i}"));
-        config.batch_size = env_usize("BENCH_BATCH", 64) as i64;
+        config.batch_size = env_usize("BENCH_BATCH", 256) as i64;
+        config.claim_group = env_usize("POLLER_CLAIM_GROUP", 256);
         config.concurrency = 4;
         let p = Poller::new(pool, mailer.clone(), Faults::none(), config);
         tasks.push(tokio::spawn(async move { p.drain().await.unwrap() }));
@@ -74,6 +83,61 @@ async fn throughput(pollers: usize, events: usize, recipients: usize) -> (f64, f
     let elapsed = started.elapsed().as_secs_f64();
     assert_eq!(mailer.count(), events * recipients, "every notification sent exactly once");
     ((events * recipients) as f64 / elapsed, base)
+}
+
+/// `POST /bookings` through the real handler (an API Gateway v2 event in,
+/// the response out), `clients` at once on one pool of that size, for
+/// `secs`: each client is an organizer booking its next 30-minute slot
+/// with two attendees and an Idempotency-Key. Returns bookings/s and p99.
+async fn api_write(clients: usize, secs: u64) -> (f64, Duration) {
+    let db = TestDb::create().await;
+    let config = ApiConfig { limits: Limits::UNLIMITED, ..test_config() };
+    let api = Arc::new(Api::new(TestDb::pool_for(&db.url, clients), Faults::none(), config));
+    let started = Instant::now();
+    let stop = started + Duration::from_secs(secs);
+    let mut tasks = Vec::new();
+    for c in 0..clients {
+        let api = api.clone();
+        tasks.push(tokio::spawn(async move {
+            let claims = serde_json::json!({
+                "sub": format!("organizer-{c}"), "email": format!("organizer-{c}@example.com"),
+                "name": "Bench Organizer", "email_verified": "true"
+            });
+            let first = chrono::DateTime::parse_from_rfc3339("2030-01-01T00:00:00Z").unwrap();
+            let mut took = Vec::new();
+            for slot in 0.. {
+                if Instant::now() >= stop {
+                    break;
+                }
+                let start = first + chrono::Duration::minutes(30 * slot);
+                let body = serde_json::json!({
+                    "title": "Quarterly planning", "description": "Agenda and notes in the shared folder.",
+                    "location": "Room 4.12", "timezone": "Europe/Berlin",
+                    "start": start.to_rfc3339(), "end": (start + chrono::Duration::minutes(30)).to_rfc3339(),
+                    "attendees": [{"email": "alice@example.com", "name": "Alice Example"},
+                                  {"email": "bob@example.com", "name": "Bob Example"}]
+                })
+                .to_string();
+                let mut headers = serde_json::Map::new();
+                headers.insert("content-type".into(), "application/json".into());
+                headers.insert("idempotency-key".into(), uuid::Uuid::new_v4().to_string().into());
+                let sent = Instant::now();
+                let event = gateway_event("POST", "/bookings", "", headers, Some(&body), Some(claims.clone()));
+                let req = lambda_http::request::from_str(&event.to_string()).unwrap();
+                let resp = api.handle(req).await;
+                assert_eq!(resp.status().as_u16(), 201, "{:?}", resp.body());
+                took.push(sent.elapsed());
+            }
+            took
+        }));
+    }
+    let mut took = Vec::new();
+    for t in tasks {
+        took.extend(t.await.unwrap());
+    }
+    let rate = took.len() as f64 / started.elapsed().as_secs_f64();
+    took.sort();
+    (rate, percentile(&took, 0.99))
 }
 
 fn percentile(sorted: &[Duration], p: f64) -> Duration {
@@ -121,7 +185,11 @@ async fn main() {
     }
     let events = env_usize("BENCH_EVENTS", 10_000);
     let recipients = env_usize("BENCH_RECIPIENTS", 3);
-    println!("poller benchmark: {events} events x {recipients} recipients, instant mailer");
+    println!(
+        "poller benchmark: {events} events x {recipients} recipients, instant mailer; batches of {} events, claim groups of {}",
+        env_usize("BENCH_BATCH", 256),
+        env_usize("POLLER_CLAIM_GROUP", 256)
+    );
     println!("{:<34} {:>14} {:>18} {:>8}", "measure", "value", "baseline ins+commit/s", "ratio");
     for pollers in [1, 4] {
         let (rate, base) = throughput(pollers, events, recipients).await;
@@ -145,6 +213,11 @@ async fn main() {
         record(&format!("{key}.p50_ms"), ms(p50));
         record(&format!("{key}.p99_ms"), ms(p99));
     }
+    let (rate, p99) = api_write(8, env_usize("BENCH_API_SECS", 10) as u64).await;
+    println!("{:<34} {:>12.0}/s", "POST /bookings, 8 clients", rate);
+    println!("{:<34} {:>12.1}ms", "POST /bookings p99", ms(p99));
+    record("project.api_write.c8", rate);
+    record("project.api_write.p99_ms", ms(p99));
 }
 
 fn ms(d: Duration) -> f64 {

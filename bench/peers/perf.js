@@ -1,0 +1,247 @@
+#!/usr/bin/env node
+// Peer benchmark: graphile-worker (version pinned in package-lock.json),
+// measured with the method of its own repository's perfTest/ (run.js,
+// init.js, latencyTest.js), on the database named by DATABASE_URL (a
+// database of its own on the bench cluster; scripts/lib/bench-peers.sh
+// creates it).
+//
+//   node perf.js            all presets, then the latency test; prints
+//                           `key<TAB>value` lines on stdout, the log on stderr
+//   node perf.js drain P    (internal) one worker process of preset P that
+//                           drains the queue like `graphile-worker --once`
+//
+// Throughput, as perfTest/run.js: time one worker process started on an
+// empty queue (startup and shutdown), bulk-add N no-op jobs in one statement
+// (add_jobs over generate_series: init.js's add_job per row in a DO block
+// queues the same rows, only far slower), time PROCS worker processes
+// draining them with --once semantics; jobs/s = N / (drain time - startup).
+// Latency, as latencyTest.js: one worker (concurrency 1, LISTEN/NOTIFY),
+// add a job, wait until its task starts, repeat; reports p50/p99.
+//
+// Env: BENCH_PEER_JOBS (20000), BENCH_PEER_LATENCY_SAMPLES (1000, as
+// latencyTest.js), BENCH_PEER_TIMEOUT_S (600: the whole run, and each worker
+// process, is killed past it), BENCH_PEER_PRESETS (comma list, default all).
+"use strict";
+
+const { spawn } = require("child_process");
+const { Pool } = require("pg");
+const { Logger, runOnce, runTaskList } = require("graphile-worker");
+
+const env = (name, dflt) => {
+  const v = parseInt(process.env[name] || "", 10);
+  return Number.isFinite(v) && v > 0 ? v : dflt;
+};
+const JOBS = env("BENCH_PEER_JOBS", 20000);
+const SAMPLES = env("BENCH_PEER_LATENCY_SAMPLES", 1000);
+const TIMEOUT_MS = env("BENCH_PEER_TIMEOUT_S", 600) * 1000;
+const DATABASE_URL = process.env.DATABASE_URL;
+
+// Per-job mode is graphile-worker's default; batched is the configuration of
+// its perfTest/graphile.config.js (local queue of 500, batched completions).
+const PER_JOB = { localQueue: { size: -1 }, completeJobBatchDelay: -1, failJobBatchDelay: -1 };
+const BATCHED = {
+  localQueue: { size: 500, refetchDelay: { durationMs: 10 } },
+  completeJobBatchDelay: 0,
+  failJobBatchDelay: 0,
+};
+const PRESETS = {
+  "perjob.c4": { procs: 1, concurrency: 4, worker: PER_JOB },
+  "batched.p1c4": { procs: 1, concurrency: 4, worker: BATCHED },
+  "batched.p4c24": { procs: 4, concurrency: 24, worker: BATCHED },
+};
+
+const log = (...args) => console.error("[peers]", ...args);
+const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+// Warnings and errors only (the default logger prints every job).
+const quietLogger = new Logger(() => (level, message) => {
+  if (level === "error" || level === "warning") console.error(`[graphile-worker ${level}] ${message}`);
+});
+
+// The same rank as the project's bench (tests/benches/poller.rs).
+function percentile(sorted, p) {
+  return sorted[Math.round((sorted.length - 1) * p)];
+}
+
+// ---- child: one worker process, `--once` semantics -----------------------
+
+async function drain(name) {
+  const preset = PRESETS[name];
+  if (!preset) throw new Error(`unknown preset ${name}`);
+  // A child outlives nothing: killed with its parent's budget at the latest.
+  setTimeout(() => {
+    console.error(`[peers] worker ${name} exceeded ${TIMEOUT_MS} ms`);
+    process.exit(2);
+  }, TIMEOUT_MS).unref();
+  let executed = 0;
+  await runOnce({
+    noHandleSignals: true,
+    logger: quietLogger,
+    taskList: { noop: async () => void executed++ },
+    preset: {
+      worker: {
+        connectionString: DATABASE_URL,
+        concurrentJobs: preset.concurrency,
+        maxPoolSize: preset.concurrency + 1, // as perfTest: -m CONCURRENCY + 1
+        ...preset.worker,
+      },
+    },
+  });
+  process.stdout.write(JSON.stringify({ executed }) + "\n");
+}
+
+// ---- parent ------------------------------------------------------------
+
+const children = new Set();
+
+// Runs `node perf.js drain NAME`; resolves with its report.
+function spawnDrain(name) {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [__filename, "drain", name], {
+      env: { ...process.env, NO_LOG_SUCCESS: "1" },
+      stdio: ["ignore", "pipe", "inherit"],
+      timeout: TIMEOUT_MS,
+      killSignal: "SIGKILL",
+    });
+    children.add(child);
+    let out = "";
+    child.stdout.on("data", (d) => (out += d));
+    child.on("error", reject);
+    child.on("exit", (code, signal) => {
+      children.delete(child);
+      if (code === 0) resolve(JSON.parse(out.trim().split("\n").pop()));
+      else reject(new Error(`worker ${name} exited with ${signal || code}`));
+    });
+  });
+}
+
+async function timed(fn) {
+  const start = process.hrtime.bigint();
+  const result = await fn();
+  return [Number(process.hrtime.bigint() - start) / 1e6, result];
+}
+
+async function remainingJobs(pool) {
+  const { rows } = await pool.query("select count(*)::int as n from graphile_worker._private_jobs");
+  return rows[0].n;
+}
+
+async function throughput(pool, name) {
+  const preset = PRESETS[name];
+  if ((await remainingJobs(pool)) !== 0) throw new Error("queue not empty before the run");
+  const [startupMs] = await timed(() => spawnDrain(name));
+  const [addMs] = await timed(() =>
+    pool.query(
+      `select count(*) from graphile_worker.add_jobs(array(
+         select json_populate_record(null::graphile_worker.job_spec,
+                  json_build_object('identifier', 'noop', 'payload', json_build_object('id', i)))
+           from generate_series(1, $1::int) i))`,
+      [JOBS],
+    ),
+  );
+  // As the project's bench does after seeding its outbox.
+  await pool.query("vacuum analyze graphile_worker._private_jobs");
+  const [drainMs, reports] = await timed(() =>
+    Promise.all(Array.from({ length: preset.procs }, () => spawnDrain(name))),
+  );
+  const executed = reports.reduce((sum, r) => sum + r.executed, 0);
+  const left = await remainingJobs(pool);
+  if (executed !== JOBS || left !== 0) {
+    throw new Error(`${name}: executed ${executed} of ${JOBS} jobs, ${left} left in the queue`);
+  }
+  const rate = (1000 * JOBS) / (drainMs - startupMs);
+  log(
+    `${name}: ${preset.procs} process(es) x concurrency ${preset.concurrency}: add ${addMs.toFixed(0)} ms, ` +
+      `drain ${drainMs.toFixed(0)} ms - startup ${startupMs.toFixed(0)} ms => ${rate.toFixed(0)} jobs/s`,
+  );
+  return rate;
+}
+
+async function latency() {
+  // A pool of its own, pg's default size, as latencyTest.js.
+  const pool = new Pool({ connectionString: DATABASE_URL });
+  const starts = new Map();
+  const waiting = new Map();
+  let latencies = [];
+  const workerPool = runTaskList(
+    { concurrency: 1, noHandleSignals: true, logger: quietLogger },
+    {
+      latency: async ({ id }) => {
+        const t = starts.get(id);
+        if (t !== undefined) latencies.push(Number(process.hrtime.bigint() - t) / 1e6);
+        const done = waiting.get(id);
+        if (done) done();
+      },
+    },
+    pool,
+  );
+  const waitFor = (id) =>
+    new Promise((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error(`latency job ${id} not started within 10 s`)), 10000);
+      waiting.set(id, () => (clearTimeout(timer), resolve()));
+    });
+  try {
+    // Warm up, then let things settle, as latencyTest.js.
+    await pool.query(
+      "select graphile_worker.add_job('latency', json_build_object('id', -i)) from generate_series(1, 100) i",
+    );
+    while ((await remainingJobs(pool)) > 0) await sleep(100);
+    latencies = [];
+    await sleep(1000);
+    const client = await pool.connect();
+    try {
+      for (let id = 0; id < SAMPLES; id++) {
+        const started = waitFor(id);
+        starts.set(id, process.hrtime.bigint());
+        await client.query("select graphile_worker.add_job('latency', json_build_object('id', $1::int))", [id]);
+        await started;
+      }
+    } finally {
+      client.release();
+    }
+  } finally {
+    await workerPool.gracefulShutdown();
+    await pool.end();
+  }
+  if (latencies.length !== SAMPLES) throw new Error(`latency: ${latencies.length} of ${SAMPLES} samples`);
+  latencies.sort((a, b) => a - b);
+  const [p50, p99] = [percentile(latencies, 0.5), percentile(latencies, 0.99)];
+  log(
+    `latency (${SAMPLES} jobs, one at a time): min ${latencies[0].toFixed(2)} ms, p50 ${p50.toFixed(2)} ms, ` +
+      `p99 ${p99.toFixed(2)} ms, max ${latencies[latencies.length - 1].toFixed(2)} ms`,
+  );
+  return [p50, p99];
+}
+
+async function main() {
+  if (!DATABASE_URL) throw new Error("DATABASE_URL is not set");
+  const watchdog = setTimeout(() => {
+    log(`the peer benchmark exceeded ${TIMEOUT_MS} ms; stopping`);
+    for (const c of children) c.kill("SIGKILL");
+    process.exit(1);
+  }, TIMEOUT_MS);
+  watchdog.unref();
+  const wanted = (process.env.BENCH_PEER_PRESETS || Object.keys(PRESETS).join(",")).split(",");
+  const pool = new Pool({ connectionString: DATABASE_URL, max: 4 });
+  const emit = (key, value) => process.stdout.write(`${key}\t${value}\n`);
+  try {
+    // Installs graphile-worker's schema (its migrations) once, before timing.
+    const [schemaMs] = await timed(() => spawnDrain("perjob.c4"));
+    log(`graphile-worker ${require("graphile-worker/package.json").version}: schema ready in ${schemaMs.toFixed(0)} ms; ${JOBS} jobs per preset`);
+    emit("graphile.jobs", JOBS);
+    for (const name of wanted) {
+      emit(`graphile.${name}`, (await throughput(pool, name)).toFixed(0));
+    }
+    const [p50, p99] = await latency();
+    emit("graphile.latency.p50_ms", p50.toFixed(2));
+    emit("graphile.latency.p99_ms", p99.toFixed(2));
+  } finally {
+    await pool.end();
+  }
+}
+
+const [mode, arg] = process.argv.slice(2);
+(mode === "drain" ? drain(arg) : main()).catch((e) => {
+  console.error("[peers] failed:", e && e.stack ? e.stack : e);
+  for (const c of children) c.kill("SIGKILL");
+  process.exit(1);
+});

@@ -1,0 +1,98 @@
+#!/usr/bin/env python3
+"""Prints the comparison table of `make bench` from $BENCH_RESULTS.
+
+$BENCH_RESULTS holds `key<TAB>value` lines written in one run on one
+cluster: project.* and baseline.* by the Rust bench (tests/benches/poller.rs),
+graphile.* by bench/peers/perf.js, sql.* by bench_api_sql
+(scripts/lib/bench-peers.sh). A key written twice counts with its last value;
+a missing key prints as "-".
+
+Every ratio reads the same way: above 1 the project is better (more per
+second, or fewer milliseconds). Usage: bench-table.py [RESULTS_FILE].
+"""
+import os
+import sys
+
+
+def load(path):
+    results = {}
+    with open(path) as f:
+        for line in f:
+            key, sep, value = line.rstrip("\n").partition("\t")
+            if sep and key.strip():
+                try:
+                    results[key.strip()] = float(value)
+                except ValueError:
+                    pass  # not a figure
+    return results
+
+
+def fmt(value, unit):
+    if value is None:
+        return "-"
+    if unit == "ms":
+        return f"{value:,.1f} ms" if value >= 10 else f"{value:,.2f} ms"
+    return f"{value:,.0f}/s"
+
+
+def main():
+    path = sys.argv[1] if len(sys.argv) > 1 else os.environ.get("BENCH_RESULTS", "")
+    if not path or not os.path.exists(path):
+        sys.exit("bench-table.py: no results file (set BENCH_RESULTS or pass a path)")
+    r = load(path)
+    get = r.get
+
+    # (what, project key, project label, peer key, peer label, unit, note)
+    # unit "/s": ratio project/peer; unit "ms": ratio peer/project.
+    rows = [
+        ("throughput, 1 process", "project.poller1", "1 poller, notifications",
+         "graphile.batched.p1c4", "graphile batched, 1 proc x 4", "/s", ""),
+        ("throughput, 4 processes", "project.poller4", "4 pollers, notifications",
+         "graphile.batched.p4c24", "graphile batched, 4 procs x 24", "/s", ""),
+        ("throughput, per-job mode", "project.poller1", "1 poller, notifications",
+         "graphile.perjob.c4", "graphile per-job, 1 proc x 4", "/s", ""),
+        ("latency p50", "project.latency.p50_ms", "commit-to-send",
+         "graphile.latency.p50_ms", "graphile add-to-start", "ms", ""),
+        ("latency p99", "project.latency.p99_ms", "commit-to-send",
+         "graphile.latency.p99_ms", "graphile add-to-start", "ms", ""),
+        ("API write, 8 clients", "project.api_write.c8", "POST /bookings",
+         "sql.api_write.c8", "same SQL, pgbench", "/s", "target >= 0.80"),
+        ("API write p99, 8 clients", "project.api_write.p99_ms", "POST /bookings",
+         "sql.api_write.p99_ms", "same SQL, pgbench", "ms", ""),
+        ("baseline, 1 connection", "project.poller1", "1 poller, notifications",
+         "baseline.insert1", "insert+commit", "/s", ""),
+        ("baseline, 4 connections", "project.poller4", "4 pollers, notifications",
+         "baseline.insert4", "insert+commit", "/s", ""),
+    ]
+
+    durable = os.environ.get("BENCH_DURABLE", "0") == "1"
+    print()
+    print("comparison, one cluster, one run: "
+          + ("fsync=on (BENCH_DURABLE=1)" if durable
+             else "fsync=off, synchronous_commit=off, full_page_writes=off (BENCH_DURABLE=1 for fsync=on)"))
+    jobs = get("graphile.jobs")
+    print("graphile-worker: its perfTest method, "
+          + (f"{jobs:,.0f} no-op jobs per preset" if jobs else "no-op jobs")
+          + "; latency one job at a time, LISTEN/NOTIFY. Project latency: poller idle wait 200 ms.")
+    print("units: the project's are notifications (claim, send to an instant mailer, outcome), graphile's no-op jobs")
+    print("ratio: above 1 the project is better (throughput project/peer, latency peer/project)")
+    header = ("measure", "project", "figure", "peer / baseline", "figure", "ratio", "")
+    widths = (26, 25, 11, 31, 11, 6, 0)
+    line = lambda cells: "  ".join(f"{c:<{w}}" if i < 2 or i == 3 else f"{c:>{w}}"
+                                   for i, (c, w) in enumerate(zip(cells, widths))).rstrip()
+    print(line(header))
+    print(line(tuple("-" * w for w in widths[:-1]) + ("",)))
+    for what, pkey, plabel, qkey, qlabel, unit, note in rows:
+        p, q = get(pkey), get(qkey)
+        ratio = "-"
+        if p and q:
+            value = p / q if unit == "/s" else q / p
+            ratio = f"{value:.2f}"
+            if note.startswith("target >= "):
+                note += " ok" if value >= float(note.split()[-1]) else " BELOW TARGET"
+        print(line((what, plabel, fmt(p, unit), qlabel, fmt(q, unit), ratio, note)))
+    print()
+
+
+if __name__ == "__main__":
+    main()
