@@ -4,7 +4,8 @@
 #   2. deliberately broken templates must fail the lint;
 #   3. template defaults agree with the code (sweep timeout > poller timeout);
 #   4. `cargo lambda build --release --output-format zip` for the five functions,
-#      and none of them carries a dev switch.
+#      each alone (as sam build does); none of them carries a dev switch, and
+#      only the poller links the SES v2 client.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib/lambda.sh
@@ -62,8 +63,11 @@ PY
 
 echo "==> cargo lambda build --release --output-format zip (x86_64)"
 lambda_ensure_installed
-cargo lambda build --release --locked --output-format zip \
-  -p booking-api -p outbox-poller -p outbox-sweeper -p migrate -p ses-events
+# One function per build, as `sam build` does: built together, cargo would
+# give every function the union of their features (the SES client included).
+for f in booking-api outbox-poller outbox-sweeper migrate ses-events; do
+  cargo lambda build --release --locked --output-format zip -p "$f"
+done
 for f in booking-api outbox-poller outbox-sweeper migrate ses-events; do
   zip="target/lambda/$f/bootstrap.zip"
   [ -s "$zip" ] || { echo "error: $zip was not built" >&2; exit 1; }
@@ -83,6 +87,14 @@ for f in ["booking-api", "outbox-poller", "outbox-sweeper", "migrate", "ses-even
     if found:
         sys.exit(f"error: the release {f} contains dev switches: {', '.join(found)}")
     print(f"    {f}: none of {', '.join(n.decode() for n in needles)}")
+# Only the poller sends email: the others must not link the SES v2 client
+# (shared's `ses` feature). The marker is the client's SendEmail operation.
+for f in ["booking-api", "outbox-sweeper", "migrate", "ses-events", "outbox-poller"]:
+    binary = zipfile.ZipFile(f"target/lambda/{f}/bootstrap.zip").read("bootstrap")
+    links = b"SendEmail" in binary
+    if links != (f == "outbox-poller"):
+        sys.exit(f"error: the release {f} {'links' if links else 'lacks'} the SES v2 client")
+print("    the SES v2 client is linked by outbox-poller alone")
 dev = "target/debug/outbox-worker"
 if os.path.exists(dev):
     assert b"OUTBOX_FAULT_POINTS" in open(dev, "rb").read(), f"the search missed the fault points in {dev}"

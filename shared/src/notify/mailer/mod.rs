@@ -3,6 +3,7 @@
 //! [`SendOutcome`]); adapters classify their own errors.
 
 pub mod recording;
+#[cfg(feature = "ses")]
 pub mod ses;
 
 use super::Notification;
