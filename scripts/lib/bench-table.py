@@ -59,6 +59,8 @@ def main():
          "sql.api_write.c8", "same SQL, pgbench", "/s", "target >= 0.80"),
         ("API write p99, 8 clients", "project.api_write.p99_ms", "POST /bookings",
          "sql.api_write.p99_ms", "same SQL, pgbench", "ms", ""),
+        ("latency p50, no LISTEN", "project.latency_timed.p50_ms", "commit-to-send, idle wait 200ms",
+         "project.latency.p50_ms", "the same with LISTEN", "ms", ""),
         ("baseline, 1 connection", "project.poller1", "1 poller, notifications",
          "baseline.insert1", "insert+commit", "/s", ""),
         ("baseline, 4 connections", "project.poller4", "4 pollers, notifications",
@@ -73,11 +75,11 @@ def main():
     jobs = get("graphile.jobs")
     print("graphile-worker: its perfTest method, "
           + (f"{jobs:,.0f} no-op jobs per preset" if jobs else "no-op jobs")
-          + "; latency one job at a time, LISTEN/NOTIFY. Project latency: poller idle wait 200 ms.")
+          + "; latency one job at a time, LISTEN/NOTIFY. Project latency: LISTEN/NOTIFY (timed polls in the last row).")
     print("units: the project's are notifications (claim, send to an instant mailer, outcome), graphile's no-op jobs")
     print("ratio: above 1 the project is better (throughput project/peer, latency peer/project)")
     header = ("measure", "project", "figure", "peer / baseline", "figure", "ratio", "")
-    widths = (26, 25, 11, 31, 11, 6, 0)
+    widths = (26, 31, 11, 31, 11, 6, 0)
     line = lambda cells: "  ".join(f"{c:<{w}}" if i < 2 or i == 3 else f"{c:>{w}}"
                                    for i, (c, w) in enumerate(zip(cells, widths))).rstrip()
     print(line(header))
