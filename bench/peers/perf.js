@@ -18,7 +18,7 @@
 // Latency, as latencyTest.js: one worker (concurrency 1, LISTEN/NOTIFY),
 // add a job, wait until its task starts, repeat; reports p50/p99.
 //
-// Env: BENCH_PEER_JOBS (20000), BENCH_PEER_LATENCY_SAMPLES (1000, as
+// Env: BENCH_PEER_JOBS (50000), BENCH_PEER_LATENCY_SAMPLES (1000, as
 // latencyTest.js), BENCH_PEER_TIMEOUT_S (600: the whole run, and each worker
 // process, is killed past it), BENCH_PEER_PRESETS (comma list, default all).
 "use strict";
@@ -31,7 +31,7 @@ const env = (name, dflt) => {
   const v = parseInt(process.env[name] || "", 10);
   return Number.isFinite(v) && v > 0 ? v : dflt;
 };
-const JOBS = env("BENCH_PEER_JOBS", 20000);
+const JOBS = env("BENCH_PEER_JOBS", 50000);
 const SAMPLES = env("BENCH_PEER_LATENCY_SAMPLES", 1000);
 const TIMEOUT_MS = env("BENCH_PEER_TIMEOUT_S", 600) * 1000;
 const DATABASE_URL = process.env.DATABASE_URL;
