@@ -84,7 +84,7 @@ pub async fn supersede(pool: &Pool, worker: &str, n: &Notification, by: Uuid, re
             Ok(Delivery::Superseded { by })
         }
         Claim::Exists { id, status: SendStatus::Claimed } => {
-            sends::mark_orphan_unknown(&client, id).await?;
+            sends::mark_orphans_unknown(&client, &[id]).await?;
             tracing::warn!("orphaned claim marked UNKNOWN; not re-sent");
             Ok(Delivery::Orphaned)
         }
@@ -107,7 +107,7 @@ pub async fn deliver(
     let send_id = match sends::claim(&client, n, worker).await? {
         Claim::Won(id) => id,
         Claim::Exists { id, status: SendStatus::Claimed } => {
-            sends::mark_orphan_unknown(&client, id).await?;
+            sends::mark_orphans_unknown(&client, &[id]).await?;
             tracing::warn!("orphaned claim marked UNKNOWN; not re-sent");
             return Ok(Delivery::Orphaned);
         }
@@ -116,7 +116,7 @@ pub async fn deliver(
     // An address that bounced permanently or complained is never mailed.
     if let Some(why) = feedback::suppression(&client, n.recipient.email.as_str()).await? {
         let reason = format!("suppressed: the address {why} earlier");
-        sends::mark_settled(&client, send_id, Settled::Failed, &reason).await?;
+        sends::record_outcomes(&client, &[(send_id, Outcome::Settled(Settled::Failed, reason.clone()))]).await?;
         tracing::warn!(%reason, "not sent to a suppressed address");
         return Ok(Delivery::Rejected { reason });
     }

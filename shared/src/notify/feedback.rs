@@ -233,10 +233,7 @@ pub async fn record(client: &mut deadpool_postgres::Client, event: &SesEvent) ->
 
 /// Why an address is suppressed, if it is.
 pub async fn suppression(client: &impl GenericClient, email: &str) -> DbResult<Option<String>> {
-    let row = client
-        .query_opt(&client.prepare_cached("SELECT reason FROM suppressed_addresses WHERE email = $1").await?, &[&email])
-        .await?;
-    Ok(row.map(|r| r.get(0)))
+    Ok(suppressions_of(client, &[email]).await?.remove(email))
 }
 
 /// [`suppression`] for many addresses, in one statement: the suppressed

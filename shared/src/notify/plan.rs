@@ -48,14 +48,7 @@ impl Planned {
 /// The plan for `event`. With `skip_superseded` off, everyone is sent
 /// this event's message, as before superseding existed.
 pub async fn plan(client: &impl GenericClient, event: &BookingEvent, skip_superseded: bool) -> DbResult<Vec<Planned>> {
-    let booking = &event.payload.booking;
-    let later = if skip_superseded {
-        readable(&events::later_unfinished(client, booking.id, booking.version).await?)
-    } else {
-        Vec::new()
-    };
-    let told = told(client, event).await?;
-    Ok(plan_with(event, &later, &told, skip_superseded))
+    Ok(plan_many(client, &[event], skip_superseded).await?.pop().expect("one plan per event"))
 }
 
 /// [`plan`] for a batch of events of distinct bookings, reading what the
@@ -136,15 +129,4 @@ impl Told {
 
 fn first_event(event: &BookingEvent) -> bool {
     event.event_type == EventType::BookingConfirmed && event.payload.booking.version == 1
-}
-
-async fn told(client: &impl GenericClient, event: &BookingEvent) -> DbResult<Told> {
-    let booking = &event.payload.booking;
-    if first_event(event) {
-        return Ok(Told::Nobody);
-    }
-    if !events::history_complete(client, booking.id, booking.version).await? {
-        return Ok(Told::Everyone);
-    }
-    Ok(Told::Some(sends::possibly_told(client, booking.id).await?))
 }

@@ -207,8 +207,10 @@ pub enum Outcome {
     Released,
 }
 
-/// Records the outcomes of a group of claims in one statement (see
-/// [`mark_sent`], [`mark_settled`] and [`release`] for one).
+/// Records the outcomes of claims in one statement: SENT with the message
+/// id; FAILED or UNKNOWN with the reason (a send SES's own event already
+/// confirmed while the mailer waited stays SENT); or the claim deleted, so
+/// a retry may send it.
 pub async fn record_outcomes(client: &impl GenericClient, outcomes: &[(Uuid, Outcome)]) -> DbResult<()> {
     if outcomes.is_empty() {
         return Ok(());
@@ -241,7 +243,9 @@ pub async fn record_outcomes(client: &impl GenericClient, outcomes: &[(Uuid, Out
     Ok(())
 }
 
-/// [`mark_orphan_unknown`] for many claims, in one statement.
+/// Claims left CLAIMED by an attempt that died between claim and outcome:
+/// the email may or may not have gone out, so each becomes UNKNOWN and is
+/// never re-sent automatically (`outboxctl unknown` lists them).
 pub async fn mark_orphans_unknown(client: &impl GenericClient, ids: &[Uuid]) -> DbResult<()> {
     if ids.is_empty() {
         return Ok(());
@@ -256,7 +260,9 @@ pub async fn mark_orphans_unknown(client: &impl GenericClient, ids: &[Uuid]) -> 
     Ok(())
 }
 
-/// [`possibly_told`] for many bookings, in one statement.
+/// For each booking, the recipients that may have been told something
+/// about it: a send SENT, UNKNOWN, or still CLAIMED (an attempt may be
+/// sending it). One statement for all of them.
 pub async fn possibly_told_many(
     client: &impl GenericClient,
     booking_ids: &[Uuid],
@@ -275,27 +281,6 @@ pub async fn possibly_told_many(
     Ok(told)
 }
 
-/// The recipients of a booking that may have been told something about it:
-/// a send SENT, UNKNOWN, or still CLAIMED (an attempt may be sending it).
-pub async fn possibly_told(client: &impl GenericClient, booking_id: Uuid) -> DbResult<Vec<String>> {
-    let sql = formatcp!(
-        "SELECT DISTINCT recipient_email FROM booking_notification_sends \
-          WHERE booking_id = $1 AND status IN ({SENT}, {UNKNOWN}, {CLAIMED})"
-    );
-    let rows = client.query(&client.prepare_cached(sql).await?, &[&booking_id]).await?;
-    Ok(rows.iter().map(|r| r.get(0)).collect())
-}
-
-/// CLAIMED → SENT, with the provider's message id.
-pub async fn mark_sent(client: &impl GenericClient, id: Uuid, message_id: &str) -> DbResult<()> {
-    let sql = formatcp!(
-        "UPDATE booking_notification_sends SET status = {SENT}, provider_message_id = $2, \
-             completed_at = now(), updated_at = now() WHERE id = $1"
-    );
-    client.execute(&client.prepare_cached(sql).await?, &[&id, &message_id]).await?;
-    Ok(())
-}
-
 /// How a send settled without being sent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Settled {
@@ -303,43 +288,6 @@ pub enum Settled {
     Failed,
     /// The provider may or may not have accepted it.
     Unknown,
-}
-
-/// CLAIMED → FAILED or UNKNOWN, with the reason. A send SES's own event
-/// already confirmed (SENT) while the mailer waited stays SENT.
-pub async fn mark_settled(client: &impl GenericClient, id: Uuid, settled: Settled, error: &str) -> DbResult<()> {
-    let sql = formatcp!(
-        "UPDATE booking_notification_sends SET status = $2, last_error = $3, completed_at = now(), \
-             updated_at = now() WHERE id = $1 AND status = {CLAIMED}"
-    );
-    let status = match settled {
-        Settled::Failed => SendStatus::Failed,
-        Settled::Unknown => SendStatus::Unknown,
-    };
-    client.execute(&client.prepare_cached(sql).await?, &[&id, &status.as_str(), &error]).await?;
-    Ok(())
-}
-
-/// A claim left CLAIMED by an attempt that died between claim and outcome:
-/// the email may or may not have gone out, so it becomes UNKNOWN and is never
-/// re-sent automatically (`outboxctl unknown` lists it).
-pub async fn mark_orphan_unknown(client: &impl GenericClient, id: Uuid) -> DbResult<()> {
-    let sql = formatcp!(
-        "UPDATE booking_notification_sends SET status = {UNKNOWN}, \
-             last_error = 'claimed by an attempt that died before recording the outcome', \
-             completed_at = now(), updated_at = now() \
-         WHERE id = $1 AND status = {CLAIMED}"
-    );
-    client.execute(&client.prepare_cached(sql).await?, &[&id]).await?;
-    Ok(())
-}
-
-/// Releases a claim after a send that certainly did not happen, so the retry
-/// may send it.
-pub async fn release(client: &impl GenericClient, id: Uuid) -> DbResult<()> {
-    let sql = formatcp!("DELETE FROM booking_notification_sends WHERE id = $1 AND status = {CLAIMED}");
-    client.execute(&client.prepare_cached(sql).await?, &[&id]).await?;
-    Ok(())
 }
 
 /// `(recipient, status)` of every send of an event, by recipient.

@@ -153,18 +153,7 @@ async fn event_settled(client: &impl GenericClient, id: Uuid, event_id: Uuid) ->
 /// The recipients an operator asked to resend for this event, not yet
 /// resent. When there are any, the event runs for them alone.
 pub async fn pending_recipients(client: &impl GenericClient, event_id: Uuid) -> DbResult<Vec<String>> {
-    let rows = client
-        .query(
-            &client
-                .prepare_cached(
-                    "SELECT recipient_email FROM notification_resends \
-                      WHERE outbox_event_id = $1 AND resent_at IS NULL",
-                )
-                .await?,
-            &[&event_id],
-        )
-        .await?;
-    Ok(rows.iter().map(|r| r.get(0)).collect())
+    Ok(pending_recipients_many(client, &[event_id]).await?.remove(&event_id).unwrap_or_default())
 }
 
 /// [`pending_recipients`] for many events, in one statement (events with

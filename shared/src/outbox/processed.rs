@@ -17,16 +17,7 @@ use crate::db::DbResult;
 /// here until it ends, so two live workers can never dispatch one event at
 /// the same time, even if the sweeper handed it out twice.
 pub async fn try_insert(tx: &Transaction<'_>, event_id: Uuid) -> DbResult<bool> {
-    let n = tx
-        .execute(
-            &tx.prepare_cached(
-                "INSERT INTO processed_events (event_id, processed_at) VALUES ($1, now()) ON CONFLICT DO NOTHING",
-            )
-            .await?,
-            &[&event_id],
-        )
-        .await?;
-    Ok(n == 1)
+    Ok(!try_insert_many(tx, &[event_id]).await?.is_empty())
 }
 
 /// [`try_insert`] for many events, in one statement (in id order, so two

@@ -133,27 +133,9 @@ pub async fn of_aggregate(client: &impl GenericClient, aggregate_id: Uuid) -> Db
     Ok(client.query(sql, &[&aggregate_id]).await?.iter().map(stored).collect())
 }
 
-/// The aggregate's unfinished (PENDING or PROCESSING) events after
-/// `version`, oldest first: what is still to be told about it.
-pub async fn later_unfinished(client: &impl GenericClient, aggregate_id: Uuid, version: i32) -> DbResult<Vec<StoredEvent>> {
-    let sql = formatcp!(
-        "SELECT {COLUMNS} FROM outbox_events \
-          WHERE aggregate_id = $1 AND aggregate_version > $2 AND status IN ({PENDING}, {PROCESSING}) \
-          ORDER BY aggregate_version"
-    );
-    Ok(client.query(&client.prepare_cached(sql).await?, &[&aggregate_id, &version]).await?.iter().map(stored).collect())
-}
-
-/// Whether every event of the aggregate before `version` is still stored
-/// (versions count up from 1, one event each; retention deletes old ones).
-pub async fn history_complete(client: &impl GenericClient, aggregate_id: Uuid, version: i32) -> DbResult<bool> {
-    let sql = "SELECT count(*) FROM outbox_events WHERE aggregate_id = $1 AND aggregate_version < $2";
-    let stored: i64 = client.query_one(&client.prepare_cached(sql).await?, &[&aggregate_id, &version]).await?.get(0);
-    Ok(stored == i64::from(version) - 1)
-}
-
-/// [`later_unfinished`] for many `(aggregate, version)` pairs, in one
-/// statement; aggregates with none are absent.
+/// For each `(aggregate, version)`, the aggregate's unfinished (PENDING or
+/// PROCESSING) events after that version, oldest first: what is still to
+/// be told about it. One statement; aggregates with none are absent.
 pub async fn later_unfinished_many(
     client: &impl GenericClient,
     of: &[(Uuid, i32)],
@@ -174,8 +156,9 @@ pub async fn later_unfinished_many(
     Ok(later)
 }
 
-/// [`history_complete`] for many `(aggregate, version)` pairs, in one
-/// statement: the aggregates whose history before that version is whole.
+/// The aggregates of `(aggregate, version)` whose every event before that
+/// version is still stored (versions count up from 1, one event each;
+/// retention deletes old ones). One statement for all of them.
 pub async fn history_complete_many(
     client: &impl GenericClient,
     of: &[(Uuid, i32)],

@@ -25,11 +25,7 @@ const UNLOCK: &str = "locked_at = NULL, locked_by = NULL, updated_at = now()";
 /// PROCESSING → DONE. Commits with the event's `processed_events` row (the
 /// caller's transaction).
 pub async fn complete(tx: &impl GenericClient, event_id: Uuid) -> DbResult<()> {
-    let sql = formatcp!(
-        "UPDATE outbox_events SET status = {DONE}, completed_at = now(), last_error = NULL, {UNLOCK} WHERE id = $1"
-    );
-    tx.execute(&tx.prepare_cached(sql).await?, &[&event_id]).await?;
-    Ok(())
+    complete_many(tx, &[event_id]).await
 }
 
 /// [`complete`] for many events, in one statement.
