@@ -77,7 +77,7 @@ pub fn parse_json<T: DeserializeOwned>(req: &Request, max_bytes: usize) -> Resul
     if !value.is_object() {
         return Err(Problem::field("body", "must be a JSON object"));
     }
-    let parsed = serde_path_to_error::deserialize(value.clone()).map_err(|e| {
+    let parsed = serde_path_to_error::deserialize(&value).map_err(|e| {
         let path = e.path().to_string();
         let message = e.inner().to_string();
         // A missing field is reported at its parent's path; name the field itself.

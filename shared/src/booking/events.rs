@@ -105,7 +105,7 @@ impl EventPayload {
             aggregate_id: self.booking.id,
             aggregate_version: self.booking.version,
             event_type: event_type.as_str().to_string(),
-            payload: serde_json::to_value(self).expect("event payload serialises"),
+            payload: serde_json::value::to_raw_value(self).expect("event payload serialises"),
         }
     }
 }

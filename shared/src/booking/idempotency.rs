@@ -9,6 +9,7 @@
 use std::time::Duration;
 
 use deadpool_postgres::GenericClient;
+use tokio_postgres::types::Json;
 use uuid::Uuid;
 
 use super::service::IdempotencyRequest;
@@ -80,13 +81,13 @@ pub async fn complete(
     caller: &str,
     key: &str,
     status: u16,
-    body: &serde_json::Value,
+    body: &(impl serde::Serialize + std::fmt::Debug + Sync),
     booking_id: Uuid,
 ) -> Result<(), BookingError> {
     tx.execute(
         &tx.prepare_cached("UPDATE idempotency_keys SET response_status = $3, response_body = $4, booking_id = $5 \
          WHERE caller_email = $1 AND idempotency_key = $2").await?,
-        &[&caller, &key, &(status as i16), body, &booking_id],
+        &[&caller, &key, &(status as i16), &Json(body), &booking_id],
     )
     .await?;
     Ok(())

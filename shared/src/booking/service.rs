@@ -78,8 +78,7 @@ impl BookingService {
         let payload = EventPayload::of(booking);
         let event_id = outbox::events::insert(&tx, &payload.to_outbox(EventType::BookingConfirmed)).await?;
         if let Some(idem) = &idem {
-            let body = serde_json::to_value(&payload.booking).expect("booking serialises");
-            idempotency::complete(&tx, organizer.person.email.as_str(), &idem.key, 201, &body, payload.booking.id)
+            idempotency::complete(&tx, organizer.person.email.as_str(), &idem.key, 201, &payload.booking, payload.booking.id)
                 .await?;
         }
         tx.commit().await?;

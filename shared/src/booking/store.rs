@@ -3,6 +3,7 @@
 
 use const_format::formatcp;
 use deadpool_postgres::GenericClient;
+use tokio_postgres::types::Json;
 use tokio_postgres::Row;
 use uuid::Uuid;
 
@@ -17,8 +18,8 @@ const COLUMNS: &str = "id, organizer_email, organizer_name, organizer_sub, title
 pub const NO_OVERLAP_CONSTRAINT: &str = "bookings_no_overlapping_active";
 
 fn from_row(row: &Row) -> Result<Booking, BookingError> {
-    let attendees: serde_json::Value = row.get("attendees");
-    let attendees: Vec<Person> = serde_json::from_value(attendees)
+    let Json(attendees) = row
+        .try_get::<_, Json<Vec<Person>>>("attendees")
         .map_err(|e| BookingError::Corrupt(format!("bookings.attendees: {e}")))?;
     let organizer_email: String = row.get("organizer_email");
     let organizer_name: String = row.get("organizer_name");
@@ -60,7 +61,7 @@ pub async fn insert(
     organizer: &Caller,
     new: &NewBooking,
 ) -> Result<Booking, BookingError> {
-    let attendees = serde_json::to_value(&new.attendees).expect("attendees serialise");
+    let attendees = Json(&new.attendees);
     const SQL: &str = formatcp!(
         "INSERT INTO bookings (id, organizer_email, organizer_name, organizer_sub, title, description, \
                                location, timezone, starts_at, ends_at, attendees) \
@@ -112,7 +113,7 @@ pub async fn mark_cancelled(tx: &impl GenericClient, id: Uuid) -> Result<Booking
 /// Writes every changeable field of `b` (a booking changed in memory) and
 /// bumps the version.
 pub async fn update(tx: &impl GenericClient, b: &Booking) -> Result<Booking, BookingError> {
-    let attendees = serde_json::to_value(&b.attendees).expect("attendees serialise");
+    let attendees = Json(&b.attendees);
     const SQL: &str = formatcp!(
         "UPDATE bookings SET title = $2, description = $3, location = $4, timezone = $5, starts_at = $6, \
                              ends_at = $7, attendees = $8, version = version + 1, updated_at = now() \

@@ -21,6 +21,8 @@ use chrono::{DateTime, Utc};
 use const_format::formatcp;
 use deadpool_postgres::GenericClient;
 use serde::Serialize;
+use serde_json::value::RawValue;
+use tokio_postgres::types::Json;
 use uuid::Uuid;
 
 pub use claim::ClaimedEvent;
@@ -30,13 +32,15 @@ use status::sql::{DEAD, DONE, PENDING, PROCESSING};
 use crate::db::DbResult;
 
 /// An event to write with a business change.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone)]
 pub struct NewEvent {
     pub aggregate_id: Uuid,
     /// Events of one aggregate are dispatched in version order.
     pub aggregate_version: i32,
     pub event_type: String,
-    pub payload: serde_json::Value,
+    /// The payload as JSON text, serialised once from the caller's type
+    /// (no `serde_json::Value` tree on the write path).
+    pub payload: Box<RawValue>,
 }
 
 /// The channel notified when an event commits: an idle poller that
@@ -56,7 +60,7 @@ pub async fn insert(tx: &impl GenericClient, event: &NewEvent) -> DbResult<Uuid>
              SELECT pg_notify('{CHANNEL}', '') FROM event"
         ))
         .await?,
-        &[&id, &event.aggregate_id, &event.aggregate_version, &event.event_type, &event.payload],
+        &[&id, &event.aggregate_id, &event.aggregate_version, &event.event_type, &Json(&*event.payload)],
     )
     .await?;
     Ok(id)
@@ -69,7 +73,7 @@ pub async fn insert_many(client: &impl GenericClient, events: &[NewEvent]) -> Db
     let aggregates: Vec<Uuid> = events.iter().map(|e| e.aggregate_id).collect();
     let versions: Vec<i32> = events.iter().map(|e| e.aggregate_version).collect();
     let types: Vec<&str> = events.iter().map(|e| e.event_type.as_str()).collect();
-    let payloads: Vec<&serde_json::Value> = events.iter().map(|e| &e.payload).collect();
+    let payloads: Vec<Json<&RawValue>> = events.iter().map(|e| Json(&*e.payload)).collect();
     client
         .execute(
             formatcp!(
