@@ -101,7 +101,10 @@ async fn crash_after_group_claim_leaves_the_whole_group_unknown_and_sends_none_t
     create_booking(&db, 9, &[ALICE, CAROL]).await;
     create_booking(&db, 10, &[DAVE]).await;
     let worker = Worker::new(env!("CARGO_BIN_EXE_outbox-worker"));
-    let group = [("POLLER_CLAIM_GROUP", "64")];
+    // One batch in flight: with two, each loop may claim one of the two
+    // events (SKIP LOCKED), and the first to commit its group dies with
+    // fewer than all three claims.
+    let group = [("POLLER_CLAIM_GROUP", "64"), ("POLLER_BATCHES_IN_FLIGHT", "1")];
 
     assert!(killed(worker.run(&db, &kill_at(FAULT_AFTER_SEND_CLAIM), &group).await));
     assert!(worker.sent().is_empty(), "the crash came before any mailer call");
