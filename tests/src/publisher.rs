@@ -56,14 +56,18 @@ impl Publisher {
         text.lines().filter(|l| !l.trim().is_empty()).map(|l| serde_json::from_str(l).unwrap()).collect()
     }
 
-    /// The events, once no new one came for `quiet` (bounded by 30 s).
-    pub async fn settled_events(&self, quiet: Duration) -> Vec<Value> {
+    /// The events, once there are at least `at_least` and no new one came
+    /// for `quiet` (bounded by 30 s). A client whose connection dropped
+    /// can give up before moto answers the publisher (a slow moto under a
+    /// parallel test run), so a test that knows what SES accepted waits
+    /// for those events rather than only for a quiet spell.
+    pub async fn settled_events(&self, at_least: usize, quiet: Duration) -> Vec<Value> {
         let deadline = Instant::now() + Duration::from_secs(30);
         let mut last = self.events().len();
         loop {
             tokio::time::sleep(quiet).await;
             let now = self.events().len();
-            if now == last || Instant::now() > deadline {
+            if (now == last && now >= at_least) || Instant::now() > deadline {
                 return self.events();
             }
             last = now;

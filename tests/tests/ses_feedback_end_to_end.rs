@@ -40,10 +40,11 @@ impl Stack {
     }
 
     /// Hands every published event to the feedback handler, as the
-    /// ses-events function does; returns how many sends they confirmed.
-    async fn deliver_events(&self) -> usize {
+    /// ses-events function does, once there are at least `at_least`;
+    /// returns how many sends they confirmed.
+    async fn deliver_events(&self, at_least: usize) -> usize {
         let mut confirmed = 0;
-        for event in self.publisher.settled_events(Duration::from_millis(500)).await {
+        for event in self.publisher.settled_events(at_least, Duration::from_millis(500)).await {
             if let feedback::Handled::Recorded(feedback::Recorded::Recorded { confirmed: true, .. }) =
                 feedback::handle(&self.db.pool, &event).await.unwrap()
             {
@@ -73,7 +74,8 @@ async fn dropped_connection_send_is_confirmed_end_to_end_by_the_local_publisher(
     let (claim, status, _) = send_row(&s.db).await;
     assert_eq!(status, "UNKNOWN", "the connection dropped after SES accepted the message");
 
-    assert_eq!(s.deliver_events().await, 1);
+    // Send and Delivery of the one message moto accepted.
+    assert_eq!(s.deliver_events(2).await, 1);
     let events = s.publisher.events();
     assert_eq!(events.iter().map(kind_of).collect::<Vec<_>>(), vec!["Send", "Delivery"]);
     assert!(events.iter().all(|e| claim_of(e) == Some(claim)), "tagged with the claim");
@@ -90,7 +92,7 @@ async fn send_that_never_reached_ses_stays_not_confirmed_until_resent_once() {
     create_booking(&s.db, 1, &[ALICE]).await;
     s.drain_through(&proxy.endpoint).await;
     assert_eq!(send_row(&s.db).await.1, "UNKNOWN");
-    assert_eq!(s.deliver_events().await, 0, "SES never saw it, so no event came");
+    assert_eq!(s.deliver_events(0).await, 0, "SES never saw it, so no event came");
     assert_eq!(s.messages_at_moto(), 0);
 
     // After the grace, the sweeper reports it; an operator resends it.
@@ -105,7 +107,7 @@ async fn send_that_never_reached_ses_stays_not_confirmed_until_resent_once() {
         .unwrap();
     assert_eq!(report.resent.len(), 1);
     s.drain_through(&proxy.endpoint).await;
-    s.deliver_events().await;
+    s.deliver_events(2).await;
     assert_eq!(send_row(&s.db).await.1, "SENT");
     assert_eq!(s.messages_at_moto(), 1, "delivered exactly once");
 }
@@ -171,7 +173,8 @@ async fn fault_run_confirms_every_unknown_that_reached_ses_and_sends_no_duplicat
     }
 
     let unknown_before: i64 = send_counts(&s.db).await["UNKNOWN"];
-    let confirmed = s.deliver_events().await;
+    // Two events (Send, Delivery) for each message moto accepted.
+    let confirmed = s.deliver_events(2 * s.messages_at_moto()).await;
     let after = send_counts(&s.db).await;
     let events = s.publisher.events();
 
