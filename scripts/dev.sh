@@ -161,7 +161,7 @@ pg_start "$PG_DIR" "$DEV_PG_PORT"
 # from dev.env, or, with LOCALSTACK=1, read the secret instead.
 DATABASE_URL="postgres://postgres@127.0.0.1:$DEV_PG_PORT/postgres"
 echo "==> migrations"
-DATABASE_URL="$DATABASE_URL" cargo run -q --locked -p outbox-shared --features cli --bin outboxctl -- migrate
+DATABASE_URL="$DATABASE_URL" cargo run -q --locked -p outboxctl -- migrate
 
 SES_BACKEND=moto
 SES_UPSTREAM="http://127.0.0.1:$DEV_MOTO_PORT"
@@ -374,7 +374,7 @@ Then, seconds later, the local mailbox:  $MAILBOX_HINT
 SES events: the functions send through the publisher on 127.0.0.1:$DEV_SES_PORT, which publishes each
 message's Send + Delivery events to the ses-events function (the mailbox's events column; $LOGS/ses-events.jsonl).
 $DB_LINE
-Operator CLI:  DATABASE_URL=$DATABASE_URL cargo run -q -p outbox-shared --features cli --bin outboxctl -- status
+Operator CLI:  DATABASE_URL=$DATABASE_URL SWEEP_STUCK_AFTER_SECS=$SWEEP_STUCK_AFTER_SECS POLLER_TIMEOUT_SECS=$POLLER_TIMEOUT_SECS cargo run -q -p outboxctl -- status
 Logs: $LOGS/watch.log, $LOGS/outbox-poller.log, $LOGS/outbox-sweeper.log, $LOGS/ses-publisher.log.  Ctrl-C stops everything.
 MSG
 

@@ -48,7 +48,7 @@ PG_DIR="$(mktemp -d /tmp/outbox-fuzz-pg.XXXXXX)"
 PG_PORT="$(free_port)"
 pg_start "$PG_DIR" "$PG_PORT" fsync=off synchronous_commit=off full_page_writes=off
 export DATABASE_URL="postgres://postgres@127.0.0.1:$PG_PORT/postgres" DATABASE_TLS=disable
-cargo run -q --locked -p outbox-shared --features cli --bin outboxctl -- migrate >/dev/null
+cargo run -q --locked -p outboxctl -- migrate >/dev/null
 cargo build -q --locked -p outbox-tests --bin api-gateway
 
 PORT="$(free_port)"

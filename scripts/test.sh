@@ -43,17 +43,7 @@ if [ -z "${SES_ENDPOINT_URL:-}" ]; then
 fi
 
 # The operator CLI runs as a real process in its tests.
-cargo build --locked -q -p outbox-shared --features cli --bin outboxctl
+cargo build --locked -q -p outboxctl
 export OUTBOXCTL_BIN="$PWD/target/debug/outboxctl"
 
 cargo test --workspace --locked "$@"
-
-# The poller claims sends in groups (POLLER_CLAIM_GROUP, default 64); a group
-# of 1 is the other path. With no arguments, the crash, ordering, deadline
-# and soak suites run again at that size.
-if [ $# -eq 0 ] && [ -z "${POLLER_CLAIM_GROUP:-}" ]; then
-  echo "==> the crash, ordering, deadline and soak suites again, at POLLER_CLAIM_GROUP=1"
-  POLLER_CLAIM_GROUP=1 cargo test --locked -p outbox-tests \
-    --test outbox_scenarios --test outbox_poller --test booking_lifecycle --test booking_lifecycle_soak \
-    --test deadline --test ses_feedback_end_to_end --test unknown_reconciliation
-fi

@@ -48,10 +48,9 @@ where
     T::Err: std::fmt::Display,
 {
     match env::var(name) {
-        Ok(v) if !v.trim().is_empty() => v
-            .trim()
-            .parse()
-            .map_err(|e| ConfigError::new(name, format!("is invalid ({v:?}: {e})"), "set a valid value, or unset it for the default")),
+        Ok(v) if !v.trim().is_empty() => v.trim().parse().map_err(|e| {
+            ConfigError::new(name, format!("is invalid ({v:?}: {e})"), "set a valid value, or unset it for the default")
+        }),
         _ => Ok(default),
     }
 }
@@ -71,4 +70,3 @@ mod tests {
         assert_eq!(parsed_or("OUTBOX_CONFIG_TEST_UNSET", 4u32).unwrap(), 4);
     }
 }
-

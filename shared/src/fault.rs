@@ -97,7 +97,11 @@ mod enabled {
             let mut faults = Self::none();
             for item in spec.split(',').map(str::trim).filter(|s| !s.is_empty()) {
                 let (point, action) = item.split_once('=').ok_or_else(|| {
-                    ConfigError::new(ENV_VAR, format!("has {item:?}, which is not point=action"), "write point=error or point=kill")
+                    ConfigError::new(
+                        ENV_VAR,
+                        format!("has {item:?}, which is not point=action"),
+                        "write point=error or point=kill",
+                    )
                 })?;
                 let action = match action {
                     "error" => FaultAction::Error,

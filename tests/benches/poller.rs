@@ -15,15 +15,15 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use outbox_tests::api::{gateway_event, test_config};
 use outbox_tests::outbox::{create_booking_at, seed_events};
 use outbox_tests::TestDb;
-use shared::fault::Faults;
-use shared::notify::mailer::recording::RecordingMailer;
-use outbox_tests::api::{gateway_event, test_config};
 use shared::api::config::ApiConfig;
 use shared::api::Api;
 use shared::booking::limits::Limits;
 use shared::db::DbConfig;
+use shared::fault::Faults;
+use shared::notify::mailer::recording::RecordingMailer;
 use shared::relay::{Poller, PollerConfig, Wake};
 
 fn env_usize(name: &str, default: usize) -> usize {
@@ -198,11 +198,8 @@ async fn latency(bookings: usize, per_second: u64, listen: bool) -> (Duration, D
         committed.insert(b.id, Instant::now());
     }
     poller.await.unwrap();
-    let mut lat: Vec<Duration> = mailer
-        .deliveries()
-        .iter()
-        .map(|d| d.at.saturating_duration_since(committed[&d.booking_id]))
-        .collect();
+    let mut lat: Vec<Duration> =
+        mailer.deliveries().iter().map(|d| d.at.saturating_duration_since(committed[&d.booking_id])).collect();
     assert_eq!(lat.len(), bookings, "every booking's invite was sent");
     lat.sort();
     (percentile(&lat, 0.5), percentile(&lat, 0.99), base)

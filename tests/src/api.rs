@@ -3,8 +3,8 @@
 
 use lambda_http::http::HeaderMap;
 use serde_json::{json, Value};
-use shared::api::Api;
 use shared::api::config::{ApiConfig, AuthMode};
+use shared::api::Api;
 use shared::booking::domain::StartWindow;
 use shared::fault::Faults;
 
@@ -99,7 +99,8 @@ impl TestApi {
         let status = resp.status().as_u16();
         let headers = resp.headers().clone();
         let bytes: &[u8] = resp.body().as_ref();
-        let body = if bytes.is_empty() { Value::Null } else { serde_json::from_slice(bytes).expect("JSON response body") };
+        let body =
+            if bytes.is_empty() { Value::Null } else { serde_json::from_slice(bytes).expect("JSON response body") };
         if status >= 400 {
             assert_eq!(
                 headers.get("content-type").and_then(|v| v.to_str().ok()),

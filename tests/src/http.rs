@@ -33,4 +33,3 @@ pub async fn read_message(stream: &mut TcpStream) -> Option<Vec<u8>> {
         buf.extend_from_slice(&chunk[..n]);
     }
 }
-

@@ -72,12 +72,11 @@ pub async fn seed_events(pool: &deadpool_postgres::Pool, events: usize, recipien
                 let start = Utc.with_ymd_and_hms(2027, 1, 1, 0, 0, 0).unwrap() + chrono::Duration::minutes(i as i64);
                 let booking = Booking {
                     id: Uuid::now_v7(),
-                    title: format!("Seeded {i}"),
+                    title: Title::parse(&format!("Seeded {i}")).unwrap(),
                     description: None,
                     location: None,
-                    start,
-                    end: start + chrono::Duration::minutes(30),
-                    timezone: "UTC".into(),
+                    range: TimeRange::new(start, start + chrono::Duration::minutes(30)).unwrap(),
+                    timezone: Timezone::parse("UTC").unwrap(),
                     organizer: person("organizer@example.com"),
                     organizer_sub: None,
                     attendees: (0..recipients).map(|r| person(&format!("r{r}.e{i}@example.com"))).collect(),

@@ -176,7 +176,8 @@ impl FaultProxy {
     /// Each request gets a fault drawn from `mix` (`(fault, per mille)`),
     /// reproducibly from `seed`; the rest are forwarded.
     pub async fn start_random(upstream: &str, mix: &[(Fault, u32)], seed: u64) -> Self {
-        Self::with_plan(upstream, Plan { script: Default::default(), mix: mix.to_vec(), rng: crate::Rng::new(seed) }).await
+        Self::with_plan(upstream, Plan { script: Default::default(), mix: mix.to_vec(), rng: crate::Rng::new(seed) })
+            .await
     }
 
     async fn with_plan(upstream: &str, plan: Plan) -> Self {
@@ -190,7 +191,8 @@ impl FaultProxy {
         let task = tokio::spawn(async move {
             loop {
                 let Ok((mut client, _)) = listener.accept().await else { return };
-                let (recorded, faults, plan, upstream) = (recorded.clone(), faults.clone(), plan.clone(), upstream.clone());
+                let (recorded, faults, plan, upstream) =
+                    (recorded.clone(), faults.clone(), plan.clone(), upstream.clone());
                 tokio::spawn(async move {
                     let Some(request) = crate::http::read_message(&mut client).await else { return };
                     let fault = {
@@ -201,11 +203,16 @@ impl FaultProxy {
                     };
                     match fault {
                         Fault::Throttle => {
-                            let answer = error_response("429 Too Many Requests", "TooManyRequestsException", "Maximum sending rate exceeded.");
+                            let answer = error_response(
+                                "429 Too Many Requests",
+                                "TooManyRequestsException",
+                                "Maximum sending rate exceeded.",
+                            );
                             let _ = client.write_all(answer.as_bytes()).await;
                         }
                         Fault::ServerError => {
-                            let answer = error_response("500 Internal Server Error", "InternalFailure", "Internal failure.");
+                            let answer =
+                                error_response("500 Internal Server Error", "InternalFailure", "Internal failure.");
                             let _ = client.write_all(answer.as_bytes()).await;
                         }
                         Fault::Hang => tokio::time::sleep(Duration::from_secs(3600)).await,

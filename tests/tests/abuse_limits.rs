@@ -41,7 +41,8 @@ async fn daily_limits_refuse_with_429_and_retry_after_and_write_nothing() {
     assert_eq!((db.count("bookings").await, db.count("outbox_events").await), (3, 3), "the refused one wrote nothing");
     // Each organizer has their own count; recipients count too.
     let mut crowd = booking_body(9);
-    crowd["attendees"] = json!((0..6).map(|i| json!({"email": format!("p{i}@example.com"), "name": "P"})).collect::<Vec<_>>());
+    crowd["attendees"] =
+        json!((0..6).map(|i| json!({"email": format!("p{i}@example.com"), "name": "P"})).collect::<Vec<_>>());
     assert_limited(&api.post("/bookings", ALICE, &crowd).await, "5 recipients per day");
     assert_eq!(db.count("bookings").await, 3);
     // Changes per booking: every reschedule or cancel mails everyone again.

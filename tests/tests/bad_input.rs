@@ -1,10 +1,10 @@
 //! Every class of bad input gets a 4xx problem+json that names the field,
 //! writes nothing, and never produces a 500.
 
-use serde_json::{json, Value};
-use shared::api::config::ApiConfig;
 use outbox_tests::api::{booking_body, TestApi, BOB};
 use outbox_tests::TestDb;
+use serde_json::{json, Value};
+use shared::api::config::ApiConfig;
 
 /// Sends `body` raw and checks the status, the named field and that nothing
 /// was written.
@@ -54,7 +54,14 @@ async fn unknown_fields_are_refused() {
     let db = TestDb::create().await;
     let api = TestApi::new(&db);
     refused(&api, &db, &with("organizer", json!("mallory@example.com")), 422, Some("organizer")).await;
-    refused(&api, &db, &with("attendees", json!([{"email": "a@example.com", "name": "A", "role": "x"}])), 422, Some("attendees[0].role")).await;
+    refused(
+        &api,
+        &db,
+        &with("attendees", json!([{"email": "a@example.com", "name": "A", "role": "x"}])),
+        422,
+        Some("attendees[0].role"),
+    )
+    .await;
 }
 
 #[tokio::test]
@@ -80,8 +87,10 @@ async fn empty_or_overlong_title_is_refused() {
 async fn invalid_email_is_refused() {
     let db = TestDb::create().await;
     let api = TestApi::new(&db);
-    for bad in ["alice", "alice@", "@example.com", "alice@@example.com", "Alice <alice@example.com>", "alice@localhost"] {
-        refused(&api, &db, &with("attendees", json!([{"email": bad, "name": "A"}])), 422, Some("attendees[0].email")).await;
+    for bad in ["alice", "alice@", "@example.com", "alice@@example.com", "Alice <alice@example.com>", "alice@localhost"]
+    {
+        refused(&api, &db, &with("attendees", json!([{"email": bad, "name": "A"}])), 422, Some("attendees[0].email"))
+            .await;
     }
 }
 
@@ -102,10 +111,13 @@ async fn attendee_count_outside_1_to_50_is_refused() {
     let db = TestDb::create().await;
     let api = TestApi::new(&db);
     refused(&api, &db, &with("attendees", json!([])), 422, Some("attendees")).await;
-    let many: Vec<Value> = (0..51).map(|i| json!({"email": format!("p{i}@example.com"), "name": format!("P {i}")})).collect();
+    let many: Vec<Value> =
+        (0..51).map(|i| json!({"email": format!("p{i}@example.com"), "name": format!("P {i}")})).collect();
     refused(&api, &db, &with("attendees", Value::Array(many.clone())), 422, Some("attendees")).await;
     // Exactly 50 is allowed.
-    let resp = api.send("POST", "/bookings", Some(BOB), &[], Some(&with("attendees", Value::Array(many[..50].to_vec())))).await;
+    let resp = api
+        .send("POST", "/bookings", Some(BOB), &[], Some(&with("attendees", Value::Array(many[..50].to_vec()))))
+        .await;
     assert_eq!(resp.status, 201);
 }
 
@@ -126,11 +138,26 @@ async fn control_characters_in_header_bound_fields_are_refused() {
     refused(&api, &db, &with("title", json!("Standup\nX")), 422, Some("title")).await;
     refused(&api, &db, &with("title", json!("null\u{0}byte")), 422, Some("title")).await;
     refused(&api, &db, &with("location", json!("Room 4\r\nX-Evil: 1")), 422, Some("location")).await;
-    refused(&api, &db, &with("attendees", json!([{"email": "alice@example.com\r\nBcc: eve@evil.example", "name": "A"}])), 422, Some("attendees[0].email")).await;
-    refused(&api, &db, &with("attendees", json!([{"email": "alice@example.com", "name": "Alice\r\nBcc: eve@evil.example"}])), 422, Some("attendees[0].name")).await;
+    refused(
+        &api,
+        &db,
+        &with("attendees", json!([{"email": "alice@example.com\r\nBcc: eve@evil.example", "name": "A"}])),
+        422,
+        Some("attendees[0].email"),
+    )
+    .await;
+    refused(
+        &api,
+        &db,
+        &with("attendees", json!([{"email": "alice@example.com", "name": "Alice\r\nBcc: eve@evil.example"}])),
+        422,
+        Some("attendees[0].name"),
+    )
+    .await;
     refused(&api, &db, &with("description", json!("bell \u{7}")), 422, Some("description")).await;
     // Line breaks are fine in the description, which never reaches a header.
-    let resp = api.send("POST", "/bookings", Some(BOB), &[], Some(&with("description", json!("line 1\r\nline 2")))).await;
+    let resp =
+        api.send("POST", "/bookings", Some(BOB), &[], Some(&with("description", json!("line 1\r\nline 2")))).await;
     assert_eq!(resp.status, 201);
     assert_eq!(resp.body["description"], "line 1\nline 2");
 }
@@ -160,7 +187,9 @@ async fn bad_idempotency_key_is_400() {
     let api = TestApi::new(&db);
     let long = "k".repeat(256);
     for key in ["", "has space", long.as_str()] {
-        let resp = api.send("POST", "/bookings", Some(BOB), &[("Idempotency-Key", key)], Some(&booking_body(9).to_string())).await;
+        let resp = api
+            .send("POST", "/bookings", Some(BOB), &[("Idempotency-Key", key)], Some(&booking_body(9).to_string()))
+            .await;
         assert_eq!(resp.status, 400, "key {key:?}");
     }
     assert_eq!(db.written_rows().await, 0);
@@ -214,12 +243,13 @@ async fn invisible_and_separator_characters_are_refused_where_they_reach_a_heade
         refused(&api, &db, &with("attendees", attendee), 422, Some("attendees[0].email")).await;
     }
     // Ordinary non-ASCII text is fine.
-    let ok = api.post("/bookings", BOB, &{
-        let mut b = booking_body(9);
-        b["title"] = json!("Réunion — 会議 ✓");
-        b
-    })
-    .await;
+    let ok = api
+        .post("/bookings", BOB, &{
+            let mut b = booking_body(9);
+            b["title"] = json!("Réunion — 会議 ✓");
+            b
+        })
+        .await;
     assert_eq!(ok.status, 201, "{}", ok.body);
 }
 
@@ -229,12 +259,13 @@ async fn a_lone_cr_in_the_description_is_stored_as_a_line_break_and_never_reache
     use shared::notify::{invite, Notification};
     let db = TestDb::create().await;
     let api = TestApi::new(&db);
-    let created = api.post("/bookings", BOB, &{
-        let mut b = booking_body(9);
-        b["description"] = json!("line one\rline two\r\nline three");
-        b
-    })
-    .await;
+    let created = api
+        .post("/bookings", BOB, &{
+            let mut b = booking_body(9);
+            b["description"] = json!("line one\rline two\r\nline three");
+            b
+        })
+        .await;
     assert_eq!(created.status, 201, "{}", created.body);
     assert_eq!(created.body["description"], "line one\nline two\nline three");
     let booking: shared::booking::domain::Booking = serde_json::from_value(created.body.clone()).unwrap();
@@ -300,7 +331,8 @@ async fn duplicate_json_keys_are_400_naming_the_key_and_write_nothing() {
     let twice = body.replacen('{', r#"{"title":"Decoy","#, 1);
     let resp = refused(&api, &db, &twice, 400, Some("title")).await;
     assert_eq!(resp["type"], "/problems/duplicate-key");
-    let nested = body.replacen(r#""email":"alice@example.com""#, r#""email":"alice@example.com","email":"eve@evil.test""#, 1);
+    let nested =
+        body.replacen(r#""email":"alice@example.com""#, r#""email":"alice@example.com","email":"eve@evil.test""#, 1);
     assert_ne!(nested, body);
     refused(&api, &db, &nested, 400, Some("attendees[0].email")).await;
     // PATCH too.

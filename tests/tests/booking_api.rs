@@ -1,11 +1,11 @@
 //! The booking API on a real Postgres: one transaction for the booking and its
 //! outbox event, idempotency keys, access rules, overlap and concurrency.
 
-use serde_json::{json, Value};
-use shared::fault::{FaultAction, Faults};
 use outbox_tests::api::{booking_body, test_config, Caller, TestApi, ALICE, BOB, EVE};
 use outbox_tests::outbox::events_of;
 use outbox_tests::TestDb;
+use serde_json::{json, Value};
+use shared::fault::{FaultAction, Faults};
 
 #[tokio::test]
 async fn create_writes_booking_and_confirmed_event_in_one_transaction() {
@@ -30,9 +30,8 @@ async fn create_writes_booking_and_confirmed_event_in_one_transaction() {
     assert_eq!(event.attempts, 0);
     assert_eq!(event.payload["booking"], resp.body, "the event carries the booking as created");
     // Both rows were written by the same transaction.
-    let same_tx: bool = db
-        .scalar("SELECT (SELECT xmin::text FROM bookings) = (SELECT xmin::text FROM outbox_events)")
-        .await;
+    let same_tx: bool =
+        db.scalar("SELECT (SELECT xmin::text FROM bookings) = (SELECT xmin::text FROM outbox_events)").await;
     assert!(same_tx, "booking and outbox event must commit in one transaction");
 }
 
@@ -86,14 +85,20 @@ async fn idempotency_key_replay_returns_original_response_and_creates_nothing() 
 async fn idempotency_key_with_a_different_body_is_rejected() {
     let db = TestDb::create().await;
     let api = TestApi::new(&db);
-    let first = api.send("POST", "/bookings", Some(BOB), &[("Idempotency-Key", "k-1")], Some(&booking_body(9).to_string())).await;
+    let first = api
+        .send("POST", "/bookings", Some(BOB), &[("Idempotency-Key", "k-1")], Some(&booking_body(9).to_string()))
+        .await;
     assert_eq!(first.status, 201);
-    let other = api.send("POST", "/bookings", Some(BOB), &[("Idempotency-Key", "k-1")], Some(&booking_body(11).to_string())).await;
+    let other = api
+        .send("POST", "/bookings", Some(BOB), &[("Idempotency-Key", "k-1")], Some(&booking_body(11).to_string()))
+        .await;
     assert_eq!(other.status, 422, "{}", other.body);
     assert_eq!(other.body["type"], "/problems/idempotency-key-mismatch");
     assert_eq!(db.count("bookings").await, 1);
     // Keys are per caller: Alice's "k-1" is her own.
-    let alice = api.send("POST", "/bookings", Some(ALICE), &[("Idempotency-Key", "k-1")], Some(&booking_body(11).to_string())).await;
+    let alice = api
+        .send("POST", "/bookings", Some(ALICE), &[("Idempotency-Key", "k-1")], Some(&booking_body(11).to_string()))
+        .await;
     assert_eq!(alice.status, 201);
 }
 
@@ -201,7 +206,8 @@ async fn update_uses_optimistic_concurrency_and_writes_one_updated_event() {
     let booking = api.create_as_bob(9).await;
     let path = format!("/bookings/{}", booking["id"].as_str().unwrap());
     let body = |version: i32| {
-        json!({"start": "2026-12-01T14:00:00+01:00", "end": "2026-12-01T15:00:00+01:00", "version": version}).to_string()
+        json!({"start": "2026-12-01T14:00:00+01:00", "end": "2026-12-01T15:00:00+01:00", "version": version})
+            .to_string()
     };
     let moved = api.send("PATCH", &path, Some(BOB), &[], Some(&body(1))).await;
     assert_eq!(moved.status, 200, "{}", moved.body);

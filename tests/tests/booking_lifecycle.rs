@@ -173,7 +173,11 @@ async fn cancellation_after_an_invitation_went_out_is_always_sent() {
     let s = stack().await;
     let (path, _) = s.create(9, &[ALICE]).await;
     s.drain().await;
-    s.patch(&path, json!({"title": "Design review (moved)", "start": "2026-12-01T10:00:00Z", "end": "2026-12-01T10:30:00Z"})).await;
+    s.patch(
+        &path,
+        json!({"title": "Design review (moved)", "start": "2026-12-01T10:00:00Z", "end": "2026-12-01T10:30:00Z"}),
+    )
+    .await;
     s.cancel(&path).await;
     s.drain().await;
 
@@ -291,9 +295,13 @@ async fn a_rescheduled_event_written_before_the_upgrade_is_still_dispatched() {
     let poller = Poller::new(db.pool.clone(), Arc::new(mailer), Faults::none(), PollerConfig::for_tests("upgrade"));
     assert_eq!(poller.drain().await.unwrap().sent, 2);
     for to in [ALICE, CAROL] {
-        let mail: Vec<Value> = sent_mail(&moto_endpoint(), &sender).into_iter().filter(|m| m["to_addresses"] == json!([to])).collect();
+        let mail: Vec<Value> =
+            sent_mail(&moto_endpoint(), &sender).into_iter().filter(|m| m["to_addresses"] == json!([to])).collect();
         assert_eq!(mail.len(), 1);
-        assert_eq!((mail[0]["calendar"]["METHOD"].as_str(), mail[0]["calendar"]["SEQUENCE"].as_i64()), (Some("REQUEST"), Some(1)));
+        assert_eq!(
+            (mail[0]["calendar"]["METHOD"].as_str(), mail[0]["calendar"]["SEQUENCE"].as_i64()),
+            (Some("REQUEST"), Some(1))
+        );
         assert!(mail[0]["subject"].as_str().unwrap().starts_with("Updated invitation: "), "{}", mail[0]["subject"]);
         assert!(mail[0]["text"].as_str().unwrap().contains("moved"), "{}", mail[0]["text"]);
         assert_eq!(mail[0]["calendar"]["ATTENDEES"].as_array().unwrap().len(), 2);
@@ -330,7 +338,10 @@ async fn superseded_decision_survives_a_crash_between_claim_and_send() {
         async move {
             let client = pool.get().await.unwrap();
             let rows = client
-                .query("SELECT outbox_event_id, superseded_by FROM booking_notification_sends WHERE status = 'SUPERSEDED'", &[])
+                .query(
+                    "SELECT outbox_event_id, superseded_by FROM booking_notification_sends WHERE status = 'SUPERSEDED'",
+                    &[],
+                )
                 .await
                 .unwrap();
             rows.iter().map(|r| (r.get::<_, Uuid>(0), r.get::<_, Uuid>(1))).collect::<Vec<_>>()

@@ -19,8 +19,14 @@ use shared::notify::mailer::recording::{Delivery, RecordingMailer};
 use shared::relay::PollerConfig;
 use uuid::Uuid;
 
-const PEOPLE: [&str; 6] =
-    ["alice@example.com", "carol@example.com", "dave@example.com", "erin@example.com", "frank@example.com", "grace@example.com"];
+const PEOPLE: [&str; 6] = [
+    "alice@example.com",
+    "carol@example.com",
+    "dave@example.com",
+    "erin@example.com",
+    "frank@example.com",
+    "grace@example.com",
+];
 
 /// A random non-empty set of attendees.
 fn random_attendees(rng: &mut Rng) -> Vec<&'static str> {
@@ -42,16 +48,29 @@ async fn random_change(service: &BookingService, rng: &mut Rng, b: &Booking) {
     let result = match rng.below(10) {
         0..=4 => {
             let attendees = random_attendees(rng).iter().map(|e| person(e)).collect();
-            service.update(&organizer, b.id, &BookingChanges { attendees: Some(attendees), ..Default::default() }, b.version).await
+            service
+                .update(
+                    &organizer,
+                    b.id,
+                    &BookingChanges { attendees: Some(attendees), ..Default::default() },
+                    b.version,
+                )
+                .await
         }
         5..=6 => {
             let title = Title::parse(&format!("Meeting v{}", b.version + 1)).unwrap();
-            service.update(&organizer, b.id, &BookingChanges { title: Some(title), ..Default::default() }, b.version).await
+            service
+                .update(&organizer, b.id, &BookingChanges { title: Some(title), ..Default::default() }, b.version)
+                .await
         }
         7..=8 => {
             let shift = chrono::Duration::minutes(rng.below(3) as i64 * 10);
-            let range = TimeRange::new(b.start + shift, b.start + shift + chrono::Duration::minutes(20)).unwrap();
-            service.update(&organizer, b.id, &BookingChanges { range: Some(range), ..Default::default() }, b.version).await
+            let range =
+                TimeRange::new(b.range.start() + shift, b.range.start() + shift + chrono::Duration::minutes(20))
+                    .unwrap();
+            service
+                .update(&organizer, b.id, &BookingChanges { range: Some(range), ..Default::default() }, b.version)
+                .await
         }
         _ => service.cancel(&organizer, b.id).await,
     };
@@ -142,7 +161,10 @@ async fn random_updates_and_cancels_racing_8_pollers_leave_every_calendar_in_the
                     assert_eq!(notice, Notice::Removed, "{who} of {id}: told of their removal last")
                 }
                 (BookingStatus::Cancelled, _, Some((notice, _))) => {
-                    assert!(matches!(notice, Notice::Cancel | Notice::Removed), "{who} of {id}: a CANCEL last, got {notice:?}")
+                    assert!(
+                        matches!(notice, Notice::Cancel | Notice::Removed),
+                        "{who} of {id}: a CANCEL last, got {notice:?}"
+                    )
                 }
                 (_, _, None) => {} // never heard of it, and it is not theirs now
             }
@@ -170,7 +192,10 @@ async fn emails_per_attendee(skip_superseded: bool, changes: i32, cancel: bool) 
     let service = service(&db);
     for v in 1..=changes {
         let title = Title::parse(&format!("Design review, take {v}")).unwrap();
-        service.update(&organizer(), b.id, &BookingChanges { title: Some(title), ..Default::default() }, v).await.unwrap();
+        service
+            .update(&organizer(), b.id, &BookingChanges { title: Some(title), ..Default::default() }, v)
+            .await
+            .unwrap();
     }
     if cancel {
         service.cancel(&organizer(), b.id).await.unwrap();

@@ -36,7 +36,10 @@ async fn one_patch_changes_every_field_and_the_attendees_in_one_event() {
     let resp = patch(&api, &path, BOB, changes).await;
     assert_eq!(resp.status, 200, "{}", resp.body);
     let b = &resp.body;
-    assert_eq!((b["title"].as_str(), b["location"].as_str(), b["timezone"].as_str()), (Some("Architecture review"), Some("Room 7"), Some("America/New_York")));
+    assert_eq!(
+        (b["title"].as_str(), b["location"].as_str(), b["timezone"].as_str()),
+        (Some("Architecture review"), Some("Room 7"), Some("America/New_York"))
+    );
     assert_eq!(b["description"], Value::Null, "null clears it");
     assert_eq!((b["start"].as_str(), b["version"].as_i64()), (Some("2026-12-01T13:00:00Z"), Some(2)));
     assert_eq!(b["attendees"].as_array().unwrap().len(), 2);
@@ -88,13 +91,17 @@ async fn updates_get_409_on_a_stale_version_an_overlap_or_a_cancelled_booking_an
 #[tokio::test]
 async fn each_update_counts_against_the_limits_with_removed_attendees_mailed_too() {
     let db = TestDb::create().await;
-    let limits = shared::booking::limits::Limits { bookings_per_day: 10, recipients_per_day: 6, changes_per_booking_per_day: 10 };
+    let limits = shared::booking::limits::Limits {
+        bookings_per_day: 10,
+        recipients_per_day: 6,
+        changes_per_booking_per_day: 10,
+    };
     let api = TestApi::with(&db, Faults::none(), ApiConfig { limits, ..test_config() });
     let created = api.post("/bookings", BOB, &booking_body(9)).await.body; // 1 recipient
     let path = format!("/bookings/{}", created["id"].as_str().unwrap());
     let three = json!([{"email": "alice@example.com", "name": "A"}, {"email": "c@example.com", "name": "C"}, {"email": "d@example.com", "name": "D"}]);
     assert_eq!(patch(&api, &path, BOB, json!({"version": 1, "attendees": three})).await.status, 200); // 4 so far
-    // Down to one attendee mails 3: the one left, and the two removed.
+                                                                                                      // Down to one attendee mails 3: the one left, and the two removed.
     let one = json!([{"email": "alice@example.com", "name": "A"}]);
     let refused = patch(&api, &path, BOB, json!({"version": 2, "attendees": one})).await;
     assert_eq!(refused.status, 429, "{}", refused.body);

@@ -47,14 +47,15 @@ async fn tls_with_an_untrusted_certificate_is_refused() {
         .unwrap()
         .with_tls(DbTls::Require { ca_file: None })
         .unwrap();
-    let err = config.build_pool().unwrap().get().await.err().expect("untrusted certificate refused");
+    let err = config.build_pool().unwrap().get().await.expect_err("untrusted certificate refused");
     let msg = format!("{err:?}").to_lowercase();
     assert!(msg.contains("certificate") || msg.contains("unknownissuer"), "{msg}");
 }
 
 #[test]
 fn plain_tcp_is_refused_for_a_remote_database() {
-    let remote = DbConfig::from_url("postgres://app:pw@db.internal.example:5432/app", 1, Duration::from_secs(1)).unwrap();
+    let remote =
+        DbConfig::from_url("postgres://app:pw@db.internal.example:5432/app", 1, Duration::from_secs(1)).unwrap();
     assert_eq!(remote.tls, DbTls::Require { ca_file: None }, "TLS is the default off loopback");
     let err = remote.with_tls(DbTls::Disable).unwrap_err().to_string();
     assert!(err.contains("DATABASE_TLS=disable is only allowed for a database on a loopback address"), "{err}");
@@ -112,7 +113,8 @@ fn the_rds_ca_bundle_is_compiled_in_and_trusted_by_default() {
     let has = |name: &str| certs.iter().any(|c| c.windows(name.len()).any(|w| w == name.as_bytes()));
     assert!(has("Amazon RDS us-east-1 Root CA RSA2048 G1"));
     assert!(has("Amazon RDS eu-west-1 Root CA ECC384 G1"));
-    let remote = DbConfig::from_url("postgres://app:pw@db.cluster.rds.example:5432/app", 1, Duration::from_secs(1)).unwrap();
+    let remote =
+        DbConfig::from_url("postgres://app:pw@db.cluster.rds.example:5432/app", 1, Duration::from_secs(1)).unwrap();
     assert_eq!(remote.bundled_cas, shared::db::RDS_CA_BUNDLE, "trusted without DATABASE_CA_FILE");
     remote.build_pool().expect("the bundle loads into the trust store");
 }
@@ -135,14 +137,15 @@ async fn a_server_signed_by_a_bundled_ca_is_trusted_and_others_are_refused() {
         client.query_one("SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()", &[]).await.unwrap().get(0);
     assert!(ssl);
     // The real RDS bundle does not vouch for the test server: refused.
-    let err = config().build_pool().unwrap().get().await.err().expect("not signed by a bundled CA");
+    let err = config().build_pool().unwrap().get().await.expect_err("not signed by a bundled CA");
     let msg = format!("{err:?}").to_lowercase();
     assert!(msg.contains("certificate") || msg.contains("unknownissuer"), "{msg}");
 }
 
 #[test]
 fn database_host_replaces_the_secret_host_for_rds_proxy() {
-    let secret = r#"{"host": "db.instance.rds.example", "port": 5432, "username": "app", "password": "pw", "dbname": "app"}"#;
+    let secret =
+        r#"{"host": "db.instance.rds.example", "port": 5432, "username": "app", "password": "pw", "dbname": "app"}"#;
     let direct = DbConfig::from_secret(secret, None, 1, Duration::from_secs(1)).unwrap();
     let proxied = DbConfig::from_secret(secret, Some("proxy.rds.example"), 1, Duration::from_secs(1)).unwrap();
     use tokio_postgres::config::Host;

@@ -15,13 +15,16 @@ use shared::relay::PollerConfig;
 #[tokio::test]
 async fn a_short_deadline_a_slow_mailer_and_50_recipients_end_in_time_with_nothing_claimed_or_unknown() {
     // One send at a time (each 100 ms), and four at a time (each 400 ms):
-    // about 5 s of sending either way, against a 2 s deadline.
-    for (concurrency, delay) in [(1, 100), (4, 400)] {
-        short_deadline_run(concurrency, Duration::from_millis(delay)).await;
+    // about 5 s of sending either way, against a 2 s deadline; at the
+    // default claim group, and at groups of one send.
+    for group in [1, shared::relay::config::DEFAULT_CLAIM_GROUP] {
+        for (concurrency, delay) in [(1, 100), (4, 400)] {
+            short_deadline_run(group, concurrency, Duration::from_millis(delay)).await;
+        }
     }
 }
 
-async fn short_deadline_run(concurrency: usize, delay: Duration) {
+async fn short_deadline_run(group: usize, concurrency: usize, delay: Duration) {
     let db = TestDb::create().await;
     let recipients: Vec<String> = (0..50).map(|i| format!("guest{i}@example.com")).collect();
     let booking = create_booking(&db, 1, &recipients.iter().map(String::as_str).collect::<Vec<_>>()).await;
@@ -30,6 +33,7 @@ async fn short_deadline_run(concurrency: usize, delay: Duration) {
     let mut config = PollerConfig::for_tests("deadline");
     config.safety_margin = Duration::from_millis(300);
     config.concurrency = concurrency;
+    config.claim_group = group;
     let p = poller(&db, mailer.clone(), config);
 
     let started = Instant::now();

@@ -62,5 +62,8 @@ fn no_module_of_shared_imports_a_layer_above_or_beside_it() {
 
 #[test]
 fn the_layer_check_sees_an_upward_import() {
-    assert_eq!(crate_paths("use crate::relay::x; // crate::notify\nmy_crate::api"), BTreeSet::from(["notify".into(), "relay".into()]));
+    assert_eq!(
+        crate_paths("use crate::relay::x; // crate::notify\nmy_crate::api"),
+        BTreeSet::from(["notify".into(), "relay".into()])
+    );
 }

@@ -8,11 +8,7 @@ use shared::relay::RunSummary;
 use shared::telemetry::emf;
 
 fn emf_lines(stdout: &str) -> Vec<Value> {
-    stdout
-        .lines()
-        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-        .filter(|v| v.get("_aws").is_some())
-        .collect()
+    stdout.lines().filter_map(|l| serde_json::from_str::<Value>(l).ok()).filter(|v| v.get("_aws").is_some()).collect()
 }
 
 fn metric_names(record: &Value) -> Vec<String> {

@@ -50,7 +50,8 @@ fn the_spec_documents_exactly_the_operations_and_statuses_of_the_code() {
             documented.insert((method.to_uppercase(), path.clone(), op["operationId"].as_str().unwrap().to_string()));
         }
     }
-    let coded: BTreeSet<_> = OPERATIONS.iter().map(|o| (o.method.to_string(), o.path.to_string(), o.id.to_string())).collect();
+    let coded: BTreeSet<_> =
+        OPERATIONS.iter().map(|o| (o.method.to_string(), o.path.to_string(), o.id.to_string())).collect();
     assert_eq!(documented, coded, "operations in openapi.yaml vs shared::api::OPERATIONS");
 
     for op in OPERATIONS {
@@ -58,7 +59,12 @@ fn the_spec_documents_exactly_the_operations_and_statuses_of_the_code() {
         let in_spec: BTreeSet<u16> = responses.as_object().unwrap().keys().map(|k| k.parse().unwrap()).collect();
         for status in op.statuses {
             let response = resolve(&spec, &responses[status.to_string()]);
-            assert!(!response.is_null(), "{} {}: the function answers {status}, the spec does not say so", op.method, op.path);
+            assert!(
+                !response.is_null(),
+                "{} {}: the function answers {status}, the spec does not say so",
+                op.method,
+                op.path
+            );
             if *status >= 400 {
                 assert!(
                     response["content"].get("application/problem+json").is_some(),
@@ -93,7 +99,12 @@ async fn every_documented_operation_is_routed() {
         assert!(![405].contains(&resp.status), "{} {path}: {}", op.method, resp.body);
         let detail = resp.body["detail"].as_str().unwrap_or("");
         assert!(!detail.starts_with("no route"), "{} {path} is not routed: {detail}", op.method);
-        assert!(op.statuses.contains(&resp.status), "{} {path} answered {}, not in its statuses", op.method, resp.status);
+        assert!(
+            op.statuses.contains(&resp.status),
+            "{} {path} answered {}, not in its statuses",
+            op.method,
+            resp.status
+        );
     }
 }
 

@@ -10,10 +10,10 @@ use outbox_tests::TestDb;
 use shared::booking::events::EventType;
 use shared::booking::limits::Limits;
 use shared::booking::service::BookingService;
+use shared::db::DbConfig;
 use shared::fault::Faults;
 use shared::notify::mailer::recording::RecordingMailer;
 use shared::notify::mailer::SendOutcome;
-use shared::db::DbConfig;
 use shared::relay::{Poller, PollerConfig, Wake};
 
 #[tokio::test]
@@ -113,16 +113,14 @@ async fn commit_to_send_latency_is_the_idle_wait_not_the_schedule() {
 }
 
 #[test]
-fn pool_too_small_for_the_concurrency_is_a_clear_config_error() {
+fn pool_too_small_for_the_batches_in_flight_is_a_clear_config_error() {
     let mut config = PollerConfig::for_tests("w");
+    // Each batch in flight holds two connections, whatever the claim group.
     config.claim_group = 1;
-    config.concurrency = 8;
-    let err = config.validate(10).unwrap_err().to_string();
-    assert!(err.contains("DATABASE_POOL_SIZE (10)") && err.contains("at least 17"), "{err}");
-    assert!(config.validate(17).is_ok());
-    // With claim groups, each batch in flight holds two connections.
-    config.claim_group = 64;
     config.batches_in_flight = 4;
+    let err = config.validate(8).unwrap_err().to_string();
+    assert!(err.contains("POLLER_BATCHES_IN_FLIGHT (4)") && err.contains("at least 9"), "{err}");
+    config.claim_group = 64;
     let err = config.validate(8).unwrap_err().to_string();
     assert!(err.contains("POLLER_BATCHES_IN_FLIGHT (4)") && err.contains("at least 9"), "{err}");
     assert!(config.validate(9).is_ok());
@@ -150,9 +148,8 @@ async fn an_idle_poller_is_woken_by_the_commit_not_by_its_timer() {
 
 /// `what` (an aggregate) over this database's LISTEN connections.
 async fn listeners(client: &shared::db::Client, what: &str) -> i64 {
-    let sql = format!(
-        "SELECT {what} FROM pg_stat_activity WHERE datname = current_database() AND query ILIKE 'LISTEN%'"
-    );
+    let sql =
+        format!("SELECT {what} FROM pg_stat_activity WHERE datname = current_database() AND query ILIKE 'LISTEN%'");
     client.query_one(&sql, &[]).await.unwrap().get(0)
 }
 

@@ -139,9 +139,7 @@ async fn send_failure_releases_claim_then_retry_delivers_once() {
     assert_eq!(last_error.as_deref(), Some("Throttling: rate exceeded"));
     assert!(sends(&db, event).await.is_empty(), "the claim was released");
     assert_eq!(db.count("processed_events").await, 0);
-    let wait: f64 = db
-        .scalar("SELECT extract(epoch FROM next_attempt_at - now())::float8 FROM outbox_events")
-        .await;
+    let wait: f64 = db.scalar("SELECT extract(epoch FROM next_attempt_at - now())::float8 FROM outbox_events").await;
     assert!((55.0..=600.0).contains(&wait), "backoff applied: retry in {wait}s");
     assert_eq!(poller.poll_once().await.unwrap().claimed, 0, "not due before its backoff");
 

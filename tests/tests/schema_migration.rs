@@ -29,7 +29,9 @@ async fn response_catcher() -> (String, tokio::task::JoinHandle<(String, String,
                 let head = text[..end].to_string();
                 let len: usize = head
                     .lines()
-                    .find_map(|l| l.to_ascii_lowercase().strip_prefix("content-length:").map(|v| v.trim().parse().unwrap()))
+                    .find_map(|l| {
+                        l.to_ascii_lowercase().strip_prefix("content-length:").map(|v| v.trim().parse().unwrap())
+                    })
                     .expect("content-length");
                 if buf.len() >= end + 4 + len {
                     break (head, buf[end + 4..end + 4 + len].to_vec());
@@ -124,7 +126,9 @@ async fn bad_settings_or_no_database_answer_failed_naming_the_cause() {
 
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     let (url, answer) = response_catcher().await;
-    let unreachable = || async move { DbConfig::from_url(&format!("postgres://postgres@127.0.0.1:{port}/x"), 1, Duration::from_secs(2)) };
+    let unreachable = || async move {
+        DbConfig::from_url(&format!("postgres://postgres@127.0.0.1:{port}/x"), 1, Duration::from_secs(2))
+    };
     let response = schema::handle(&request("Create", &url), unreachable).await.unwrap();
     assert_eq!(response.status, Status::Failed);
     assert_eq!(answer.await.unwrap().2["Status"], "FAILED");

@@ -35,7 +35,8 @@ impl Stack {
     /// Drains the outbox through `endpoint` with the real SES client.
     async fn drain_through(&self, endpoint: &str) {
         let mailer = ses_mailer(ses_config(endpoint, &self.sender));
-        let poller = Poller::new(self.db.pool.clone(), Arc::new(mailer), Faults::none(), PollerConfig::for_tests("e2e"));
+        let poller =
+            Poller::new(self.db.pool.clone(), Arc::new(mailer), Faults::none(), PollerConfig::for_tests("e2e"));
         poller.drain().await.unwrap();
     }
 
@@ -81,7 +82,8 @@ async fn dropped_connection_send_is_confirmed_end_to_end_by_the_local_publisher(
     assert!(events.iter().all(|e| claim_of(e) == Some(claim)), "tagged with the claim");
     assert_eq!(send_row(&s.db).await, (claim, "SENT".into(), Some("ses-event".into())));
     assert_eq!(s.messages_at_moto(), 1);
-    let kinds: Vec<String> = feedback::of_send(&s.db.pool.get().await.unwrap(), claim).await.unwrap().into_iter().map(|f| f.0).collect();
+    let kinds: Vec<String> =
+        feedback::of_send(&s.db.pool.get().await.unwrap(), claim).await.unwrap().into_iter().map(|f| f.0).collect();
     assert_eq!(kinds, vec!["Send", "Delivery"]);
 }
 
@@ -119,7 +121,12 @@ async fn send_that_never_reached_ses_stays_not_confirmed_until_resent_once() {
 #[tokio::test]
 async fn fault_run_confirms_every_unknown_that_reached_ses_and_sends_no_duplicate() {
     let s = stack().await;
-    let mix = [(Fault::Throttle, 50), (Fault::ServerError, 20), (Fault::DropAfterForward, 20), (Fault::DelayAfterForward, 20)];
+    let mix = [
+        (Fault::Throttle, 50),
+        (Fault::ServerError, 20),
+        (Fault::DropAfterForward, 20),
+        (Fault::DelayAfterForward, 20),
+    ];
     let (mut rng, seed) = Rng::from_clock();
     println!("fault run seed {seed}");
     let proxy = FaultProxy::start_random(&s.publisher.endpoint, &mix, seed).await;
@@ -164,7 +171,8 @@ async fn fault_run_confirms_every_unknown_that_reached_ses_and_sends_no_duplicat
         assert!(round < 20, "the outbox drains");
         sweep_after_timeout(&s.db, 8).await;
         println!("round {round}: events {:?} sends {:?}", event_counts(&s.db).await, send_counts(&s.db).await);
-        let status = tokio::time::timeout(Duration::from_secs(120), worker(&proxy.endpoint).status()).await.unwrap().unwrap();
+        let status =
+            tokio::time::timeout(Duration::from_secs(120), worker(&proxy.endpoint).status()).await.unwrap().unwrap();
         assert!(status.success());
         let counts = event_counts(&s.db).await;
         if counts["PENDING"] + counts["PROCESSING"] == 0 {

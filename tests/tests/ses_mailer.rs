@@ -99,7 +99,9 @@ async fn booking_to_poller_to_moto_sends_one_valid_invite_per_attendee_and_updat
         let cals: Vec<&Value> = for_recipient(&mail, to).iter().map(|m| &m["calendar"]).collect();
         let seqs: Vec<(i64, &str, &str)> = cals
             .iter()
-            .map(|c| (c["SEQUENCE"].as_i64().unwrap(), c["METHOD"].as_str().unwrap(), c["mime_method"].as_str().unwrap()))
+            .map(|c| {
+                (c["SEQUENCE"].as_i64().unwrap(), c["METHOD"].as_str().unwrap(), c["mime_method"].as_str().unwrap())
+            })
             .collect();
         assert_eq!(seqs, vec![(0, "REQUEST", "REQUEST"), (1, "REQUEST", "REQUEST"), (2, "CANCEL", "CANCEL")], "{to}");
         assert!(cals.iter().all(|c| c["UID"] == format!("{id}@booking-outbox")), "one calendar entry per booking");
@@ -133,7 +135,8 @@ async fn hostile_titles_and_names_cannot_add_or_split_headers() {
     let mail = sent_mail(&endpoint, &sender);
     assert_eq!(mail.len(), 1);
     let m = &mail[0];
-    let mut headers: Vec<String> = m["header_names"].as_array().unwrap().iter().map(|h| h.as_str().unwrap().to_string()).collect();
+    let mut headers: Vec<String> =
+        m["header_names"].as_array().unwrap().iter().map(|h| h.as_str().unwrap().to_string()).collect();
     headers.sort();
     assert_eq!(
         headers,
@@ -173,7 +176,8 @@ async fn send_to_a_hanging_server_is_unknown_and_sent_exactly_once() {
     assert_eq!(api.post("/bookings", BOB, &outbox_tests::api::booking_body(9)).await.status, 201);
     let event = outbox_tests::outbox::only_event_id(&db).await;
     let started = Instant::now();
-    let summary = ses_poller(&db, ses_mailer(ses_config(&proxy.endpoint, "bookings@example.com"))).drain().await.unwrap();
+    let summary =
+        ses_poller(&db, ses_mailer(ses_config(&proxy.endpoint, "bookings@example.com"))).drain().await.unwrap();
     assert!(started.elapsed() < Duration::from_secs(10), "bounded by the explicit timeouts");
     assert_eq!(summary.unknown, 1);
     assert_eq!(proxy.request_count(), 1, "the SDK did not retry a send that may have been accepted");

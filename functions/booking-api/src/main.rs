@@ -4,8 +4,8 @@
 //! error fails the cold start with a message naming the variable to fix.
 
 use lambda_http::{run, service_fn, Request};
-use shared::api::Api;
 use shared::api::config::ApiConfig;
+use shared::api::Api;
 use shared::db::DbConfig;
 use shared::fault::Faults;
 

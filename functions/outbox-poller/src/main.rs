@@ -18,8 +18,8 @@ use tracing::Instrument;
 #[tokio::main]
 async fn main() -> Result<(), Error> {
     shared::telemetry::init();
-    let concurrency = PollerConfig::concurrency_from_env()?;
-    let db = DbConfig::from_env_with_pool_default(2 * concurrency + 1).await?;
+    let batches = PollerConfig::batches_in_flight_from_env()?;
+    let db = DbConfig::from_env_with_pool_default(PollerConfig::min_pool_size(batches)).await?;
     let config = PollerConfig::from_env(db.pool_size)?;
     let mailer = Arc::new(SesMailer::from_env(SesConfig::from_env()?).await);
     config.check_send_fits(mailer.worst_case())?;

@@ -9,8 +9,8 @@ use serde::Deserialize;
 use super::json::{parse_unique_keys, JsonError};
 use super::problem::{InvalidParam, Problem};
 use crate::booking::domain::{
-    self, BookingChanges, Description, DisplayName, EmailAddress, Location, NewBooking, Person, StartWindow,
-    TimeRange, Timezone, Title, MAX_ATTENDEES,
+    self, BookingChanges, Description, DisplayName, EmailAddress, Location, NewBooking, ParseError, Person,
+    StartWindow, TimeRange, Timezone, Title, MAX_ATTENDEES,
 };
 
 /// Collects field errors so one response names all of them.
@@ -18,14 +18,21 @@ use crate::booking::domain::{
 pub struct FieldErrors(Vec<InvalidParam>);
 
 impl FieldErrors {
-    pub fn check<T>(&mut self, field: impl Into<String>, r: Result<T, String>) -> Option<T> {
+    /// The value, or `None` with its problem reported under `field` (the
+    /// JSON path, which the parser cannot know).
+    pub fn check<T>(&mut self, field: impl Into<String>, r: Result<T, ParseError>) -> Option<T> {
         match r {
             Ok(v) => Some(v),
-            Err(reason) => {
-                self.0.push(InvalidParam { name: field.into(), reason });
+            Err(e) => {
+                self.refuse(field, e.problem);
                 None
             }
         }
+    }
+
+    /// Reports `field` as invalid for `reason`.
+    pub fn refuse(&mut self, field: impl Into<String>, reason: impl Into<String>) {
+        self.0.push(InvalidParam { name: field.into(), reason: reason.into() });
     }
 
     pub fn into_result(self) -> Result<(), Problem> {
@@ -60,9 +67,12 @@ pub fn parse_json<T: DeserializeOwned>(req: &Request, max_bytes: usize) -> Resul
         ));
     }
     let value = parse_unique_keys(bytes).map_err(|e| match e {
-        JsonError::Syntax(e) => {
-            Problem::new(StatusCode::BAD_REQUEST, "malformed-json", "Malformed JSON", format!("the body is not valid JSON: {e}"))
-        }
+        JsonError::Syntax(e) => Problem::new(
+            StatusCode::BAD_REQUEST,
+            "malformed-json",
+            "Malformed JSON",
+            format!("the body is not valid JSON: {e}"),
+        ),
         JsonError::DuplicateKey(path) => {
             let mut problem = Problem::new(
                 StatusCode::BAD_REQUEST,
@@ -151,7 +161,7 @@ impl CreateBookingBody {
 /// 1 to 50 attendees, each a valid address and name, no address twice.
 fn parse_attendees(errors: &mut FieldErrors, list: &[AttendeeBody]) -> Vec<Person> {
     if list.is_empty() || list.len() > MAX_ATTENDEES {
-        errors.check::<()>("attendees", Err(format!("must list 1 to {MAX_ATTENDEES} attendees (got {})", list.len())));
+        errors.refuse("attendees", format!("must list 1 to {MAX_ATTENDEES} attendees (got {})", list.len()));
     }
     let mut attendees: Vec<Person> = Vec::with_capacity(list.len());
     for (i, a) in list.iter().enumerate() {
@@ -159,7 +169,7 @@ fn parse_attendees(errors: &mut FieldErrors, list: &[AttendeeBody]) -> Vec<Perso
         let name = errors.check(format!("attendees[{i}].name"), DisplayName::parse(&a.name));
         if let (Some(email), Some(name)) = (email, name) {
             if attendees.iter().any(|p| p.email == email) {
-                errors.check::<()>(format!("attendees[{i}].email"), Err(format!("{email} is listed twice")));
+                errors.refuse(format!("attendees[{i}].email"), format!("{email} is listed twice"));
             } else {
                 attendees.push(Person { email, name });
             }
@@ -201,7 +211,10 @@ pub struct UpdateBookingBody {
 /// A field that may be changed but not removed: `null` is an error.
 fn not_null<'a, T>(errors: &mut FieldErrors, field: &str, value: &'a Option<Option<T>>) -> Option<&'a T> {
     match value {
-        Some(None) => errors.check(field, Err(format!("{field} cannot be removed; leave it out to keep it"))),
+        Some(None) => {
+            errors.refuse(field, format!("{field} cannot be removed; leave it out to keep it"));
+            None
+        }
         Some(Some(v)) => Some(v),
         None => None,
     }
@@ -230,8 +243,8 @@ impl UpdateBookingBody {
         let together = "start and end change together: send both";
         match (not_null(&mut errors, "start", &self.start), not_null(&mut errors, "end", &self.end)) {
             (Some(start), Some(end)) => changes.range = parse_range(&mut errors, start, end, window),
-            (Some(_), None) if self.end.is_none() => errors.check::<()>("end", Err(together.into())).unwrap_or(()),
-            (None, Some(_)) if self.start.is_none() => errors.check::<()>("start", Err(together.into())).unwrap_or(()),
+            (Some(_), None) if self.end.is_none() => errors.refuse("end", together),
+            (None, Some(_)) if self.start.is_none() => errors.refuse("start", together),
             _ => {}
         }
         if let Some(tz) = not_null(&mut errors, "timezone", &self.timezone) {
@@ -248,9 +261,9 @@ impl UpdateBookingBody {
             && self.timezone.is_none()
             && self.attendees.is_none();
         if nothing {
-            errors.check::<()>(
+            errors.refuse(
                 "body",
-                Err("nothing to change: send at least one of title, description, location, start and end, timezone, attendees".into()),
+                "nothing to change: send at least one of title, description, location, start and end, timezone, attendees",
             );
         }
         errors.into_result()?;

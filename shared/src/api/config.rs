@@ -86,7 +86,10 @@ impl ApiConfig {
         Ok(Self {
             auth_mode,
             max_body_bytes,
-            start_window: StartWindow { max_past: chrono::Duration::days(past), max_future: chrono::Duration::days(future) },
+            start_window: StartWindow {
+                max_past: chrono::Duration::days(past),
+                max_future: chrono::Duration::days(future),
+            },
             idempotency_key_ttl: std::time::Duration::from_secs(ttl_hours * 3600),
             require_email_verified: parsed_or("REQUIRE_EMAIL_VERIFIED", true)?,
             limits: limits_from_env()?,

@@ -49,13 +49,13 @@ pub fn caller(req: &Request, config: &ApiConfig) -> Result<Caller, Problem> {
         #[cfg(feature = "dev")]
         AuthMode::InsecureDevHeaders => dev_headers(req)?,
     };
-    let email =
-        EmailAddress::parse(&claimed.email).map_err(|e| unauthorized(format!("the caller's email claim {e}")))?;
+    let email = EmailAddress::parse(&claimed.email)
+        .map_err(|e| unauthorized(format!("the caller's email claim {}", e.problem)))?;
     let name = match claimed.name {
         Some(n) if !n.trim().is_empty() => n,
         _ => email.as_str().split('@').next().unwrap_or_default().to_string(),
     };
-    let name = DisplayName::parse(&name).map_err(|e| unauthorized(format!("the caller's name claim {e}")))?;
+    let name = DisplayName::parse(&name).map_err(|e| unauthorized(format!("the caller's name claim {}", e.problem)))?;
     Ok(Caller { person: Person { email, name }, subject: claimed.subject })
 }
 

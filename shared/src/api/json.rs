@@ -118,7 +118,10 @@ mod tests {
     #[test]
     fn repeated_keys_are_refused_with_their_path() {
         assert_eq!(dup(r#"{"title":"A","start":"x","title":"B"}"#).as_deref(), Some("title"));
-        assert_eq!(dup(r#"{"attendees":[{"email":"a"},{"email":"b","email":"c"}]}"#).as_deref(), Some("attendees[1].email"));
+        assert_eq!(
+            dup(r#"{"attendees":[{"email":"a"},{"email":"b","email":"c"}]}"#).as_deref(),
+            Some("attendees[1].email")
+        );
         assert_eq!(dup(r#"{"a":{"b":{"c":1,"c":2}}}"#).as_deref(), Some("a.b.c"));
         // Escapes decode to the same key.
         assert_eq!(dup(r#"{"title":"A","\u0074itle":"B"}"#).as_deref(), Some("title"));

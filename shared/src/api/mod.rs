@@ -12,9 +12,9 @@
 //! the field, and is refused before the database is touched.
 
 mod body;
-pub mod json;
 pub mod config;
 pub mod identity;
+pub mod json;
 pub mod problem;
 
 use deadpool_postgres::Pool;
@@ -24,12 +24,13 @@ use sha2::{Digest, Sha256};
 use uuid::Uuid;
 
 use crate::booking::domain::{Booking, Caller};
-use crate::booking::service::{BookingService, CreateOutcome, IdempotencyRequest};
+use crate::booking::idempotency::IdempotencyRequest;
+use crate::booking::service::{BookingService, CreateOutcome};
 use crate::booking::BookingError;
-use config::ApiConfig;
 use crate::db::DbError;
 use crate::fault::Faults;
 use body::{parse_json, CreateBookingBody, UpdateBookingBody};
+use config::ApiConfig;
 use problem::Problem;
 
 pub const IDEMPOTENCY_KEY_HEADER: &str = "idempotency-key";
@@ -235,7 +236,12 @@ fn problem_for(err: BookingError) -> Problem {
         Overlap => Problem::new(StatusCode::CONFLICT, "overlap", "Overlapping booking", err.to_string()),
         VersionConflict { current, .. } => Problem {
             current_version: Some(current),
-            ..Problem::new(StatusCode::CONFLICT, "version-conflict", "Version conflict", format!("{err}; reload and retry"))
+            ..Problem::new(
+                StatusCode::CONFLICT,
+                "version-conflict",
+                "Version conflict",
+                format!("{err}; reload and retry"),
+            )
         },
         Cancelled => Problem::new(StatusCode::CONFLICT, "cancelled", "Booking cancelled", err.to_string()),
         LimitExceeded { retry_after, .. } => Problem {
@@ -250,15 +256,30 @@ fn problem_for(err: BookingError) -> Problem {
         ),
         Db(DbError::Unavailable(_)) => {
             tracing::error!(error = %err, "database unavailable");
-            Problem::new(StatusCode::SERVICE_UNAVAILABLE, "unavailable", "Service unavailable", "the database is unavailable; retry shortly")
+            Problem::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "unavailable",
+                "Service unavailable",
+                "the database is unavailable; retry shortly",
+            )
         }
         Db(ref e) if e.is_transient() => {
             tracing::warn!(error = %err, "transient database error");
-            Problem::new(StatusCode::SERVICE_UNAVAILABLE, "unavailable", "Service unavailable", "a transient database error occurred; retry")
+            Problem::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "unavailable",
+                "Service unavailable",
+                "a transient database error occurred; retry",
+            )
         }
-        Db(_) | Corrupt(_) | Fault(_) => {
+        Db(_) | Fault(_) => {
             tracing::error!(error = %err, "booking operation failed");
-            Problem::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", "Internal error", "the request could not be completed; nothing was saved")
+            Problem::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "internal",
+                "Internal error",
+                "the request could not be completed; nothing was saved",
+            )
         }
     }
 }

@@ -42,11 +42,7 @@ impl Problem {
 
     /// 422 naming every invalid field.
     pub fn invalid(params: Vec<InvalidParam>) -> Self {
-        let detail = params
-            .iter()
-            .map(|p| format!("{}: {}", p.name, p.reason))
-            .collect::<Vec<_>>()
-            .join("; ");
+        let detail = params.iter().map(|p| format!("{}: {}", p.name, p.reason)).collect::<Vec<_>>().join("; ");
         Self {
             invalid_params: params,
             ..Self::new(StatusCode::UNPROCESSABLE_ENTITY, "validation", "The request is invalid", detail)
@@ -68,9 +64,8 @@ impl Problem {
 
     pub fn into_response(self) -> Response<Body> {
         let body = serde_json::to_string(&self).expect("problem serialises");
-        let mut builder = Response::builder()
-            .status(self.status())
-            .header(header::CONTENT_TYPE, "application/problem+json");
+        let mut builder =
+            Response::builder().status(self.status()).header(header::CONTENT_TYPE, "application/problem+json");
         let retry_after = match self.retry_after {
             Some(secs) => Some(secs),
             None if self.status == StatusCode::SERVICE_UNAVAILABLE.as_u16() => Some(1),

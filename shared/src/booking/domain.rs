@@ -9,6 +9,7 @@
 //! characters, Cf, such as bidi overrides and zero-width spaces) and the
 //! line and paragraph separators (Zl, Zp).
 
+use std::borrow::Cow;
 use std::fmt;
 
 use chrono::{DateTime, Datelike, Duration, Utc};
@@ -23,14 +24,56 @@ pub const MAX_EMAIL_CHARS: usize = 254;
 pub const MAX_ATTENDEES: usize = 50;
 pub const MAX_DURATION_DAYS: i64 = 31;
 
+/// Why a value was refused, naming the field it was read as. The parsers
+/// below name their natural field (`title`, `email`, ...); a caller that
+/// knows the real path (`attendees[2].name`, `bookings.timezone`) says so
+/// with [`ParseError::at`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{field} {problem}")]
+pub struct ParseError {
+    pub field: Cow<'static, str>,
+    /// What is wrong, phrased to follow the field's name ("must not be empty").
+    pub problem: String,
+}
+
+impl ParseError {
+    pub fn new(field: &'static str, problem: impl Into<String>) -> Self {
+        Self { field: Cow::Borrowed(field), problem: problem.into() }
+    }
+
+    /// The same problem, under the name the caller knows the field by.
+    pub fn at(self, field: impl Into<Cow<'static, str>>) -> Self {
+        Self { field: field.into(), ..self }
+    }
+}
+
+/// Read back through the same parser that let the value in at the edge:
+/// a stored or queued value that no longer parses is refused, not trusted.
+macro_rules! deserialize_via_parse {
+    ($name:ident) => {
+        impl<'de> Deserialize<'de> for $name {
+            fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                let raw = <Cow<'de, str>>::deserialize(d)?;
+                $name::parse(&raw).map_err(serde::de::Error::custom)
+            }
+        }
+    };
+}
+
 /// An email address, normalised to lower case so the same person written
 /// twice is one recipient.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
 #[serde(transparent)]
 pub struct EmailAddress(String);
 
+deserialize_via_parse!(EmailAddress);
+
 impl EmailAddress {
-    pub fn parse(raw: &str) -> Result<Self, String> {
+    pub fn parse(raw: &str) -> Result<Self, ParseError> {
+        Self::check(raw).map(|()| Self(raw.to_lowercase())).map_err(|p| ParseError::new("email", p))
+    }
+
+    fn check(raw: &str) -> Result<(), String> {
         if raw.is_empty() {
             return Err("must not be empty".into());
         }
@@ -52,7 +95,7 @@ impl EmailAddress {
         if !parsed.domain().contains('.') {
             return Err("must have a domain with a dot, like alice@example.com".into());
         }
-        Ok(Self(raw.to_lowercase()))
+        Ok(())
     }
 
     pub fn as_str(&self) -> &str {
@@ -78,10 +121,9 @@ fn refuse_invisible(raw: &str) -> Result<(), String> {
         )
     });
     match bad {
-        Some(c) => Err(format!(
-            "must not contain invisible formatting or separator characters (found U+{:04X})",
-            c as u32
-        )),
+        Some(c) => {
+            Err(format!("must not contain invisible formatting or separator characters (found U+{:04X})", c as u32))
+        }
         None => Ok(()),
     }
 }
@@ -102,18 +144,26 @@ fn single_line(raw: &str, max_chars: usize, allow_empty: bool) -> Result<String,
 }
 
 macro_rules! text_type {
-    ($(#[$doc:meta])* $name:ident, $max:expr) => {
+    ($(#[$doc:meta])* $name:ident, $field:literal, $max:expr) => {
         $(#[$doc])*
-        #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+        #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
         #[serde(transparent)]
         pub struct $name(String);
 
+        deserialize_via_parse!($name);
+
         impl $name {
-            pub fn parse(raw: &str) -> Result<Self, String> {
-                single_line(raw, $max, false).map(Self)
+            pub fn parse(raw: &str) -> Result<Self, ParseError> {
+                single_line(raw, $max, false).map(Self).map_err(|p| ParseError::new($field, p))
             }
             pub fn as_str(&self) -> &str {
                 &self.0
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(&self.0)
             }
         }
     };
@@ -122,16 +172,19 @@ macro_rules! text_type {
 text_type!(
     /// A booking title: it becomes the email Subject, so a single line.
     Title,
+    "title",
     MAX_TITLE_CHARS
 );
 text_type!(
     /// A person's display name: it reaches To/From headers, so a single line.
     DisplayName,
+    "name",
     MAX_NAME_CHARS
 );
 text_type!(
     /// Where the meeting is: a single line (iCalendar LOCATION).
     Location,
+    "location",
     MAX_LOCATION_CHARS
 );
 
@@ -139,17 +192,22 @@ text_type!(
 /// (it never reaches a header); other control characters are not. Every
 /// line break is stored as LF: a lone CR would otherwise reach the
 /// iCalendar DESCRIPTION, where RFC 5545 forbids it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(transparent)]
 pub struct Description(String);
 
+deserialize_via_parse!(Description);
+
 impl Description {
-    pub fn parse(raw: &str) -> Result<Self, String> {
+    pub fn parse(raw: &str) -> Result<Self, ParseError> {
         if raw.chars().any(|c| c.is_control() && !matches!(c, '\n' | '\r' | '\t')) {
-            return Err("must not contain control characters other than line breaks and tabs".into());
+            return Err(ParseError::new(
+                "description",
+                "must not contain control characters other than line breaks and tabs",
+            ));
         }
         if raw.chars().count() > MAX_DESCRIPTION_CHARS {
-            return Err(format!("must be at most {MAX_DESCRIPTION_CHARS} characters"));
+            return Err(ParseError::new("description", format!("must be at most {MAX_DESCRIPTION_CHARS} characters")));
         }
         Ok(Self(raw.replace("\r\n", "\n").replace('\r', "\n")))
     }
@@ -158,18 +216,32 @@ impl Description {
     }
 }
 
+impl fmt::Display for Description {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
 /// An IANA time zone name that exists in the tz database.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Timezone(chrono_tz::Tz);
 
+deserialize_via_parse!(Timezone);
+
+impl Serialize for Timezone {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.name())
+    }
+}
+
 impl Timezone {
-    pub fn parse(raw: &str) -> Result<Self, String> {
+    pub fn parse(raw: &str) -> Result<Self, ParseError> {
         if raw.chars().any(char::is_control) {
-            return Err("must not contain control characters".into());
+            return Err(ParseError::new("timezone", "must not contain control characters"));
         }
-        raw.parse::<chrono_tz::Tz>()
-            .map(Self)
-            .map_err(|_| format!("{raw:?} is not an IANA time zone name (like Europe/Paris)"))
+        raw.parse::<chrono_tz::Tz>().map(Self).map_err(|_| {
+            ParseError::new("timezone", format!("{raw:?} is not an IANA time zone name (like Europe/Paris)"))
+        })
     }
     pub fn name(&self) -> &'static str {
         self.0.name()
@@ -180,14 +252,18 @@ impl Timezone {
 }
 
 /// Parses an RFC 3339 timestamp (offset required) into UTC.
-pub fn parse_instant(raw: &str) -> Result<DateTime<Utc>, String> {
-    let t = DateTime::parse_from_rfc3339(raw)
-        .map(|t| t.with_timezone(&Utc))
-        .map_err(|e| format!("must be an RFC 3339 timestamp with an offset, like 2026-12-01T09:00:00Z ({e})"))?;
+/// The error names the field `instant`; callers say which (`start`, `end`).
+pub fn parse_instant(raw: &str) -> Result<DateTime<Utc>, ParseError> {
+    let t = DateTime::parse_from_rfc3339(raw).map(|t| t.with_timezone(&Utc)).map_err(|e| {
+        ParseError::new(
+            "instant",
+            format!("must be an RFC 3339 timestamp with an offset, like 2027-06-15T09:00:00Z ({e})"),
+        )
+    })?;
     // Only instants whose UTC form is again a four-digit-year RFC 3339
     // timestamp: `9999-12-31T23:30:00-01:00` is year 10000 in UTC.
     if !(1..=9999).contains(&t.year()) {
-        return Err("must lie between the years 0001 and 9999 in UTC".into());
+        return Err(ParseError::new("instant", "must lie between the years 0001 and 9999 in UTC"));
     }
     Ok(t)
 }
@@ -202,12 +278,15 @@ pub struct StartWindow {
 }
 
 impl StartWindow {
-    pub fn check(&self, start: DateTime<Utc>, now: DateTime<Utc>) -> Result<(), String> {
+    pub fn check(&self, start: DateTime<Utc>, now: DateTime<Utc>) -> Result<(), ParseError> {
         if start < now - self.max_past {
-            return Err(format!("must not be more than {} days in the past", self.max_past.num_days()));
+            return Err(ParseError::new(
+                "start",
+                format!("must not be more than {} days in the past", self.max_past.num_days()),
+            ));
         }
         if start > now + self.max_future {
-            return Err(format!("must be at most {} days ahead", self.max_future.num_days()));
+            return Err(ParseError::new("start", format!("must be at most {} days ahead", self.max_future.num_days())));
         }
         Ok(())
     }
@@ -221,12 +300,13 @@ pub struct TimeRange {
 }
 
 impl TimeRange {
-    pub fn new(start: DateTime<Utc>, end: DateTime<Utc>) -> Result<Self, String> {
+    /// The error names the field `end`.
+    pub fn new(start: DateTime<Utc>, end: DateTime<Utc>) -> Result<Self, ParseError> {
         if end <= start {
-            return Err("must be after start".into());
+            return Err(ParseError::new("end", "must be after start"));
         }
         if end - start > Duration::days(MAX_DURATION_DAYS) {
-            return Err(format!("must be at most {MAX_DURATION_DAYS} days after start"));
+            return Err(ParseError::new("end", format!("must be at most {MAX_DURATION_DAYS} days after start")));
         }
         Ok(Self { start, end })
     }
@@ -275,20 +355,19 @@ impl BookingChanges {
     pub fn apply_to(&self, current: &Booking) -> Booking {
         let mut b = current.clone();
         if let Some(t) = &self.title {
-            b.title = t.as_str().to_string();
+            b.title = t.clone();
         }
         if let Some(d) = &self.description {
-            b.description = d.as_ref().map(|d| d.as_str().to_string());
+            b.description = d.clone();
         }
         if let Some(l) = &self.location {
-            b.location = l.as_ref().map(|l| l.as_str().to_string());
+            b.location = l.clone();
         }
-        if let Some(tz) = &self.timezone {
-            b.timezone = tz.name().to_string();
+        if let Some(tz) = self.timezone {
+            b.timezone = tz;
         }
-        if let Some(r) = &self.range {
-            b.start = r.start();
-            b.end = r.end();
+        if let Some(r) = self.range {
+            b.range = r;
         }
         if let Some(a) = &self.attendees {
             b.attendees = a.clone();
@@ -297,53 +376,97 @@ impl BookingChanges {
     }
 }
 
-/// Booking status as stored.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
-pub enum BookingStatus {
-    Confirmed,
-    Cancelled,
-}
-
-impl BookingStatus {
-    /// The status as stored; the one place it is spelled (statements splice
-    /// it in at compile time).
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            BookingStatus::Confirmed => "CONFIRMED",
-            BookingStatus::Cancelled => "CANCELLED",
-        }
-    }
-
-    pub fn from_db(s: &str) -> Self {
-        if s == BookingStatus::Cancelled.as_str() {
-            BookingStatus::Cancelled
-        } else {
-            BookingStatus::Confirmed
-        }
+crate::stored_enum! {
+    /// Booking status as stored.
+    pub enum BookingStatus in "bookings.status", sql: status_sql {
+        Confirmed = "CONFIRMED" => CONFIRMED,
+        Cancelled = "CANCELLED" => CANCELLED,
     }
 }
 
 /// A stored booking, as the API returns it and as outbox payloads carry it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// Every field is a domain type, read back (from a row or a payload)
+/// through the parser that let it in. In JSON the range is two fields,
+/// `start` and `end`.
+#[derive(Debug, Clone, PartialEq)]
 pub struct Booking {
     pub id: uuid::Uuid,
-    pub title: String,
-    pub description: Option<String>,
-    pub location: Option<String>,
-    pub start: DateTime<Utc>,
-    pub end: DateTime<Utc>,
-    pub timezone: String,
+    pub title: Title,
+    pub description: Option<Description>,
+    pub location: Option<Location>,
+    pub range: TimeRange,
+    pub timezone: Timezone,
     pub organizer: Person,
     /// The organizer's token subject, when the booking was made with one.
     /// Never shown to anyone and not carried in outbox payloads.
-    #[serde(default, skip_serializing)]
     pub organizer_sub: Option<String>,
     pub attendees: Vec<Person>,
     pub status: BookingStatus,
     pub version: i32,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
+}
+
+/// The JSON form of a [`Booking`]: the range as `start` and `end`, and no
+/// `organizer_sub` (never shown, never queued). Read field by field through
+/// each type's parser, the range checked as one.
+#[derive(Serialize, Deserialize)]
+struct BookingJson<T, D, L, Z, P, A> {
+    id: uuid::Uuid,
+    title: T,
+    description: Option<D>,
+    location: Option<L>,
+    start: DateTime<Utc>,
+    end: DateTime<Utc>,
+    timezone: Z,
+    organizer: P,
+    attendees: A,
+    status: BookingStatus,
+    version: i32,
+    created_at: DateTime<Utc>,
+    updated_at: DateTime<Utc>,
+}
+
+impl Serialize for Booking {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        BookingJson {
+            id: self.id,
+            title: &self.title,
+            description: self.description.as_ref(),
+            location: self.location.as_ref(),
+            start: self.range.start(),
+            end: self.range.end(),
+            timezone: &self.timezone,
+            organizer: &self.organizer,
+            attendees: &self.attendees,
+            status: self.status,
+            version: self.version,
+            created_at: self.created_at,
+            updated_at: self.updated_at,
+        }
+        .serialize(s)
+    }
+}
+
+impl<'de> Deserialize<'de> for Booking {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let j = BookingJson::<Title, Description, Location, Timezone, Person, Vec<Person>>::deserialize(d)?;
+        Ok(Booking {
+            id: j.id,
+            title: j.title,
+            description: j.description,
+            location: j.location,
+            range: TimeRange::new(j.start, j.end).map_err(serde::de::Error::custom)?,
+            timezone: j.timezone,
+            organizer: j.organizer,
+            organizer_sub: None,
+            attendees: j.attendees,
+            status: j.status,
+            version: j.version,
+            created_at: j.created_at,
+            updated_at: j.updated_at,
+        })
+    }
 }
 
 /// Who is calling: the verified identity the API established.

@@ -55,13 +55,10 @@ impl fmt::Display for EventType {
 impl FromStr for EventType {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Self::ALL
-            .into_iter()
-            .find(|t| t.as_str() == s)
-            .ok_or_else(|| {
-                let names: Vec<&str> = Self::ALL.iter().map(|t| t.as_str()).collect();
-                format!("unknown event type {s:?}; expected one of {}", names.join(", "))
-            })
+        Self::ALL.into_iter().find(|t| t.as_str() == s).ok_or_else(|| {
+            let names: Vec<&str> = Self::ALL.iter().map(|t| t.as_str()).collect();
+            format!("unknown event type {s:?}; expected one of {}", names.join(", "))
+        })
     }
 }
 
@@ -90,10 +87,10 @@ impl EventPayload {
 
     /// An update from `before` to `booking`.
     pub fn update(before: &Booking, booking: Booking) -> Self {
-        let moved = before.start != booking.start || before.end != booking.end;
+        let moved = before.range != booking.range;
         Self {
-            previous_start: moved.then_some(before.start),
-            previous_end: moved.then_some(before.end),
+            previous_start: moved.then_some(before.range.start()),
+            previous_end: moved.then_some(before.range.end()),
             previous_attendees: Some(before.attendees.clone()),
             booking,
         }

@@ -12,9 +12,17 @@ use deadpool_postgres::GenericClient;
 use tokio_postgres::types::Json;
 use uuid::Uuid;
 
-use super::service::IdempotencyRequest;
 use super::BookingError;
-use crate::db::DbResult;
+use crate::db::{DbError, DbResult};
+
+/// An `Idempotency-Key` and the hash of the request it came with.
+#[derive(Debug, Clone)]
+pub struct IdempotencyRequest {
+    pub key: String,
+    pub request_hash: Vec<u8>,
+    /// A stored key older than this is forgotten: the request runs afresh.
+    pub ttl: std::time::Duration,
+}
 
 /// The stored outcome of an earlier request with the same key.
 #[derive(Debug, Clone)]
@@ -56,8 +64,11 @@ pub async fn begin(tx: &impl GenericClient, caller: &str, idem: &IdempotencyRequ
     }
     let row = tx
         .query_one(
-            &tx.prepare_cached("SELECT request_hash, response_status, response_body, booking_id FROM idempotency_keys \
-             WHERE caller_email = $1 AND idempotency_key = $2").await?,
+            &tx.prepare_cached(
+                "SELECT request_hash, response_status, response_body, booking_id FROM idempotency_keys \
+             WHERE caller_email = $1 AND idempotency_key = $2",
+            )
+            .await?,
             &[&caller, &key],
         )
         .await?;
@@ -72,7 +83,7 @@ pub async fn begin(tx: &impl GenericClient, caller: &str, idem: &IdempotencyRequ
         })),
         // Unreachable while `complete` runs in the same transaction as
         // `begin`; refuse rather than guess if someone breaks that.
-        _ => Err(BookingError::Corrupt(format!("idempotency key {key:?} has no stored response"))),
+        _ => Err(DbError::Corrupt(format!("idempotency key {key:?} has no stored response")).into()),
     }
 }
 
@@ -85,8 +96,11 @@ pub async fn complete(
     booking_id: Uuid,
 ) -> Result<(), BookingError> {
     tx.execute(
-        &tx.prepare_cached("UPDATE idempotency_keys SET response_status = $3, response_body = $4, booking_id = $5 \
-         WHERE caller_email = $1 AND idempotency_key = $2").await?,
+        &tx.prepare_cached(
+            "UPDATE idempotency_keys SET response_status = $3, response_body = $4, booking_id = $5 \
+         WHERE caller_email = $1 AND idempotency_key = $2",
+        )
+        .await?,
         &[&caller, &key, &(status as i16), &Json(body), &booking_id],
     )
     .await?;

@@ -29,7 +29,8 @@ pub struct Limits {
 }
 
 impl Limits {
-    pub const DEFAULT: Limits = Limits { bookings_per_day: 50, recipients_per_day: 500, changes_per_booking_per_day: 10 };
+    pub const DEFAULT: Limits =
+        Limits { bookings_per_day: 50, recipients_per_day: 500, changes_per_booking_per_day: 10 };
 
     /// No limits (service-level tests and tools that are not the public API).
     pub const UNLIMITED: Limits =

@@ -33,20 +33,8 @@ pub enum BookingError {
     LimitExceeded { limit: limits::Limit, max: i32, retry_after: std::time::Duration },
     #[error(transparent)]
     Db(#[from] crate::db::DbError),
-    #[error("stored data is invalid: {0}")]
-    Corrupt(String),
     #[error(transparent)]
     Fault(#[from] crate::fault::FaultError),
 }
 
-impl From<tokio_postgres::Error> for BookingError {
-    fn from(e: tokio_postgres::Error) -> Self {
-        BookingError::Db(e.into())
-    }
-}
-
-impl From<deadpool_postgres::PoolError> for BookingError {
-    fn from(e: deadpool_postgres::PoolError) -> Self {
-        BookingError::Db(e.into())
-    }
-}
+crate::from_driver_errors!(BookingError);

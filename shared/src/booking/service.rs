@@ -6,26 +6,17 @@ use deadpool_postgres::Pool;
 use uuid::Uuid;
 
 use super::domain::{Booking, BookingChanges, BookingStatus, Caller, NewBooking};
-use super::idempotency::{self, Begin, StoredResponse};
+use super::events::{EventPayload, EventType};
+use super::idempotency::{self, Begin, IdempotencyRequest, StoredResponse};
 use super::limits::{self, Limits};
 use super::{store, BookingError};
 use crate::fault::Faults;
-use super::events::{EventPayload, EventType};
 use crate::outbox;
 
 /// Fault point between the booking insert and the outbox insert.
 pub const FAULT_CREATE_BETWEEN_INSERTS: &str = "booking.create.between_inserts";
 /// Fault point between the booking update and the outbox insert (cancel, update).
 pub const FAULT_CHANGE_BETWEEN_WRITES: &str = "booking.change.between_writes";
-
-/// An `Idempotency-Key` and the hash of the request it came with.
-#[derive(Debug, Clone)]
-pub struct IdempotencyRequest {
-    pub key: String,
-    pub request_hash: Vec<u8>,
-    /// A stored key older than this is forgotten: the request runs afresh.
-    pub ttl: std::time::Duration,
-}
 
 pub enum CreateOutcome {
     Created(Booking),
@@ -78,8 +69,15 @@ impl BookingService {
         let payload = EventPayload::of(booking);
         let event_id = outbox::events::insert(&tx, &payload.to_outbox(EventType::BookingConfirmed)).await?;
         if let Some(idem) = &idem {
-            idempotency::complete(&tx, organizer.person.email.as_str(), &idem.key, 201, &payload.booking, payload.booking.id)
-                .await?;
+            idempotency::complete(
+                &tx,
+                organizer.person.email.as_str(),
+                &idem.key,
+                201,
+                &payload.booking,
+                payload.booking.id,
+            )
+            .await?;
         }
         tx.commit().await?;
         tracing::info!(%event_id, "booking created");
@@ -163,4 +161,3 @@ impl BookingService {
         }
     }
 }
-

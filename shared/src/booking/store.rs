@@ -7,7 +7,11 @@ use tokio_postgres::types::Json;
 use tokio_postgres::Row;
 use uuid::Uuid;
 
-use super::domain::{Booking, BookingStatus, Caller, DisplayName, EmailAddress, NewBooking, Person};
+use super::domain::status_sql::CANCELLED;
+use super::domain::{
+    Booking, BookingStatus, Caller, Description, DisplayName, EmailAddress, Location, NewBooking, ParseError, Person,
+    TimeRange, Timezone, Title,
+};
 use super::BookingError;
 use crate::db::DbError;
 
@@ -17,29 +21,34 @@ const COLUMNS: &str = "id, organizer_email, organizer_name, organizer_sub, title
 /// Name of the exclusion constraint that forbids overlapping active bookings.
 pub const NO_OVERLAP_CONSTRAINT: &str = "bookings_no_overlapping_active";
 
+/// Reads a row back through the parsers that let its values in, so the
+/// type stays honest if someone edits the table by hand: a value they
+/// refuse is [`DbError::Corrupt`], naming the column.
 fn from_row(row: &Row) -> Result<Booking, BookingError> {
+    let text = |column: &'static str| -> Result<&str, DbError> { Ok(row.try_get(column)?) };
+    let corrupt =
+        |e: ParseError, column: &'static str| DbError::Corrupt(e.at(format!("bookings.{column}")).to_string());
+    let optional = |column: &'static str| -> Result<Option<&str>, DbError> { Ok(row.try_get(column)?) };
     let Json(attendees) = row
         .try_get::<_, Json<Vec<Person>>>("attendees")
-        .map_err(|e| BookingError::Corrupt(format!("bookings.attendees: {e}")))?;
-    let organizer_email: String = row.get("organizer_email");
-    let organizer_name: String = row.get("organizer_name");
+        .map_err(|e| DbError::Corrupt(format!("bookings.attendees: {e}")))?;
     Ok(Booking {
         id: row.get("id"),
-        title: row.get("title"),
-        description: row.get("description"),
-        location: row.get("location"),
-        start: row.get("starts_at"),
-        end: row.get("ends_at"),
-        timezone: row.get("timezone"),
+        title: Title::parse(text("title")?).map_err(|e| corrupt(e, "title"))?,
+        description: optional("description")?
+            .map(Description::parse)
+            .transpose()
+            .map_err(|e| corrupt(e, "description"))?,
+        location: optional("location")?.map(Location::parse).transpose().map_err(|e| corrupt(e, "location"))?,
+        range: TimeRange::new(row.get("starts_at"), row.get("ends_at")).map_err(|e| corrupt(e, "ends_at"))?,
+        timezone: Timezone::parse(text("timezone")?).map_err(|e| corrupt(e, "timezone"))?,
         organizer: Person {
-            // Stored values were parsed on the way in; re-parsing keeps the
-            // type honest if someone edits the table by hand.
-            email: EmailAddress::parse(&organizer_email).map_err(|e| BookingError::Corrupt(e))?,
-            name: DisplayName::parse(&organizer_name).map_err(|e| BookingError::Corrupt(e))?,
+            email: EmailAddress::parse(text("organizer_email")?).map_err(|e| corrupt(e, "organizer_email"))?,
+            name: DisplayName::parse(text("organizer_name")?).map_err(|e| corrupt(e, "organizer_name"))?,
         },
         organizer_sub: row.get("organizer_sub"),
         attendees,
-        status: BookingStatus::from_db(row.get("status")),
+        status: BookingStatus::from_row(row, "status")?,
         version: row.get("version"),
         created_at: row.get("created_at"),
         updated_at: row.get("updated_at"),
@@ -103,9 +112,8 @@ pub async fn get_for_update(tx: &impl GenericClient, id: Uuid) -> Result<Option<
 
 pub async fn mark_cancelled(tx: &impl GenericClient, id: Uuid) -> Result<Booking, BookingError> {
     const SQL: &str = formatcp!(
-        "UPDATE bookings SET status = '{}', version = version + 1, updated_at = now() \
-         WHERE id = $1 RETURNING {COLUMNS}",
-        BookingStatus::Cancelled.as_str()
+        "UPDATE bookings SET status = {CANCELLED}, version = version + 1, updated_at = now() \
+         WHERE id = $1 RETURNING {COLUMNS}"
     );
     from_row(&tx.query_one(&tx.prepare_cached(SQL).await?, &[&id]).await?)
 }
@@ -122,7 +130,16 @@ pub async fn update(tx: &impl GenericClient, b: &Booking) -> Result<Booking, Boo
     let row = tx
         .query_one(
             &tx.prepare_cached(SQL).await?,
-            &[&b.id, &b.title, &b.description, &b.location, &b.timezone, &b.start, &b.end, &attendees],
+            &[
+                &b.id,
+                &b.title.as_str(),
+                &b.description.as_ref().map(|d| d.as_str()),
+                &b.location.as_ref().map(|l| l.as_str()),
+                &b.timezone.name(),
+                &b.range.start(),
+                &b.range.end(),
+                &attendees,
+            ],
         )
         .await
         .map_err(overlap_or)?;

@@ -13,12 +13,24 @@ pub enum DbError {
     #[error("database unavailable: {0}")]
     Unavailable(#[from] deadpool_postgres::PoolError),
     /// A statement failed; `code` is its SQLSTATE when the server sent one.
-    #[error("database error: {source}")]
+    /// The message carries the server's SQLSTATE and text (or the I/O
+    /// cause), not only the driver's "db error".
+    #[error("database error: {}", cause(source))]
     Statement {
         code: Option<SqlState>,
         #[source]
         source: tokio_postgres::Error,
     },
+    /// A stored value this version cannot read (a status outside its enum,
+    /// a field its parser refuses): reported, never defaulted.
+    #[error("stored data is invalid: {0}")]
+    Corrupt(String),
+}
+
+impl From<super::UnknownValue> for DbError {
+    fn from(e: super::UnknownValue) -> Self {
+        DbError::Corrupt(e.to_string())
+    }
 }
 
 impl From<tokio_postgres::Error> for DbError {
@@ -27,12 +39,24 @@ impl From<tokio_postgres::Error> for DbError {
     }
 }
 
+/// What a driver error says, with the server's SQLSTATE and message or the
+/// underlying I/O error.
+fn cause(e: &tokio_postgres::Error) -> String {
+    if let Some(db) = e.as_db_error() {
+        return format!("{} {}", db.code().code(), db.message());
+    }
+    match std::error::Error::source(e) {
+        Some(inner) => format!("{e}: {inner}"),
+        None => e.to_string(),
+    }
+}
+
 impl DbError {
     /// The SQLSTATE of a failed statement.
     pub fn code(&self) -> Option<&SqlState> {
         match self {
             DbError::Statement { code, .. } => code.as_ref(),
-            DbError::Unavailable(_) => None,
+            DbError::Unavailable(_) | DbError::Corrupt(_) => None,
         }
     }
 
@@ -40,7 +64,7 @@ impl DbError {
     pub fn constraint(&self) -> Option<&str> {
         match self {
             DbError::Statement { source, .. } => source.as_db_error().and_then(|e| e.constraint()),
-            DbError::Unavailable(_) => None,
+            DbError::Unavailable(_) | DbError::Corrupt(_) => None,
         }
     }
 
@@ -58,6 +82,29 @@ impl DbError {
                             || *c == SqlState::CANNOT_CONNECT_NOW
                     })
             }
+            DbError::Corrupt(_) => false,
         }
     }
+}
+
+/// Lets an error type that wraps [`DbError`] (through `From<DbError>`) take
+/// the driver's errors with `?` too: a statement's `tokio_postgres::Error`
+/// and the pool's `PoolError` each become a [`DbError`] first, so every
+/// such type classifies them the same way.
+#[macro_export]
+macro_rules! from_driver_errors {
+    ($($t:ty),+ $(,)?) => {
+        $(
+            impl From<$crate::db::__private::tokio_postgres::Error> for $t {
+                fn from(e: $crate::db::__private::tokio_postgres::Error) -> Self {
+                    $crate::db::DbError::from(e).into()
+                }
+            }
+            impl From<$crate::db::__private::deadpool_postgres::PoolError> for $t {
+                fn from(e: $crate::db::__private::deadpool_postgres::PoolError) -> Self {
+                    $crate::db::DbError::from(e).into()
+                }
+            }
+        )+
+    };
 }

@@ -33,11 +33,8 @@ pub async fn migrate(pool: &Pool) -> Result<Vec<String>, MigrateError> {
 pub async fn migrate_to(pool: &Pool, target: refinery::Target) -> Result<Vec<String>, MigrateError> {
     let mut client = pool.get().await.map_err(DbError::from)?;
     client.execute("SELECT pg_advisory_lock($1)", &[&MIGRATION_LOCK_KEY]).await.map_err(DbError::from)?;
-    let report = embedded::migrations::runner()
-        .set_abort_divergent(true)
-        .set_target(target)
-        .run_async(&mut **client)
-        .await;
+    let report =
+        embedded::migrations::runner().set_abort_divergent(true).set_target(target).run_async(&mut **client).await;
     // Unlock even when the migration failed; the session lock would otherwise
     // live as long as the pooled connection.
     client.execute("SELECT pg_advisory_unlock($1)", &[&MIGRATION_LOCK_KEY]).await.map_err(DbError::from)?;

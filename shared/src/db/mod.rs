@@ -15,12 +15,23 @@ use crate::config::{self, ConfigError};
 mod error;
 mod listen;
 mod migrate;
+mod stored;
 
 pub use deadpool_postgres::{Object as Client, Pool as DbPool, PoolError};
 pub use error::{DbError, DbResult};
 pub use listen::{Connector, Listener};
 pub use migrate::{migrate, migrate_to, MigrateError};
 pub use refinery::Target as MigrationTarget;
+pub use stored::UnknownValue;
+
+/// What [`stored_enum!`](crate::stored_enum) and
+/// [`from_driver_errors!`](crate::from_driver_errors) expand to needs, by path.
+#[doc(hidden)]
+pub mod __private {
+    pub use deadpool_postgres;
+    pub use serde;
+    pub use tokio_postgres;
+}
 
 /// TLS to the database.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -112,10 +123,13 @@ impl DbConfig {
 
     /// Parses a libpq URL or key=value string. TLS is `auto`.
     pub fn from_url(url: &str, pool_size: usize, connect_timeout: Duration) -> Result<Self, ConfigError> {
-        let pg: tokio_postgres::Config =
-            url.parse().map_err(|e| {
-                ConfigError::new("DATABASE_URL", format!("cannot be parsed: {e}"), "use postgres://user:password@host:5432/dbname")
-            })?;
+        let pg: tokio_postgres::Config = url.parse().map_err(|e| {
+            ConfigError::new(
+                "DATABASE_URL",
+                format!("cannot be parsed: {e}"),
+                "use postgres://user:password@host:5432/dbname",
+            )
+        })?;
         Self::from_pg(pg, pool_size, connect_timeout)
     }
 
@@ -142,7 +156,11 @@ impl DbConfig {
         Self::from_pg(pg, pool_size, connect_timeout)
     }
 
-    fn from_pg(mut pg: tokio_postgres::Config, pool_size: usize, connect_timeout: Duration) -> Result<Self, ConfigError> {
+    fn from_pg(
+        mut pg: tokio_postgres::Config,
+        pool_size: usize,
+        connect_timeout: Duration,
+    ) -> Result<Self, ConfigError> {
         if pg.get_hosts().is_empty() {
             return Err(ConfigError::new("DATABASE_URL", "names no host", "name the database host"));
         }
@@ -165,7 +183,11 @@ impl DbConfig {
             "auto" | "require" => DbTls::Require { ca_file },
             "disable" => DbTls::Disable,
             other => {
-                return Err(ConfigError::new("DATABASE_TLS", format!("is invalid ({other:?})"), "use auto, require or disable"))
+                return Err(ConfigError::new(
+                    "DATABASE_TLS",
+                    format!("is invalid ({other:?})"),
+                    "use auto, require or disable",
+                ))
             }
         };
         self.with_tls(tls)
@@ -194,7 +216,8 @@ impl DbConfig {
                 let mut pg = self.pg.clone();
                 // Never fall back to plain text.
                 pg.ssl_mode(tokio_postgres::config::SslMode::Require);
-                let tls = tokio_postgres_rustls::MakeRustlsConnect::new(rustls_config(self.bundled_cas, ca_file.as_deref())?);
+                let tls =
+                    tokio_postgres_rustls::MakeRustlsConnect::new(rustls_config(self.bundled_cas, ca_file.as_deref())?);
                 Connector { pg, tls: Some(tls) }
             }
         })
@@ -214,7 +237,13 @@ impl DbConfig {
             .wait_timeout(Some(Duration::from_secs(10)))
             .create_timeout(self.pg.get_connect_timeout().copied())
             .build()
-            .map_err(|e| ConfigError::new("DATABASE_POOL_SIZE", format!("cannot build the database pool: {e}"), "check the pool settings"))
+            .map_err(|e| {
+                ConfigError::new(
+                    "DATABASE_POOL_SIZE",
+                    format!("cannot build the database pool: {e}"),
+                    "check the pool settings",
+                )
+            })
     }
 }
 
@@ -235,8 +264,13 @@ pub fn pem_certificates(pem: &[u8]) -> Result<Vec<rustls::pki_types::Certificate
 fn rustls_config(bundled: &[u8], ca_file: Option<&std::path::Path>) -> Result<rustls::ClientConfig, ConfigError> {
     use rustls::pki_types::pem::PemObject;
     let mut roots = rustls::RootCertStore { roots: webpki_roots::TLS_SERVER_ROOTS.to_vec() };
-    let bundled = pem_certificates(bundled)
-        .map_err(|e| ConfigError::new("DATABASE_TLS", format!("the bundled CA certificates are unreadable: {e}"), "report this as a bug"))?;
+    let bundled = pem_certificates(bundled).map_err(|e| {
+        ConfigError::new(
+            "DATABASE_TLS",
+            format!("the bundled CA certificates are unreadable: {e}"),
+            "report this as a bug",
+        )
+    })?;
     // Some bundled roots are retired ones; a certificate rustls cannot use
     // as a trust anchor is skipped rather than failing every cold start.
     roots.add_parsable_certificates(bundled);
@@ -248,9 +282,7 @@ fn rustls_config(bundled: &[u8], ca_file: Option<&std::path::Path>) -> Result<ru
             return Err(ca_error(path, "holds no certificate".into()));
         }
         for cert in certs {
-            roots
-                .add(cert)
-                .map_err(|e| ca_error(path, e.to_string()))?;
+            roots.add(cert).map_err(|e| ca_error(path, e.to_string()))?;
         }
     }
     let provider = std::sync::Arc::new(rustls::crypto::aws_lc_rs::default_provider());
@@ -267,12 +299,18 @@ pub async fn fetch_secret(sdk: &aws_config::SdkConfig, arn: &str) -> Result<Stri
     let out = client.get_secret_value().secret_id(arn).send().await.map_err(|e| {
         ConfigError::new(
             "DATABASE_SECRET_ARN",
-            format!("{arn}: cannot read the database secret: {}", aws_sdk_secretsmanager::error::DisplayErrorContext(&e)),
+            format!(
+                "{arn}: cannot read the database secret: {}",
+                aws_sdk_secretsmanager::error::DisplayErrorContext(&e)
+            ),
             "check the ARN and that the function's role may call secretsmanager:GetSecretValue on it",
         )
     })?;
     out.secret_string.ok_or_else(|| {
-        ConfigError::new("DATABASE_SECRET_ARN", format!("{arn} names a secret with no SecretString"), "store the settings as a JSON string")
+        ConfigError::new(
+            "DATABASE_SECRET_ARN",
+            format!("{arn} names a secret with no SecretString"),
+            "store the settings as a JSON string",
+        )
     })
 }
-

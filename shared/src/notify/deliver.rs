@@ -1,7 +1,7 @@
 //! Deliver notifications: claim the sends, commit the claims, call the
-//! mailer, record the outcomes. [`deliver`] does it for one notification,
-//! [`deliver_group`] for a group with one statement per step and the sends
-//! made concurrently.
+//! mailer, record the outcomes. [`deliver`] does it for a claim group, with
+//! one statement per step and the sends made concurrently; a group of one
+//! is the same path.
 //!
 //! The order is the whole point (the story's "claim before send"): once a
 //! claim is committed, no later attempt will send that email again, whatever
@@ -15,8 +15,8 @@ use futures_util::stream::{self, StreamExt};
 use tracing::Instrument;
 use uuid::Uuid;
 
-use super::mailer::{Mailer, SendOutcome};
 use super::feedback;
+use super::mailer::{Mailer, SendOutcome};
 use super::plan::Planned;
 use super::sends::{self, Claim, GroupClaim, Outcome, SendStatus, Settled};
 use super::Notification;
@@ -64,71 +64,6 @@ pub enum DeliverError {
     Db(#[from] DbError),
     #[error(transparent)]
     Fault(#[from] FaultError),
-}
-
-impl From<deadpool_postgres::PoolError> for DeliverError {
-    fn from(e: deadpool_postgres::PoolError) -> Self {
-        DeliverError::Db(e.into())
-    }
-}
-
-/// Records that `n` is not sent because event `by` made it moot. Like a
-/// send, the decision is a claim: if an earlier attempt already claimed
-/// this send, that claim stands instead.
-#[tracing::instrument(skip_all, fields(recipient = %mask_email(n.recipient.email.as_str())))]
-pub async fn supersede(pool: &Pool, worker: &str, n: &Notification, by: Uuid, reason: &str) -> Result<Delivery, DeliverError> {
-    let client = pool.get().await?;
-    match sends::claim_superseded(&client, n, worker, by, reason).await? {
-        Claim::Won(_) => {
-            tracing::info!(superseded_by = %by, %reason, "not sent: superseded");
-            Ok(Delivery::Superseded { by })
-        }
-        Claim::Exists { id, status: SendStatus::Claimed } => {
-            sends::mark_orphans_unknown(&client, &[id]).await?;
-            tracing::warn!("orphaned claim marked UNKNOWN; not re-sent");
-            Ok(Delivery::Orphaned)
-        }
-        Claim::Exists { .. } => Ok(Delivery::AlreadyClaimed),
-    }
-}
-
-/// Sends `n` at most once. The caller must hold the event's
-/// `processed_events` row lock, so no other attempt on the event is live and
-/// a claim still CLAIMED belongs to an attempt that died.
-#[tracing::instrument(skip_all, fields(recipient = %mask_email(n.recipient.email.as_str())))]
-pub async fn deliver(
-    pool: &Pool,
-    mailer: &dyn Mailer,
-    faults: &Faults,
-    worker: &str,
-    n: &Notification,
-) -> Result<Delivery, DeliverError> {
-    let client = pool.get().await?;
-    let send_id = match sends::claim(&client, n, worker).await? {
-        Claim::Won(id) => id,
-        Claim::Exists { id, status: SendStatus::Claimed } => {
-            sends::mark_orphans_unknown(&client, &[id]).await?;
-            tracing::warn!("orphaned claim marked UNKNOWN; not re-sent");
-            return Ok(Delivery::Orphaned);
-        }
-        Claim::Exists { .. } => return Ok(Delivery::AlreadyClaimed),
-    };
-    // An address that bounced permanently or complained is never mailed.
-    if let Some(why) = feedback::suppression(&client, n.recipient.email.as_str()).await? {
-        let reason = format!("suppressed: the address {why} earlier");
-        sends::record_outcomes(&client, &[(send_id, Outcome::Settled(Settled::Failed, reason.clone()))]).await?;
-        tracing::warn!(%reason, "not sent to a suppressed address");
-        return Ok(Delivery::Rejected { reason });
-    }
-    drop(client); // don't hold a connection across the network call
-    faults.hit(FAULT_AFTER_SEND_CLAIM)?;
-    let n = Notification { claim: Some(send_id), ..n.clone() };
-    // Reasons are logged and stored from here on: no address in them.
-    let outcome = mailer.send(&n).await.masked();
-    faults.hit(FAULT_AFTER_SEND)?;
-    let (outcome, delivery) = judge(outcome);
-    sends::record_outcomes(&pool.get().await?, &[(send_id, outcome)]).await?;
-    Ok(delivery)
 }
 
 /// What a mailer's answer means for the claim, and for the event.
@@ -181,9 +116,10 @@ pub struct Gate<'a> {
 ///
 /// A crash between 1 and 4 leaves the group's claims CLAIMED, which the next
 /// attempt marks UNKNOWN: up to a group of emails lost, none duplicated. The
-/// caller must hold the events' `processed_events` row locks, as for
-/// [`deliver`]. Returns one [`Delivery`] per item, in order.
-pub async fn deliver_group(
+/// caller must hold the events' `processed_events` row locks, so no other
+/// attempt on them is live and a claim still CLAIMED belongs to an attempt
+/// that died. Returns one [`Delivery`] per item, in order.
+pub async fn deliver(
     pool: &Pool,
     mailer: &dyn Mailer,
     faults: &Faults,
@@ -202,7 +138,7 @@ pub async fn deliver_group(
             }
         })
         .collect();
-    let claimed = sends::claim_group(&client, &claims, worker).await?;
+    let claimed = sends::claim(&client, &claims, worker).await?;
     let mut out: Vec<Option<Delivery>> = vec![None; group.len()];
     let (mut orphans, mut to_send) = (Vec::new(), Vec::new());
     for (i, (p, claim)) in group.iter().zip(claimed).enumerate() {
@@ -220,7 +156,7 @@ pub async fn deliver_group(
         };
     }
     if !orphans.is_empty() {
-        sends::mark_orphans_unknown(&client, &orphans).await?;
+        sends::outcome::mark_orphans_unknown(&client, &orphans).await?;
         tracing::warn!(count = orphans.len(), "orphaned claims marked UNKNOWN; not re-sent");
     }
     // An address that bounced permanently or complained is never mailed.
@@ -237,7 +173,7 @@ pub async fn deliver_group(
         }
         None => true,
     });
-    sends::record_outcomes(&client, &refused).await?;
+    sends::outcome::record(&client, &refused).await?;
     drop(client); // don't hold a connection across the network calls
     if !to_send.is_empty() {
         faults.hit(FAULT_AFTER_SEND_CLAIM)?;
@@ -252,23 +188,23 @@ pub async fn deliver_group(
                 recipient = %mask_email(n.recipient.email.as_str())
             );
             async move {
-            if gate.paused.load(Ordering::SeqCst) {
-                let reason = "sending paused earlier in this run".to_string();
-                return Ok((i, id, Outcome::Released, Delivery::Paused { reason }));
-            }
-            if !(gate.send_fits)() {
-                let reason = "the invocation's deadline came first; the claim was released unsent".to_string();
-                return Ok((i, id, Outcome::Released, Delivery::Deferred { reason }));
-            }
-            let n = Notification { claim: Some(id), ..group[i].notification().clone() };
-            // Reasons are logged and stored from here on: no address in them.
-            let outcome = mailer.send(&n).await.masked();
-            faults.hit(FAULT_AFTER_SEND)?;
-            if let SendOutcome::Paused { .. } = outcome {
-                gate.paused.store(true, Ordering::SeqCst);
-            }
-            let (outcome, delivery) = judge(outcome);
-            Ok((i, id, outcome, delivery))
+                if gate.paused.load(Ordering::SeqCst) {
+                    let reason = "sending paused earlier in this run".to_string();
+                    return Ok((i, id, Outcome::Released, Delivery::Paused { reason }));
+                }
+                if !(gate.send_fits)() {
+                    let reason = "the invocation's deadline came first; the claim was released unsent".to_string();
+                    return Ok((i, id, Outcome::Released, Delivery::Deferred { reason }));
+                }
+                let n = Notification { claim: Some(id), ..group[i].notification().clone() };
+                // Reasons are logged and stored from here on: no address in them.
+                let outcome = mailer.send(&n).await.masked();
+                faults.hit(FAULT_AFTER_SEND)?;
+                if let SendOutcome::Paused { .. } = outcome {
+                    gate.paused.store(true, Ordering::SeqCst);
+                }
+                let (outcome, delivery) = judge(outcome);
+                Ok((i, id, outcome, delivery))
             }
             .instrument(span)
         })
@@ -281,6 +217,8 @@ pub async fn deliver_group(
         outcomes.push((id, outcome));
         out[i] = Some(delivery);
     }
-    sends::record_outcomes(&pool.get().await?, &outcomes).await?;
+    sends::outcome::record(&pool.get().await?, &outcomes).await?;
     Ok(out.into_iter().map(|d| d.expect("every item of the group has a delivery")).collect())
 }
+
+crate::from_driver_errors!(DeliverError);

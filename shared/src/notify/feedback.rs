@@ -3,12 +3,14 @@
 //! `Delivery`, `Bounce`, `Complaint`, `Reject`, `DeliveryDelay`,
 //! `RenderingFailure`) with those tags, and this module records each one
 //! against its claim. Every statement on `send_feedback` and
-//! `suppressed_addresses` lives here.
+//! `suppressed_addresses` lives here; the claim itself changes only
+//! through `sends`.
 //!
 //! - Any event but `Reject` and `RenderingFailure` proves SES accepted the
-//!   message, so a claim still CLAIMED or UNKNOWN becomes SENT with
-//!   `confirmed_by = 'ses-event'`: an ambiguous send is settled without an
-//!   operator and without any risk of a duplicate.
+//!   message, so a claim still CLAIMED or UNKNOWN becomes SENT, confirmed
+//!   by [`ConfirmedBy::SesEvent`] (`sends::outcome::confirm`): an ambiguous
+//!   send is settled without an operator and without any risk of a
+//!   duplicate.
 //! - Events arrive at least once and in any order: each is recorded once
 //!   (keyed by claim, type and SES timestamp), and a confirmation only ever
 //!   moves a claim forward, so a Delivery before its Send, or the same
@@ -19,13 +21,12 @@
 //!   has already deleted, is acknowledged and logged, never retried.
 
 use chrono::{DateTime, Utc};
-use const_format::concatcp;
 use deadpool_postgres::GenericClient;
 use serde::Serialize;
 use serde_json::Value;
 use uuid::Uuid;
 
-use super::sends::SendStatus;
+use super::sends::{self, ConfirmedBy};
 use crate::db::DbResult;
 use crate::telemetry::emf::{self, Unit};
 use crate::telemetry::mask_email;
@@ -156,10 +157,6 @@ pub enum Recorded {
     Unmatched,
 }
 
-const SENT: &str = concatcp!("'", SendStatus::Sent.as_str(), "'");
-const CLAIMED: &str = concatcp!("'", SendStatus::Claimed.as_str(), "'");
-const UNKNOWN: &str = concatcp!("'", SendStatus::Unknown.as_str(), "'");
-
 /// Records one event in one transaction: the feedback row, the
 /// confirmation of its claim, and any suppression.
 pub async fn record(client: &mut deadpool_postgres::Client, event: &SesEvent) -> DbResult<Recorded> {
@@ -168,8 +165,7 @@ pub async fn record(client: &mut deadpool_postgres::Client, event: &SesEvent) ->
         return Ok(Recorded::Unmatched);
     };
     let tx = client.transaction().await?;
-    let exists = tx.query_opt("SELECT 1 FROM booking_notification_sends WHERE id = $1 FOR UPDATE", &[&claim]).await?;
-    if exists.is_none() {
+    if sends::outcome::lock_for_feedback(&tx, claim).await?.is_none() {
         tracing::info!(%claim, kind = event.kind.name(), "SES event for a claim that no longer exists ignored");
         return Ok(Recorded::Unmatched);
     }
@@ -190,23 +186,7 @@ pub async fn record(client: &mut deadpool_postgres::Client, event: &SesEvent) ->
         return Ok(Recorded::Duplicate);
     }
     let confirmed = event.kind.proves_acceptance()
-        && tx
-            .execute(
-                concatcp!(
-                    "UPDATE booking_notification_sends SET status = ",
-                    SENT,
-                    ", provider_message_id = coalesce(provider_message_id, $2), confirmed_by = 'ses-event', \
-                     completed_at = coalesce(completed_at, now()), updated_at = now() \
-                     WHERE id = $1 AND status IN (",
-                    CLAIMED,
-                    ", ",
-                    UNKNOWN,
-                    ")"
-                ),
-                &[&claim, &event.message_id],
-            )
-            .await?
-            == 1;
+        && sends::outcome::confirm(&tx, claim, &event.message_id, ConfirmedBy::SesEvent).await?;
     let mut suppressed = 0;
     if event.kind.suppresses() {
         let reason = match &subtype {

@@ -23,7 +23,7 @@ use mail_builder::MessageBuilder;
 use sha2::{Digest, Sha256};
 
 use super::Notification;
-use crate::booking::domain::{EmailAddress, Person};
+use crate::booking::domain::{EmailAddress, Person, Timezone};
 use crate::booking::events::{EventType, Notice};
 
 /// The verified SES identity the mail is sent from.
@@ -44,7 +44,7 @@ impl Sender {
         if name.chars().any(char::is_control) {
             return Err("the sender name must not contain control characters".into());
         }
-        let email = EmailAddress::parse(addr.trim()).map_err(|e| format!("the sender address {e}"))?;
+        let email = EmailAddress::parse(addr.trim()).map_err(|e| format!("the sender address {}", e.problem))?;
         let name = if name.is_empty() { "Bookings".to_string() } else { name.to_string() };
         Ok(Self { name, email })
     }
@@ -57,7 +57,7 @@ pub fn uid(booking_id: uuid::Uuid) -> String {
 
 fn subject(n: &Notification) -> String {
     let b = &n.payload.booking;
-    let when = local_time(b.start, &b.timezone);
+    let when = local_time(b.range.start(), b.timezone);
     match n.notice {
         Notice::Request if n.introduces || n.event_type == EventType::BookingConfirmed => {
             format!("Invitation: {} @ {when}", b.title)
@@ -68,11 +68,8 @@ fn subject(n: &Notification) -> String {
     }
 }
 
-fn local_time(t: DateTime<Utc>, timezone: &str) -> String {
-    match timezone.parse::<chrono_tz::Tz>() {
-        Ok(tz) => t.with_timezone(&tz).format("%a %-d %b %Y %H:%M (%Z)").to_string(),
-        Err(_) => t.format("%a %-d %b %Y %H:%M UTC").to_string(),
-    }
+fn local_time(t: DateTime<Utc>, timezone: Timezone) -> String {
+    t.with_timezone(&timezone.tz()).format("%a %-d %b %Y %H:%M (%Z)").to_string()
 }
 
 /// iCalendar parameter values cannot contain DQUOTE (RFC 5545 §3.1).
@@ -95,16 +92,16 @@ pub fn ics(n: &Notification) -> String {
         .uid(&uid(b.id))
         .sequence(b.version.saturating_sub(1).max(0) as u32)
         .timestamp(b.updated_at)
-        .starts(b.start)
-        .ends(b.end)
-        .summary(&b.title)
+        .starts(b.range.start())
+        .ends(b.range.end())
+        .summary(b.title.as_str())
         .status(if method == "CANCEL" { EventStatus::Cancelled } else { EventStatus::Confirmed })
         .append_property(person_property("ORGANIZER", &b.organizer));
     if let Some(d) = &b.description {
-        event.description(d);
+        event.description(d.as_str());
     }
     if let Some(l) = &b.location {
-        event.location(l);
+        event.location(l.as_str());
     }
     // A removed attendee's CANCEL names only them (RFC 5546 §3.2.5).
     let attendees = match n.notice {
@@ -136,9 +133,13 @@ fn text_body(n: &Notification) -> String {
         (Notice::Cancel, _) => format!("{who} cancelled \"{title}\".\n\n"),
         (Notice::Removed, _) => format!("{who} removed you from \"{title}\".\n\n"),
     };
-    s.push_str(&format!("When:  {} – {}\n", local_time(b.start, &b.timezone), local_time(b.end, &b.timezone)));
+    s.push_str(&format!(
+        "When:  {} – {}\n",
+        local_time(b.range.start(), b.timezone),
+        local_time(b.range.end(), b.timezone)
+    ));
     if let (Some(ps), Some(_), false) = (n.payload.previous_start, n.payload.previous_end, n.introduces) {
-        s.push_str(&format!("Was:   {}\n", local_time(ps, &b.timezone)));
+        s.push_str(&format!("Was:   {}\n", local_time(ps, b.timezone)));
     }
     if let Some(l) = &b.location {
         s.push_str(&format!("Where: {l}\n"));
@@ -180,18 +181,11 @@ pub fn build(n: &Notification, sender: &Sender) -> Vec<u8> {
     );
     let body = MimePart::new(
         "multipart/alternative",
-        vec![
-            MimePart::new("text/plain", text_body(n)),
-            MimePart::new("text/html", html_body(n)),
-            calendar,
-        ],
+        vec![MimePart::new("text/plain", text_body(n)), MimePart::new("text/html", html_body(n)), calendar],
     );
     MessageBuilder::new()
         .from(Address::new_address(Some(from_name), sender.email.as_str().to_string()))
-        .to(Address::new_address(
-            Some(n.recipient.name.as_str().to_string()),
-            n.recipient.email.as_str().to_string(),
-        ))
+        .to(Address::new_address(Some(n.recipient.name.as_str().to_string()), n.recipient.email.as_str().to_string()))
         .reply_to(Address::new_address(
             Some(b.organizer.name.as_str().to_string()),
             b.organizer.email.as_str().to_string(),

@@ -34,7 +34,11 @@ use crate::outbox::events;
 pub enum Planned {
     Send(Notification),
     /// Not sent: recorded as a SUPERSEDED claim naming event `by`.
-    Superseded { notification: Notification, by: Uuid, reason: String },
+    Superseded {
+        notification: Notification,
+        by: Uuid,
+        reason: String,
+    },
 }
 
 impl Planned {
@@ -59,7 +63,8 @@ pub async fn plan_many(
     skip_superseded: bool,
 ) -> DbResult<Vec<Vec<Planned>>> {
     let of: Vec<(Uuid, i32)> = batch.iter().map(|e| (e.payload.booking.id, e.payload.booking.version)).collect();
-    let mut later = if skip_superseded { events::later_unfinished_many(client, &of).await? } else { Default::default() };
+    let mut later =
+        if skip_superseded { events::later_unfinished_many(client, &of).await? } else { Default::default() };
     // Only updates and cancellations need to know who was told before.
     let asks: Vec<(Uuid, i32)> = batch.iter().zip(&of).filter(|(e, _)| !first_event(e)).map(|(_, a)| *a).collect();
     let whole = events::history_complete_many(client, &asks).await?;
@@ -95,7 +100,8 @@ fn plan_with(event: &BookingEvent, later: &[BookingEvent], told: &Told, skip_sup
         let introduces = !told.may_have_told(&email);
         let n = Notification::new(event, person, notice, introduces);
         if let Some(last) = later.iter().rev().find(|l| l.notice_for(&email).is_some()) {
-            let reason = format!("superseded by the later {} (version {})", last.event_type, last.payload.booking.version);
+            let reason =
+                format!("superseded by the later {} (version {})", last.event_type, last.payload.booking.version);
             plan.push(Planned::Superseded { notification: n, by: last.id, reason });
         } else if skip_superseded && notice != Notice::Request && introduces {
             let reason = "never told of this meeting: nothing to cancel".to_string();

@@ -27,7 +27,7 @@ use crate::db::{DbError, DbResult};
 use crate::outbox::events::{self, transitions, EventStatus};
 use crate::outbox::processed;
 
-pub use sends::{list_unknown as list, unknown_counts as counts, Confirmation, UnknownCounts, UnknownSend};
+pub use sends::unknown::{list_unknown as list, unknown_counts as counts, Confirmation, UnknownCounts, UnknownSend};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ResendError {
@@ -46,12 +46,6 @@ pub enum ResendError {
     Db(#[from] DbError),
 }
 
-impl From<tokio_postgres::Error> for ResendError {
-    fn from(e: tokio_postgres::Error) -> Self {
-        ResendError::Db(e.into())
-    }
-}
-
 /// Records the decision and reopens the event so the poller re-sends this
 /// one recipient. One transaction; returns the event's id.
 pub async fn resend(
@@ -60,7 +54,7 @@ pub async fn resend(
     decided_by: &str,
 ) -> Result<Uuid, ResendError> {
     let tx = client.transaction().await?;
-    let (event_id, status) = sends::lock(&tx, send_id).await?.ok_or(ResendError::NotFound(send_id))?;
+    let (event_id, status) = sends::unknown::lock(&tx, send_id).await?.ok_or(ResendError::NotFound(send_id))?;
     if !matches!(status, SendStatus::Unknown | SendStatus::Claimed) {
         return Err(ResendError::NotUnknown { id: send_id, status });
     }
@@ -73,7 +67,7 @@ pub async fn resend(
         &[&send_id, &decided_by],
     )
     .await?;
-    sends::delete(&tx, send_id).await?;
+    sends::unknown::delete(&tx, send_id).await?;
     // The event runs again: processed_events must let it through.
     processed::forget(&tx, event_id).await?;
     let reason = format!("resend of one recipient approved by {decided_by}");
@@ -106,7 +100,7 @@ pub async fn resend_unconfirmed(
     dry_run: bool,
 ) -> Result<ResendReport, DbError> {
     let mut report = ResendReport::default();
-    for id in sends::unconfirmed_ids(&*client, older_than, max as i64).await? {
+    for id in sends::unknown::unconfirmed_ids(&*client, older_than, max as i64).await? {
         let outcome = if dry_run {
             would_resend(&*client, id).await?
         } else {
@@ -126,7 +120,7 @@ pub async fn resend_unconfirmed(
 
 /// What [`resend`] would answer, without changing anything.
 async fn would_resend(client: &impl GenericClient, id: Uuid) -> DbResult<Result<Uuid, String>> {
-    let Some((event_id, _)) = sends::lock(client, id).await? else {
+    let Some((event_id, _)) = sends::unknown::lock(client, id).await? else {
         return Ok(Err(ResendError::NotFound(id).to_string()));
     };
     match event_settled(client, id, event_id).await {
@@ -180,3 +174,5 @@ pub async fn mark_resent(tx: &impl GenericClient, event_id: Uuid) -> DbResult<()
     .await?;
     Ok(())
 }
+
+crate::from_driver_errors!(ResendError);

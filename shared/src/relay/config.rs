@@ -14,15 +14,14 @@ pub const DEFAULT_CLAIM_GROUP: usize = 64;
 #[derive(Debug, Clone)]
 pub struct PollerConfig {
     pub batch_size: i64,
-    /// Events dispatched at once within one invocation (claim group 1), or
-    /// sends made at once within a claim group.
+    /// Sends made at once within a claim group (`POLLER_CONCURRENCY`).
     pub concurrency: usize,
     /// Sends claimed in one committed statement before any of them is made,
     /// their outcomes then recorded in one (`POLLER_CLAIM_GROUP`). A crash
     /// between the two leaves up to this many sends UNKNOWN. 1 claims and
-    /// records each send on its own, event by event.
+    /// records each send on its own (the same path, groups of one).
     pub claim_group: usize,
-    /// With claim groups, batches processed at once by one poller
+    /// Batches processed at once by one poller
     /// (`POLLER_BATCHES_IN_FLIGHT`, default 2): the next batch is claimed
     /// while one waits on the database or the mailer.
     pub batches_in_flight: usize,
@@ -52,10 +51,21 @@ pub struct PollerConfig {
 }
 
 impl PollerConfig {
-    /// The concurrency configured in the environment, so the pool can be
-    /// sized for it before the rest is read.
     pub fn concurrency_from_env() -> Result<usize, ConfigError> {
         config::parsed_or("POLLER_CONCURRENCY", 4usize)
+    }
+
+    /// The batches in flight configured in the environment, so the pool
+    /// can be sized for them before the rest is read.
+    pub fn batches_in_flight_from_env() -> Result<usize, ConfigError> {
+        config::parsed_or("POLLER_BATCHES_IN_FLIGHT", 2usize)
+    }
+
+    /// The smallest pool that cannot deadlock: each batch in flight holds
+    /// its processed_events transaction plus one connection for its claims,
+    /// and one more claims the next batch.
+    pub fn min_pool_size(batches_in_flight: usize) -> usize {
+        2 * batches_in_flight + 1
     }
 
     pub fn from_env(pool_size: usize) -> Result<Self, ConfigError> {
@@ -63,7 +73,7 @@ impl PollerConfig {
             batch_size: config::parsed_or("POLLER_BATCH_SIZE", 32i64)?,
             concurrency: Self::concurrency_from_env()?,
             claim_group: config::parsed_or("POLLER_CLAIM_GROUP", DEFAULT_CLAIM_GROUP)?,
-            batches_in_flight: config::parsed_or("POLLER_BATCHES_IN_FLIGHT", 2usize)?,
+            batches_in_flight: Self::batches_in_flight_from_env()?,
             idle_wait: Duration::from_millis(config::parsed_or("POLLER_IDLE_WAIT_MS", 200u64)?),
             listen: config::parsed_or("POLLER_LISTEN", true)?,
             safety_margin: Duration::from_secs(config::parsed_or("POLLER_SAFETY_MARGIN_SECS", 10u64)?),
@@ -86,16 +96,12 @@ impl PollerConfig {
         Ok(cfg)
     }
 
-    /// Defaults suitable for tests and benchmarks. `POLLER_CLAIM_GROUP` in
-    /// the environment sets the claim group, so the suites run at each size.
+    /// Defaults suitable for tests and benchmarks.
     pub fn for_tests(worker_id: &str) -> Self {
         Self {
             batch_size: 32,
             concurrency: 4,
-            claim_group: std::env::var("POLLER_CLAIM_GROUP")
-                .ok()
-                .map(|v| v.parse().expect("POLLER_CLAIM_GROUP is a number"))
-                .unwrap_or(DEFAULT_CLAIM_GROUP),
+            claim_group: DEFAULT_CLAIM_GROUP,
             batches_in_flight: 2,
             idle_wait: Duration::from_millis(20),
             listen: false,
@@ -130,16 +136,9 @@ impl PollerConfig {
                 "raise OUTBOX_BACKOFF_CAP_SECS to at least OUTBOX_BACKOFF_BASE_SECS",
             ));
         }
-        // Each in-flight event (claim group 1) or batch holds its
-        // processed_events transaction plus one connection for its claims;
-        // one more claims the next batch. Fewer would let every connection
-        // wait for another: a deadlock.
-        let (in_flight, var) = if self.claim_group > 1 {
-            (self.batches_in_flight, "POLLER_BATCHES_IN_FLIGHT")
-        } else {
-            (self.concurrency, "POLLER_CONCURRENCY")
-        };
-        let needed = 2 * in_flight + 1;
+        // Fewer would let every connection wait for another: a deadlock.
+        let (in_flight, var) = (self.batches_in_flight, "POLLER_BATCHES_IN_FLIGHT");
+        let needed = Self::min_pool_size(in_flight);
         if pool_size < needed {
             return Err(ConfigError::new(
                 "DATABASE_POOL_SIZE",

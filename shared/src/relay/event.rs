@@ -2,11 +2,11 @@
 //! letter): tell every recipient what the plan says (or record why not),
 //! then settle each event by what its deliveries say.
 //!
-//! With a claim group of 1, [`Poller::process`] takes one event at a time,
-//! one send at a time. Otherwise [`Poller::process_batch`] takes the whole
-//! batch: one transaction holds every event's `processed_events` row, the
-//! plans are read for the batch, the sends are claimed and recorded a group
-//! at a time ([`deliver_group`]), and the events complete in one statement.
+//! `Poller::process` takes a whole claimed batch: one transaction holds
+//! every event's `processed_events` row, the plans are read for the batch,
+//! the sends are claimed and recorded a claim group at a time
+//! ([`deliver`]), and the events complete in one statement. A claim group of
+//! 1 is the same path with groups of one send.
 
 use std::collections::HashSet;
 use std::sync::atomic::Ordering;
@@ -17,9 +17,9 @@ use super::poller::Poller;
 use super::summary::RunSummary;
 use super::RelayError;
 use crate::booking::events::BookingEvent;
-use crate::notify::deliver::{deliver, deliver_group, supersede, Delivery, Gate};
+use crate::notify::deliver::{deliver, Delivery, Gate};
 use crate::notify::mailer::Mailer;
-use crate::notify::plan::{plan, plan_many, Planned};
+use crate::notify::plan::{plan_many, Planned};
 use crate::notify::unknown;
 use crate::outbox::events::transitions::{self, Retried};
 use crate::outbox::processed;
@@ -76,73 +76,10 @@ impl Settle {
 }
 
 impl<M: Mailer + 'static> Poller<M> {
-    #[tracing::instrument(skip_all, fields(event_id = %event.id, booking_id = %event.payload.booking.id, event_type = %event.event_type, attempt = attempts))]
-    pub(super) async fn process(&self, event: BookingEvent, attempts: i32) -> Result<RunSummary, RelayError> {
-        let mut summary = RunSummary::default();
-        let mut client = self.pool.get().await?;
-        let tx = client.transaction().await?;
-        if !processed::try_insert(&tx, event.id).await? {
-            // A previous attempt committed: the event is processed already.
-            transitions::complete(&tx, event.id).await?;
-            tx.commit().await?;
-            summary.already_processed += 1;
-            summary.done += 1;
-            return Ok(summary);
-        }
-        // An operator's resend: the reopened event runs for the named
-        // recipients alone, whatever the others' sends are.
-        let only = unknown::pending_recipients(&tx, event.id).await?;
-        let planned = plan(&tx, &event, self.config.skip_superseded)
-            .await?
-            .into_iter()
-            .filter(|p| only.is_empty() || only.iter().any(|r| r == p.notification().recipient.email.as_str()));
-        let mut settle = Settle::Done;
-        let worker = &self.config.worker_id;
-        for p in planned {
-            if self.paused.load(Ordering::SeqCst) {
-                settle = settle.join(Settle::Requeue("sending paused earlier in this run".into()));
-                break;
-            }
-            let delivery = match &p {
-                Planned::Send(_) if !self.send_fits() => {
-                    let reason = "the invocation's deadline came first; the recipients not yet sent were left unclaimed";
-                    settle = settle.join(Settle::Deadline(reason.into()));
-                    break;
-                }
-                Planned::Send(n) => deliver(&self.pool, &*self.mailer, &self.faults, worker, n).await?,
-                Planned::Superseded { notification, by, reason } => {
-                    supersede(&self.pool, worker, notification, *by, reason).await?
-                }
-            };
-            summary.count(&delivery);
-            let stop = matches!(delivery, Delivery::Paused { .. } | Delivery::Misconfigured { .. });
-            if let Delivery::Paused { .. } = delivery {
-                self.paused.store(true, Ordering::SeqCst);
-            }
-            settle = settle.join(Settle::of(&delivery));
-            if stop {
-                break;
-            }
-        }
-        if settle == Settle::Done {
-            self.faults.hit(FAULT_BEFORE_DONE_COMMIT)?;
-            if !only.is_empty() {
-                unknown::mark_resent(&tx, event.id).await?;
-            }
-            transitions::complete(&tx, event.id).await?;
-            tx.commit().await?;
-            summary.done += 1;
-            return Ok(summary);
-        }
-        // Not done: processed_events must not commit, so the event runs again.
-        tx.rollback().await?;
-        self.settle_unfinished(event.id, attempts, settle, &mut summary).await?;
-        Ok(summary)
-    }
-
-    /// Processes a whole claimed batch (events of distinct bookings) with
-    /// claim groups; see the module documentation.
-    pub(super) async fn process_batch(&self, batch: Vec<(BookingEvent, i32)>) -> Result<RunSummary, RelayError> {
+    /// Processes a whole claimed batch (events of distinct bookings); see
+    /// the module documentation.
+    #[tracing::instrument(skip_all, fields(events = batch.len()))]
+    pub(super) async fn process(&self, batch: Vec<(BookingEvent, i32)>) -> Result<RunSummary, RelayError> {
         let mut summary = RunSummary::default();
         let mut client = self.pool.get().await?;
         let tx = client.transaction().await?;
@@ -188,7 +125,7 @@ impl<M: Mailer + 'static> Poller<M> {
                 continue;
             }
             let deliveries =
-                deliver_group(&self.pool, &*self.mailer, &self.faults, worker, self.config.concurrency, &gate, &group)
+                deliver(&self.pool, &*self.mailer, &self.faults, worker, self.config.concurrency, &gate, &group)
                     .await?;
             for (i, delivery) in owners.into_iter().zip(&deliveries) {
                 summary.count(delivery);
@@ -251,7 +188,9 @@ impl<M: Mailer + 'static> Poller<M> {
                         tracing::info!(%reason, delay_ms = delay.as_millis() as u64, "will retry");
                         summary.retried += 1;
                     }
-                    Retried::NotOwned => tracing::warn!("event was swept from under this worker; left to its new owner"),
+                    Retried::NotOwned => {
+                        tracing::warn!("event was swept from under this worker; left to its new owner")
+                    }
                 }
             }
             Settle::Deadline(reason) => {

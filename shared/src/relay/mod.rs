@@ -51,14 +51,4 @@ impl From<DeliverError> for RelayError {
     }
 }
 
-impl From<deadpool_postgres::PoolError> for RelayError {
-    fn from(e: deadpool_postgres::PoolError) -> Self {
-        RelayError::Db(e.into())
-    }
-}
-
-impl From<tokio_postgres::Error> for RelayError {
-    fn from(e: tokio_postgres::Error) -> Self {
-        RelayError::Db(e.into())
-    }
-}
+crate::from_driver_errors!(RelayError);

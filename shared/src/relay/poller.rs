@@ -4,8 +4,8 @@
 //! One invocation keeps polling until the remaining time drops under a
 //! safety margin. Between empty polls it waits for a committed event's
 //! notification ([`Wake`]), or the idle wait without one, so commit-to-send
-//! latency is a round trip, not the schedule period. Events are processed
-//! with bounded concurrency.
+//! latency is a round trip, not the schedule period. `POLLER_BATCHES_IN_FLIGHT`
+//! batches are processed at once, each with bounded concurrent sends.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -90,7 +90,10 @@ impl<M: Mailer + 'static> Poller<M> {
     pub async fn invoke(&self, deadline: Instant) -> Result<Health, RelayError> {
         let started = Instant::now();
         let deadline = self.effective_deadline(deadline, started);
-        tracing::info!(remaining_ms = deadline.saturating_duration_since(started).as_millis() as u64, "poller run starting");
+        tracing::info!(
+            remaining_ms = deadline.saturating_duration_since(started).as_millis() as u64,
+            "poller run starting"
+        );
         let summary = self.run_until(deadline).await?;
         let client = self.pool.get().await?;
         let oldest = events::oldest_due_age(&client).await?.unwrap_or(0.0);
@@ -129,16 +132,15 @@ impl<M: Mailer + 'static> Poller<M> {
         self.in_flight(move |p| async move { p.poll_loop(deadline).await }).await
     }
 
-    /// Runs `run` once per batch kept in flight (`POLLER_BATCHES_IN_FLIGHT`
-    /// with claim groups, else one), and adds up their runs.
+    /// Runs `run` once per batch kept in flight (`POLLER_BATCHES_IN_FLIGHT`),
+    /// and adds up their runs.
     async fn in_flight<F, Fut>(&self, run: F) -> Result<RunSummary, RelayError>
     where
         F: Fn(Self) -> Fut,
         Fut: std::future::Future<Output = Result<RunSummary, RelayError>> + Send + 'static,
     {
-        let loops = if self.config.claim_group > 1 { self.config.batches_in_flight } else { 1 };
         let mut tasks = JoinSet::new();
-        for _ in 0..loops {
+        for _ in 0..self.config.batches_in_flight {
             tasks.spawn(run(self.clone()));
         }
         let (mut summary, mut failed) = (RunSummary::default(), None);
@@ -207,7 +209,7 @@ impl<M: Mailer + 'static> Poller<M> {
         }
     }
 
-    /// Claims one batch and processes it with bounded concurrency.
+    /// Claims one batch and processes it.
     pub async fn poll_once(&self) -> Result<RunSummary, RelayError> {
         let started = Instant::now();
         let mut summary = self.poll_batch().await?;
@@ -239,43 +241,17 @@ impl<M: Mailer + 'static> Poller<M> {
                 }
             }
         }
-        if self.config.claim_group > 1 && !readable.is_empty() {
-            match self.process_batch(readable).await {
-                Ok(one) => summary.add(&one),
-                // An injected crash stops the run, as a real one would.
-                Err(e @ RelayError::Fault(_)) => return Err(e),
-                Err(e) => {
-                    // The events stay PROCESSING; the sweeper will hand them back.
-                    tracing::error!(error = %e, "batch processing failed; left for the sweeper");
-                    summary.errors += 1;
-                }
-            }
-            summary.paused = self.paused.load(Ordering::SeqCst);
+        if readable.is_empty() {
             return Ok(summary);
         }
-        let mut tasks = JoinSet::new();
-        let mut queue = readable.into_iter();
-        loop {
-            while tasks.len() < self.config.concurrency {
-                let Some((event, attempts)) = queue.next() else { break };
-                let this = self.clone();
-                tasks.spawn(async move { this.process(event, attempts).await });
-            }
-            let Some(joined) = tasks.join_next().await else { break };
-            match joined {
-                Ok(Ok(one)) => summary.add(&one),
-                // An injected crash stops the run, as a real one would.
-                Ok(Err(e @ RelayError::Fault(_))) => return Err(e),
-                Ok(Err(e)) => {
-                    // The event stays PROCESSING; the sweeper will hand it
-                    // back. Other events go on.
-                    tracing::error!(error = %e, "event processing failed; left for the sweeper");
-                    summary.errors += 1;
-                }
-                Err(join) => {
-                    tracing::error!(error = %join, "event task panicked; left for the sweeper");
-                    summary.errors += 1;
-                }
+        match self.process(readable).await {
+            Ok(one) => summary.add(&one),
+            // An injected crash stops the run, as a real one would.
+            Err(e @ RelayError::Fault(_)) => return Err(e),
+            Err(e) => {
+                // The events stay PROCESSING; the sweeper will hand them back.
+                tracing::error!(error = %e, "batch processing failed; left for the sweeper");
+                summary.errors += 1;
             }
         }
         summary.paused = self.paused.load(Ordering::SeqCst);

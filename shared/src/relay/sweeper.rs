@@ -52,7 +52,7 @@ pub const AUTO_RESEND_DECIDER: &str = "sweeper (UNKNOWN_AUTO_RESEND_AFTER_SECS)"
 async fn reconcile(client: &mut deadpool_postgres::Client, config: &SweeperConfig) -> DbResult<FeedbackReport> {
     let grace = config.feedback.grace;
     let mut report = FeedbackReport::default();
-    for s in sends::mark_unconfirmed(&*client, grace, config.batch_size).await? {
+    for s in sends::unknown::mark_unconfirmed(&*client, grace, config.batch_size).await? {
         report.newly_unconfirmed += 1;
         tracing::warn!(
             send_id = %s.id, event_id = %s.event_id, recipient = %mask_email(&s.recipient),

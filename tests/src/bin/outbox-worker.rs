@@ -4,13 +4,14 @@
 //! mailer that journals every accepted send to a file.
 //!
 //! Usage: `outbox-worker drain|invoke JOURNAL` (env: DATABASE_URL,
-//! OUTBOX_FAULT_POINTS, OUTBOX_MAX_ATTEMPTS). `invoke` runs one scheduled
+//! OUTBOX_FAULT_POINTS, OUTBOX_MAX_ATTEMPTS, POLLER_CLAIM_GROUP,
+//! POLLER_BATCHES_IN_FLIGHT). `invoke` runs one scheduled
 //! invocation with a 2 s deadline, as the poller Lambda does (EMF metrics
 //! and the health summary on stdout).
 //!
 //! With `OUTBOX_WORKER_MAILER=ses` it sends through the real SES v2 client
 //! instead (configured like the poller Lambda: `SES_ENDPOINT_URL`,
-//! `SES_FROM_ADDRESS`, ...), with `POLLER_CONCURRENCY` events at once: the
+//! `SES_FROM_ADDRESS`, ...), with `POLLER_CONCURRENCY` sends at once: the
 //! fault run kills such workers at random while a proxy injects faults.
 
 use std::sync::Arc;
@@ -37,6 +38,13 @@ async fn main() {
     config.concurrency = 1; // deterministic: the first send hits the fault point
     if let Ok(max) = std::env::var("OUTBOX_MAX_ATTEMPTS") {
         config.max_attempts = max.parse().expect("OUTBOX_MAX_ATTEMPTS");
+    }
+    // The crash tests choose the claim group (1, or the default) per scenario.
+    if let Ok(group) = std::env::var("POLLER_CLAIM_GROUP") {
+        config.claim_group = group.parse().expect("POLLER_CLAIM_GROUP");
+    }
+    if let Ok(batches) = std::env::var("POLLER_BATCHES_IN_FLIGHT") {
+        config.batches_in_flight = batches.parse().expect("POLLER_BATCHES_IN_FLIGHT");
     }
     let faults = Faults::from_env().expect("fault spec");
     if std::env::var("OUTBOX_WORKER_MAILER").as_deref() == Ok("ses") {

@@ -12,8 +12,8 @@ use std::time::{Duration, Instant};
 use uuid::Uuid;
 
 use super::{Mailer, SendOutcome};
-use crate::notify::Notification;
 use crate::booking::events::{EventType, Notice};
+use crate::notify::Notification;
 
 /// One accepted send.
 #[derive(Debug, Clone)]

@@ -40,17 +40,25 @@ pub struct SesConfig {
 
 impl SesConfig {
     pub fn from_env() -> Result<Self, ConfigError> {
-        let from = config::required("SES_FROM_ADDRESS", "set it to the verified sender, e.g. \"Bookings <bookings@example.com>\"")?;
+        let from = config::required(
+            "SES_FROM_ADDRESS",
+            "set it to the verified sender, e.g. \"Bookings <bookings@example.com>\"",
+        )?;
         let from = Sender::parse(&from).map_err(|e| {
-            ConfigError::new("SES_FROM_ADDRESS", format!("is invalid: {e}"), "use the verified sender, e.g. \"Bookings <bookings@example.com>\"")
+            ConfigError::new(
+                "SES_FROM_ADDRESS",
+                format!("is invalid: {e}"),
+                "use the verified sender, e.g. \"Bookings <bookings@example.com>\"",
+            )
         })?;
         let region = match std::env::var("SES_REGION").ok().filter(|s| !s.is_empty()) {
             Some(r) => r,
             None => config::required("AWS_REGION", "or set SES_REGION")?,
         };
         let rate: u32 = config::parsed_or("SES_MAX_SEND_RATE", 10u32)?;
-        let max_send_rate = NonZeroU32::new(rate)
-            .ok_or_else(|| ConfigError::new("SES_MAX_SEND_RATE", "must be at least 1", "set messages per second, 1 or more"))?;
+        let max_send_rate = NonZeroU32::new(rate).ok_or_else(|| {
+            ConfigError::new("SES_MAX_SEND_RATE", "must be at least 1", "set messages per second, 1 or more")
+        })?;
         let endpoint_url = std::env::var("SES_ENDPOINT_URL").ok().filter(|s| !s.is_empty());
         if let Some(url) = &endpoint_url {
             if !(url.starts_with("http://") || url.starts_with("https://")) {
@@ -160,8 +168,13 @@ impl Mailer for SesMailer {
 
 /// Error codes of throttling that SES may return outside the modelled
 /// variants: the request was refused, so nothing was sent.
-const THROTTLING_CODES: &[&str] =
-    &["Throttling", "ThrottlingException", "TooManyRequestsException", "LimitExceededException", "RequestLimitExceeded"];
+const THROTTLING_CODES: &[&str] = &[
+    "Throttling",
+    "ThrottlingException",
+    "TooManyRequestsException",
+    "LimitExceededException",
+    "RequestLimitExceeded",
+];
 
 /// Credential and permission errors: the request was refused before
 /// acceptance and retrying cannot help until someone fixes the setup.
@@ -293,7 +306,8 @@ mod tests {
 
     #[test]
     fn mail_from_domain_not_verified_is_a_configuration_error() {
-        let e = SendEmailError::MailFromDomainNotVerifiedException(MailFromDomainNotVerifiedException::builder().build());
+        let e =
+            SendEmailError::MailFromDomainNotVerifiedException(MailFromDomainNotVerifiedException::builder().build());
         assert_eq!(kind(classify(&service(e, 400))), "configuration");
     }
 

@@ -26,8 +26,8 @@ use tokio_postgres::types::Json;
 use uuid::Uuid;
 
 pub use claim::ClaimedEvent;
-pub use status::EventStatus;
 use status::sql::{DEAD, DONE, PENDING, PROCESSING};
+pub use status::EventStatus;
 
 use crate::db::DbResult;
 
@@ -109,13 +109,13 @@ pub struct StoredEvent {
 const COLUMNS: &str = "id, aggregate_id, aggregate_version, event_type, status, attempts, last_error, \
                        next_attempt_at, locked_by, created_at, updated_at, payload";
 
-fn stored(r: &tokio_postgres::Row) -> StoredEvent {
-    StoredEvent {
+fn stored(r: &tokio_postgres::Row) -> DbResult<StoredEvent> {
+    Ok(StoredEvent {
         id: r.get("id"),
         aggregate_id: r.get("aggregate_id"),
         aggregate_version: r.get("aggregate_version"),
         event_type: r.get("event_type"),
-        status: status::from_row(r, "status"),
+        status: EventStatus::from_row(r, "status")?,
         attempts: r.get("attempts"),
         last_error: r.get("last_error"),
         next_attempt_at: r.get("next_attempt_at"),
@@ -123,18 +123,18 @@ fn stored(r: &tokio_postgres::Row) -> StoredEvent {
         created_at: r.get("created_at"),
         updated_at: r.get("updated_at"),
         payload: r.get("payload"),
-    }
+    })
 }
 
 pub async fn get(client: &impl GenericClient, id: Uuid) -> DbResult<Option<StoredEvent>> {
     let sql = formatcp!("SELECT {COLUMNS} FROM outbox_events WHERE id = $1");
-    Ok(client.query_opt(sql, &[&id]).await?.as_ref().map(stored))
+    client.query_opt(sql, &[&id]).await?.as_ref().map(stored).transpose()
 }
 
 /// Every event of one aggregate, oldest version first.
 pub async fn of_aggregate(client: &impl GenericClient, aggregate_id: Uuid) -> DbResult<Vec<StoredEvent>> {
     let sql = formatcp!("SELECT {COLUMNS} FROM outbox_events WHERE aggregate_id = $1 ORDER BY aggregate_version");
-    Ok(client.query(sql, &[&aggregate_id]).await?.iter().map(stored).collect())
+    client.query(sql, &[&aggregate_id]).await?.iter().map(stored).collect()
 }
 
 /// For each `(aggregate, version)`, the aggregate's unfinished (PENDING or
@@ -154,7 +154,7 @@ pub async fn later_unfinished_many(
     );
     let mut later: std::collections::HashMap<Uuid, Vec<StoredEvent>> = Default::default();
     for row in client.query(&client.prepare_cached(sql).await?, &[&aggregates, &versions]).await? {
-        let e = stored(&row);
+        let e = stored(&row)?;
         later.entry(e.aggregate_id).or_default().push(e);
     }
     Ok(later)
@@ -182,23 +182,25 @@ pub async fn history_complete_many(
 /// DEAD events, the most recently dead first.
 pub async fn list_dead(client: &impl GenericClient, limit: i64) -> DbResult<Vec<StoredEvent>> {
     let sql = formatcp!("SELECT {COLUMNS} FROM outbox_events WHERE status = {DEAD} ORDER BY updated_at DESC LIMIT $1");
-    Ok(client.query(sql, &[&limit]).await?.iter().map(stored).collect())
+    client.query(sql, &[&limit]).await?.iter().map(stored).collect()
 }
 
 /// The status of each id (None when it does not exist).
 pub async fn statuses(client: &impl GenericClient, ids: &[Uuid]) -> DbResult<Vec<(Uuid, Option<EventStatus>)>> {
     let rows = client.query("SELECT id, status FROM outbox_events WHERE id = ANY($1)", &[&ids]).await?;
-    Ok(ids
-        .iter()
-        .map(|id| (*id, rows.iter().find(|r| r.get::<_, Uuid>("id") == *id).map(|r| status::from_row(r, "status"))))
-        .collect())
+    ids.iter()
+        .map(|id| {
+            let row = rows.iter().find(|r| r.get::<_, Uuid>("id") == *id);
+            Ok((*id, row.map(|r| EventStatus::from_row(r, "status")).transpose()?))
+        })
+        .collect()
 }
 
 /// Events by status, zeros included.
 pub async fn counts(client: &impl GenericClient) -> DbResult<BTreeMap<EventStatus, i64>> {
-    let mut counts: BTreeMap<EventStatus, i64> = EventStatus::ALL.into_iter().map(|s| (s, 0)).collect();
+    let mut counts: BTreeMap<EventStatus, i64> = EventStatus::ALL.iter().map(|s| (*s, 0)).collect();
     for row in client.query("SELECT status, count(*) AS n FROM outbox_events GROUP BY status", &[]).await? {
-        counts.insert(status::from_row(&row, "status"), row.get("n"));
+        counts.insert(EventStatus::from_row(&row, "status")?, row.get("n"));
     }
     Ok(counts)
 }
@@ -243,3 +245,9 @@ pub const UNFINISHED_EVENT_WITH_ID: &str =
 /// A DONE event can still be reopened (an operator's resend), so a table
 /// whose rows stop a second send keeps them until the event itself is gone.
 pub const EVENT_WITH_ID: &str = "SELECT 1 FROM outbox_events e WHERE e.id = ";
+
+/// `… <id expression>)` completes a subquery that finds the event while a
+/// worker holds it (PROCESSING): a claim of such an event may still be
+/// being sent, so it is not an orphan.
+pub const IN_FLIGHT_EVENT_WITH_ID: &str =
+    formatcp!("SELECT 1 FROM outbox_events e WHERE e.status = {PROCESSING} AND e.id = ");

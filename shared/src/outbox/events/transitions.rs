@@ -13,7 +13,7 @@ use serde::Serialize;
 use uuid::Uuid;
 
 use super::status::sql::{DEAD, DONE, PENDING, PROCESSING};
-use super::status::{self, EventStatus};
+use super::status::EventStatus;
 use crate::db::DbResult;
 
 /// The worker's own row: still PROCESSING and locked by it ($1 id, $2 worker).
@@ -73,9 +73,12 @@ pub async fn retry(
           WHERE {HELD} RETURNING status"
     );
     let row = client
-        .query_opt(&client.prepare_cached(sql).await?, &[&event_id, &worker, &delay.as_secs_f64(), &max_attempts, &error])
+        .query_opt(
+            &client.prepare_cached(sql).await?,
+            &[&event_id, &worker, &delay.as_secs_f64(), &max_attempts, &error],
+        )
         .await?;
-    Ok(match row.map(|r| status::from_row(&r, "status")) {
+    Ok(match row.map(|r| EventStatus::from_row(&r, "status")).transpose()? {
         Some(EventStatus::Dead) => Retried::Dead,
         Some(_) => Retried::Pending,
         None => Retried::NotOwned,
@@ -119,8 +122,9 @@ pub struct Reset {
     pub to: EventStatus,
 }
 
-fn reset_row(r: &tokio_postgres::Row) -> Reset {
-    Reset { id: r.get("id"), attempts: r.get("attempts"), locked_by: r.get("locked_by"), to: status::from_row(r, "status") }
+fn reset_row(r: &tokio_postgres::Row) -> DbResult<Reset> {
+    let to = EventStatus::from_row(r, "status")?;
+    Ok(Reset { id: r.get("id"), attempts: r.get("attempts"), locked_by: r.get("locked_by"), to })
 }
 
 /// Which rows the sweep takes: PROCESSING rows locked longer than
@@ -164,7 +168,7 @@ const PREVIEW_RESET_STUCK: &str = formatcp!(
 pub async fn reset_stuck(client: &impl GenericClient, stuck: &Stuck, dry_run: bool) -> DbResult<Vec<Reset>> {
     let sql = if dry_run { PREVIEW_RESET_STUCK } else { RESET_STUCK };
     let rows = client.query(sql, &[&stuck.stuck_after.as_secs_f64(), &stuck.max_attempts, &stuck.limit]).await?;
-    Ok(rows.iter().map(reset_row).collect())
+    rows.iter().map(reset_row).collect()
 }
 
 /// What a replay selects.
@@ -189,12 +193,6 @@ pub enum ReplayError {
     TooMany { matched: usize, max: usize },
     #[error(transparent)]
     Db(#[from] crate::db::DbError),
-}
-
-impl From<tokio_postgres::Error> for ReplayError {
-    fn from(e: tokio_postgres::Error) -> Self {
-        ReplayError::Db(e.into())
-    }
 }
 
 /// DEAD → PENDING with fresh attempts, for the selected events, in one
@@ -274,3 +272,5 @@ pub async fn reopen(tx: &impl GenericClient, event_id: Uuid, reason: &str) -> Db
     );
     Ok(tx.execute(sql, &[&event_id, &reason]).await? == 1)
 }
+
+crate::from_driver_errors!(ReplayError);

@@ -1,0 +1,103 @@
+//! The claim: one committed statement per group of sends, before any of
+//! them is made (the story's "claim before send").
+//!
+//! The statement runs in its own (autocommit) transaction on purpose: it
+//! must be durable *before* the mailer is called, so that a crash after an
+//! accepted send can never lead to a second send.
+
+use std::collections::{HashMap, HashSet};
+
+use deadpool_postgres::GenericClient;
+use uuid::Uuid;
+
+use super::SendStatus;
+use crate::db::DbResult;
+use crate::notify::Notification;
+
+pub enum Claim {
+    /// This worker owns the send; the claim is committed.
+    Won(Uuid),
+    /// A claim already exists: never send again.
+    Exists { id: Uuid, status: SendStatus },
+}
+
+/// One claim of a group: a send (CLAIMED) or a superseded decision
+/// (SUPERSEDED, naming the later event and the reason).
+pub struct GroupClaim<'a> {
+    pub notification: &'a Notification,
+    pub superseded: Option<(Uuid, &'a str)>,
+}
+
+/// Claims a group of sends in one statement, committed before it returns
+/// (autocommit): every send of the group is durable before any is made.
+/// Returns one [`Claim`] per item, in order; finding the existing claims
+/// costs a second statement only when some were claimed before.
+pub async fn claim(client: &impl GenericClient, group: &[GroupClaim<'_>], worker: &str) -> DbResult<Vec<Claim>> {
+    let ids: Vec<Uuid> = group.iter().map(|_| Uuid::now_v7()).collect();
+    let events: Vec<Uuid> = group.iter().map(|c| c.notification.event_id).collect();
+    let bookings: Vec<Uuid> = group.iter().map(|c| c.notification.payload.booking.id).collect();
+    let recipients: Vec<&str> = group.iter().map(|c| c.notification.recipient.email.as_str()).collect();
+    let types: Vec<&str> = group.iter().map(|c| c.notification.event_type.as_str()).collect();
+    let statuses: Vec<&str> = group
+        .iter()
+        .map(|c| if c.superseded.is_some() { SendStatus::Superseded } else { SendStatus::Claimed }.as_str())
+        .collect();
+    let by: Vec<Option<Uuid>> = group.iter().map(|c| c.superseded.map(|s| s.0)).collect();
+    let reasons: Vec<Option<&str>> = group.iter().map(|c| c.superseded.map(|s| s.1)).collect();
+    let won = client
+        .query(
+            &client
+                .prepare_cached(
+                    "INSERT INTO booking_notification_sends \
+                         (id, outbox_event_id, booking_id, recipient_email, event_type, claimed_by, status, \
+                          superseded_by, last_error, completed_at) \
+                     SELECT c.id, c.event_id, c.booking_id, c.recipient, c.event_type, $6, c.status, c.by, c.reason, \
+                            CASE WHEN c.by IS NULL THEN NULL ELSE now() END \
+                       FROM unnest($1::uuid[], $2::uuid[], $3::uuid[], $4::text[], $5::text[], $7::text[], \
+                                   $8::uuid[], $9::text[]) \
+                            AS c(id, event_id, booking_id, recipient, event_type, status, by, reason) \
+                     ON CONFLICT (outbox_event_id, recipient_email, event_type) DO NOTHING RETURNING id",
+                )
+                .await?,
+            &[&ids, &events, &bookings, &recipients, &types, &worker, &statuses, &by, &reasons],
+        )
+        .await?;
+    let won: HashSet<Uuid> = won.iter().map(|r| r.get(0)).collect();
+    let mut existing = HashMap::new();
+    if won.len() < group.len() {
+        let rows = client
+            .query(
+                &client
+                    .prepare_cached(
+                        "SELECT s.id, s.outbox_event_id, s.recipient_email, s.event_type, s.status \
+                           FROM booking_notification_sends s \
+                           JOIN unnest($1::uuid[], $2::text[], $3::text[]) AS c(event_id, recipient, event_type) \
+                             ON s.outbox_event_id = c.event_id AND s.recipient_email = c.recipient \
+                            AND s.event_type = c.event_type",
+                    )
+                    .await?,
+                &[&events, &recipients, &types],
+            )
+            .await?;
+        for row in rows {
+            let key: (Uuid, String, String) = (row.get(1), row.get(2), row.get(3));
+            existing.insert(key, Claim::Exists { id: row.get(0), status: SendStatus::from_row(&row, "status")? });
+        }
+    }
+    Ok(ids
+        .iter()
+        .enumerate()
+        .map(|(i, id)| {
+            if won.contains(id) {
+                return Claim::Won(*id);
+            }
+            let key = (events[i], recipients[i].to_string(), types[i].to_string());
+            match existing.get(&key) {
+                Some(Claim::Exists { id, status }) => Claim::Exists { id: *id, status: *status },
+                // Deleted in between (a release by a swept attempt): claimed
+                // by nobody now, but not by us either; the retry will see.
+                _ => Claim::Exists { id: Uuid::nil(), status: SendStatus::Failed },
+            }
+        })
+        .collect())
+}

@@ -1,0 +1,105 @@
+//! What became of each claimed send: the outcomes a poller records, the
+//! orphans a retry finds, and the confirmations SES's own events bring.
+
+use const_format::formatcp;
+use deadpool_postgres::GenericClient;
+use uuid::Uuid;
+
+use super::status::send_sql::{CLAIMED, SENT, UNKNOWN};
+use super::{ConfirmedBy, SendStatus};
+use crate::db::DbResult;
+
+/// What became of one claimed send, to record with [`record`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// Accepted: SENT with the provider's message id.
+    Sent(String),
+    /// FAILED or UNKNOWN with the reason (kept SENT if SES's event came first).
+    Settled(Settled, String),
+    /// Certainly not sent: the claim is deleted, so a retry may send it.
+    Released,
+}
+
+/// Records the outcomes of claims in one statement: SENT with the message
+/// id; FAILED or UNKNOWN with the reason (a send SES's own event already
+/// confirmed while the mailer waited stays SENT); or the claim deleted, so
+/// a retry may send it.
+pub async fn record(client: &impl GenericClient, outcomes: &[(Uuid, Outcome)]) -> DbResult<()> {
+    if outcomes.is_empty() {
+        return Ok(());
+    }
+    let ids: Vec<Uuid> = outcomes.iter().map(|(id, _)| *id).collect();
+    let statuses: Vec<Option<&str>> = outcomes
+        .iter()
+        .map(|(_, o)| match o {
+            Outcome::Sent(_) => Some(SendStatus::Sent.as_str()),
+            Outcome::Settled(Settled::Failed, _) => Some(SendStatus::Failed.as_str()),
+            Outcome::Settled(Settled::Unknown, _) => Some(SendStatus::Unknown.as_str()),
+            Outcome::Released => None,
+        })
+        .collect();
+    let message_ids: Vec<Option<&str>> =
+        outcomes.iter().map(|(_, o)| if let Outcome::Sent(m) = o { Some(m.as_str()) } else { None }).collect();
+    let errors: Vec<Option<&str>> =
+        outcomes.iter().map(|(_, o)| if let Outcome::Settled(_, e) = o { Some(e.as_str()) } else { None }).collect();
+    let sql = formatcp!(
+        "WITH o AS (SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[]) \
+                      AS o(id, status, message_id, error)), \
+              released AS (DELETE FROM booking_notification_sends s USING o \
+                            WHERE s.id = o.id AND o.status IS NULL AND s.status = {CLAIMED} RETURNING s.id) \
+         UPDATE booking_notification_sends s \
+            SET status = o.status, provider_message_id = coalesce(o.message_id, s.provider_message_id), \
+                last_error = coalesce(o.error, s.last_error), completed_at = now(), updated_at = now() \
+           FROM o WHERE s.id = o.id AND o.status IS NOT NULL AND (s.status = {CLAIMED} OR o.status = {SENT})"
+    );
+    client.execute(&client.prepare_cached(sql).await?, &[&ids, &statuses, &message_ids, &errors]).await?;
+    Ok(())
+}
+
+/// Claims left CLAIMED by an attempt that died between claim and outcome:
+/// the email may or may not have gone out, so each becomes UNKNOWN and is
+/// never re-sent automatically (`outboxctl unknown` lists them).
+pub async fn mark_orphans_unknown(client: &impl GenericClient, ids: &[Uuid]) -> DbResult<()> {
+    if ids.is_empty() {
+        return Ok(());
+    }
+    let sql = formatcp!(
+        "UPDATE booking_notification_sends SET status = {UNKNOWN}, \
+             last_error = 'claimed by an attempt that died before recording the outcome', \
+             completed_at = now(), updated_at = now() \
+         WHERE id = ANY($1) AND status = {CLAIMED}"
+    );
+    client.execute(&client.prepare_cached(sql).await?, &[&ids]).await?;
+    Ok(())
+}
+
+/// How a send settled without being sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Settled {
+    /// Permanently refused for this recipient.
+    Failed,
+    /// The provider may or may not have accepted it.
+    Unknown,
+}
+
+/// Locks one send for recording feedback about it; returns its recipient,
+/// or None when retention has deleted it.
+pub async fn lock_for_feedback(tx: &impl GenericClient, id: Uuid) -> DbResult<Option<String>> {
+    let row =
+        tx.query_opt("SELECT recipient_email FROM booking_notification_sends WHERE id = $1 FOR UPDATE", &[&id]).await?;
+    Ok(row.map(|r| r.get(0)))
+}
+
+/// SES's own event proved it accepted the message: a claim still CLAIMED
+/// or UNKNOWN becomes SENT, confirmed by `by`, with SES's message id.
+/// Returns whether it moved (a confirmation only ever moves a claim
+/// forward, so a repeat or a later event changes nothing).
+pub async fn confirm(tx: &impl GenericClient, id: Uuid, message_id: &str, by: ConfirmedBy) -> DbResult<bool> {
+    let sql = formatcp!(
+        "UPDATE booking_notification_sends SET status = {SENT}, \
+             provider_message_id = coalesce(provider_message_id, $2), confirmed_by = $3, \
+             completed_at = coalesce(completed_at, now()), updated_at = now() \
+         WHERE id = $1 AND status IN ({CLAIMED}, {UNKNOWN})"
+    );
+    Ok(tx.execute(sql, &[&id, &message_id, &by.as_str()]).await? == 1)
+}
