@@ -1,0 +1,243 @@
+//! Domain types for bookings. Parse, don't validate: each type can only be
+//! built through `parse`, so an address with a CR/LF in it or an end before
+//! its start cannot exist past the API edge.
+//!
+//! Fields that reach an email header (title → Subject, names → To/From
+//! display names, addresses) refuse every control character; that is what
+//! keeps a hostile title from adding or splitting a header. They also refuse
+//! the invisible characters that spoof what a reader sees (Unicode format
+//! characters, Cf, such as bidi overrides and zero-width spaces) and the
+//! line and paragraph separators (Zl, Zp).
+
+use std::borrow::Cow;
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+pub const MAX_TITLE_CHARS: usize = 200;
+pub const MAX_NAME_CHARS: usize = 100;
+pub const MAX_LOCATION_CHARS: usize = 500;
+pub const MAX_DESCRIPTION_CHARS: usize = 5000;
+pub const MAX_EMAIL_CHARS: usize = 254;
+pub const MAX_ATTENDEES: usize = 50;
+pub const MAX_DURATION_DAYS: i64 = 31;
+
+/// Why a value was refused, naming the field it was read as. The parsers
+/// below name their natural field (`title`, `email`, ...); a caller that
+/// knows the real path (`attendees[2].name`, `bookings.timezone`) says so
+/// with [`ParseError::at`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{field} {problem}")]
+pub struct ParseError {
+    pub field: Cow<'static, str>,
+    /// What is wrong, phrased to follow the field's name ("must not be empty").
+    pub problem: String,
+}
+
+impl ParseError {
+    pub fn new(field: &'static str, problem: impl Into<String>) -> Self {
+        Self { field: Cow::Borrowed(field), problem: problem.into() }
+    }
+
+    /// The same problem, under the name the caller knows the field by.
+    pub fn at(self, field: impl Into<Cow<'static, str>>) -> Self {
+        Self { field: field.into(), ..self }
+    }
+}
+
+/// Read back through the same parser that let the value in at the edge:
+/// a stored or queued value that no longer parses is refused, not trusted.
+macro_rules! deserialize_via_parse {
+    ($name:ident) => {
+        impl<'de> Deserialize<'de> for $name {
+            fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                let raw = <std::borrow::Cow<'de, str>>::deserialize(d)?;
+                $name::parse(&raw).map_err(serde::de::Error::custom)
+            }
+        }
+    };
+}
+
+mod text;
+mod time;
+
+pub use text::{Description, DisplayName, EmailAddress, Location, Title};
+pub use time::{parse_instant, StartWindow, TimeRange, Timezone};
+
+/// A person: an address and a display name.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Person {
+    pub email: EmailAddress,
+    pub name: DisplayName,
+}
+
+/// A validated request to create a booking.
+#[derive(Debug, Clone)]
+pub struct NewBooking {
+    pub title: Title,
+    pub description: Option<Description>,
+    pub location: Option<Location>,
+    pub timezone: Timezone,
+    pub range: TimeRange,
+    pub attendees: Vec<Person>,
+}
+
+/// A validated change to a booking (`PATCH`): each field present replaces
+/// the stored one; `Some(None)` clears an optional text.
+#[derive(Debug, Clone, Default)]
+pub struct BookingChanges {
+    pub title: Option<Title>,
+    pub description: Option<Option<Description>>,
+    pub location: Option<Option<Location>>,
+    pub timezone: Option<Timezone>,
+    pub range: Option<TimeRange>,
+    /// The full new list of attendees.
+    pub attendees: Option<Vec<Person>>,
+}
+
+impl BookingChanges {
+    /// `current` with these changes applied (id, organizer, status and
+    /// version are the caller's to handle).
+    pub fn apply_to(&self, current: &Booking) -> Booking {
+        let mut b = current.clone();
+        if let Some(t) = &self.title {
+            b.title = t.clone();
+        }
+        if let Some(d) = &self.description {
+            b.description = d.clone();
+        }
+        if let Some(l) = &self.location {
+            b.location = l.clone();
+        }
+        if let Some(tz) = self.timezone {
+            b.timezone = tz;
+        }
+        if let Some(r) = self.range {
+            b.range = r;
+        }
+        if let Some(a) = &self.attendees {
+            b.attendees = a.clone();
+        }
+        b
+    }
+}
+
+crate::stored_enum! {
+    /// Booking status as stored.
+    pub enum BookingStatus in "bookings.status", sql: status_sql {
+        Confirmed = "CONFIRMED" => CONFIRMED,
+        Cancelled = "CANCELLED" => CANCELLED,
+    }
+}
+
+/// A stored booking, as the API returns it and as outbox payloads carry it.
+/// Every field is a domain type, read back (from a row or a payload)
+/// through the parser that let it in. In JSON the range is two fields,
+/// `start` and `end`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Booking {
+    pub id: uuid::Uuid,
+    pub title: Title,
+    pub description: Option<Description>,
+    pub location: Option<Location>,
+    pub range: TimeRange,
+    pub timezone: Timezone,
+    pub organizer: Person,
+    /// The organizer's token subject, when the booking was made with one.
+    /// Never shown to anyone and not carried in outbox payloads.
+    pub organizer_sub: Option<String>,
+    pub attendees: Vec<Person>,
+    pub status: BookingStatus,
+    pub version: i32,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+/// The JSON form of a [`Booking`]: the range as `start` and `end`, and no
+/// `organizer_sub` (never shown, never queued). Read field by field through
+/// each type's parser, the range checked as one.
+#[derive(Serialize, Deserialize)]
+struct BookingJson<T, D, L, Z, P, A> {
+    id: uuid::Uuid,
+    title: T,
+    description: Option<D>,
+    location: Option<L>,
+    start: DateTime<Utc>,
+    end: DateTime<Utc>,
+    timezone: Z,
+    organizer: P,
+    attendees: A,
+    status: BookingStatus,
+    version: i32,
+    created_at: DateTime<Utc>,
+    updated_at: DateTime<Utc>,
+}
+
+impl Serialize for Booking {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        BookingJson {
+            id: self.id,
+            title: &self.title,
+            description: self.description.as_ref(),
+            location: self.location.as_ref(),
+            start: self.range.start(),
+            end: self.range.end(),
+            timezone: &self.timezone,
+            organizer: &self.organizer,
+            attendees: &self.attendees,
+            status: self.status,
+            version: self.version,
+            created_at: self.created_at,
+            updated_at: self.updated_at,
+        }
+        .serialize(s)
+    }
+}
+
+impl<'de> Deserialize<'de> for Booking {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let j = BookingJson::<Title, Description, Location, Timezone, Person, Vec<Person>>::deserialize(d)?;
+        Ok(Booking {
+            id: j.id,
+            title: j.title,
+            description: j.description,
+            location: j.location,
+            range: TimeRange::new(j.start, j.end).map_err(serde::de::Error::custom)?,
+            timezone: j.timezone,
+            organizer: j.organizer,
+            organizer_sub: None,
+            attendees: j.attendees,
+            status: j.status,
+            version: j.version,
+            created_at: j.created_at,
+            updated_at: j.updated_at,
+        })
+    }
+}
+
+/// Who is calling: the verified identity the API established.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Caller {
+    pub person: Person,
+    /// The token's `sub` (absent only in local development).
+    pub subject: Option<String>,
+}
+
+impl Booking {
+    /// The organizer is matched by token subject when the booking has one
+    /// (an address can change, or pass to someone else; a subject cannot),
+    /// else by address.
+    pub fn is_organizer(&self, caller: &Caller) -> bool {
+        match (&self.organizer_sub, &caller.subject) {
+            (Some(owner), Some(subject)) => owner == subject,
+            (Some(_), None) => false,
+            (None, _) => self.organizer.email == caller.person.email,
+        }
+    }
+
+    /// The organizer and the attendees may see a booking; nobody else may
+    /// even learn that it exists.
+    pub fn visible_to(&self, caller: &Caller) -> bool {
+        self.is_organizer(caller) || self.attendees.iter().any(|a| a.email == caller.person.email)
+    }
+}

@@ -1,0 +1,211 @@
+//! The texts of a booking and its people: addresses, titles, names,
+//! locations and descriptions. Those that reach an email header refuse
+//! every control character and the invisible ones that spoof what a
+//! reader sees.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+use unicode_properties::{GeneralCategory, UnicodeGeneralCategory};
+
+use super::{ParseError, MAX_DESCRIPTION_CHARS, MAX_EMAIL_CHARS, MAX_LOCATION_CHARS, MAX_NAME_CHARS, MAX_TITLE_CHARS};
+
+/// An email address, normalised to lower case so the same person written
+/// twice is one recipient.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
+#[serde(transparent)]
+pub struct EmailAddress(String);
+
+deserialize_via_parse!(EmailAddress);
+
+impl EmailAddress {
+    pub fn parse(raw: &str) -> Result<Self, ParseError> {
+        Self::check(raw).map(|()| Self(raw.to_lowercase())).map_err(|p| ParseError::new("email", p))
+    }
+
+    fn check(raw: &str) -> Result<(), String> {
+        if raw.is_empty() {
+            return Err("must not be empty".into());
+        }
+        if raw.chars().count() > MAX_EMAIL_CHARS {
+            return Err(format!("must be at most {MAX_EMAIL_CHARS} characters"));
+        }
+        if raw.chars().any(char::is_control) {
+            return Err("must not contain control characters (such as CR or LF)".into());
+        }
+        refuse_invisible(raw)?;
+        // The crate accepts RFC 5322 oddities (quoted local parts, comments,
+        // domain literals) that have no place in a header we build; refuse
+        // the characters they need.
+        if let Some(c) = raw.chars().find(|c| c.is_whitespace() || "\"<>()[],;:\\".contains(*c)) {
+            return Err(format!("must be a plain address like alice@example.com (found {c:?})"));
+        }
+        let parsed: email_address::EmailAddress =
+            raw.parse().map_err(|e| format!("is not a valid email address: {e}"))?;
+        if !parsed.domain().contains('.') {
+            return Err("must have a domain with a dot, like alice@example.com".into());
+        }
+        Ok(())
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for EmailAddress {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// Refuses Unicode format characters (Cf: bidi overrides and isolates,
+/// zero-width characters, soft hyphens...) and line or paragraph separators
+/// (Zl, Zp): in a Subject or a display name they make text read other than
+/// it is.
+fn refuse_invisible(raw: &str) -> Result<(), String> {
+    let bad = raw.chars().find(|c| {
+        matches!(
+            c.general_category(),
+            GeneralCategory::Format | GeneralCategory::LineSeparator | GeneralCategory::ParagraphSeparator
+        )
+    });
+    match bad {
+        Some(c) => {
+            Err(format!("must not contain invisible formatting or separator characters (found U+{:04X})", c as u32))
+        }
+        None => Ok(()),
+    }
+}
+
+fn single_line(raw: &str, max_chars: usize, allow_empty: bool) -> Result<String, String> {
+    if raw.chars().any(char::is_control) {
+        return Err("must not contain control characters (such as CR, LF or TAB)".into());
+    }
+    refuse_invisible(raw)?;
+    let trimmed = raw.trim();
+    if trimmed.is_empty() && !allow_empty {
+        return Err("must not be empty".into());
+    }
+    if trimmed.chars().count() > max_chars {
+        return Err(format!("must be at most {max_chars} characters"));
+    }
+    Ok(trimmed.to_string())
+}
+
+macro_rules! text_type {
+    ($(#[$doc:meta])* $name:ident, $field:literal, $max:expr) => {
+        $(#[$doc])*
+        #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+        #[serde(transparent)]
+        pub struct $name(String);
+
+        deserialize_via_parse!($name);
+
+        impl $name {
+            pub fn parse(raw: &str) -> Result<Self, ParseError> {
+                single_line(raw, $max, false).map(Self).map_err(|p| ParseError::new($field, p))
+            }
+            pub fn as_str(&self) -> &str {
+                &self.0
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(&self.0)
+            }
+        }
+    };
+}
+
+text_type!(
+    /// A booking title: it becomes the email Subject, so a single line.
+    Title,
+    "title",
+    MAX_TITLE_CHARS
+);
+text_type!(
+    /// A person's display name: it reaches To/From headers, so a single line.
+    DisplayName,
+    "name",
+    MAX_NAME_CHARS
+);
+text_type!(
+    /// Where the meeting is: a single line (iCalendar LOCATION).
+    Location,
+    "location",
+    MAX_LOCATION_CHARS
+);
+
+/// Free text for the invitation body. Line breaks and tabs are allowed here
+/// (it never reaches a header); other control characters are not. Every
+/// line break is stored as LF: a lone CR would otherwise reach the
+/// iCalendar DESCRIPTION, where RFC 5545 forbids it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(transparent)]
+pub struct Description(String);
+
+deserialize_via_parse!(Description);
+
+impl Description {
+    pub fn parse(raw: &str) -> Result<Self, ParseError> {
+        if raw.chars().any(|c| c.is_control() && !matches!(c, '\n' | '\r' | '\t')) {
+            return Err(ParseError::new(
+                "description",
+                "must not contain control characters other than line breaks and tabs",
+            ));
+        }
+        if raw.chars().count() > MAX_DESCRIPTION_CHARS {
+            return Err(ParseError::new("description", format!("must be at most {MAX_DESCRIPTION_CHARS} characters")));
+        }
+        Ok(Self(raw.replace("\r\n", "\n").replace('\r', "\n")))
+    }
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for Description {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn email_refuses_header_injection_and_oddities() {
+        assert_eq!(EmailAddress::parse("Alice@Example.COM").unwrap().as_str(), "alice@example.com");
+        for bad in [
+            "alice@example.com\r\nBcc: eve@evil.test",
+            "alice@example.com\n",
+            "\"a b\"@example.com",
+            "Alice <alice@example.com>",
+            "alice",
+            "alice@localhost",
+            "a,b@example.com",
+            "",
+        ] {
+            assert!(EmailAddress::parse(bad).is_err(), "{bad:?} accepted");
+        }
+    }
+
+    #[test]
+    fn titles_are_single_bounded_lines() {
+        assert_eq!(Title::parse("  Standup ").unwrap().as_str(), "Standup");
+        assert!(Title::parse("Standup\r\nBcc: x@y.z").is_err());
+        assert!(Title::parse("tab\there").is_err());
+        assert!(Title::parse("   ").is_err());
+        assert!(Title::parse(&"x".repeat(MAX_TITLE_CHARS + 1)).is_err());
+        assert!(Title::parse(&"é".repeat(MAX_TITLE_CHARS)).is_ok());
+    }
+
+    #[test]
+    fn description_allows_line_breaks_only() {
+        assert_eq!(Description::parse("a\r\nb").unwrap().as_str(), "a\nb");
+        assert!(Description::parse("a\u{0}b").is_err());
+    }
+}
