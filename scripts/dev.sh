@@ -121,7 +121,9 @@ on_signal() {
   stop_all
   exit "$1"
 }
-trap 'on_signal 130' INT
+# Ctrl-C is how a user stops the stack: once everything has stopped cleanly
+# that is success, so make reports no "Error 130".
+trap 'on_signal 0' INT
 trap 'on_signal 143' TERM
 trap 'on_signal 129' HUP
 trap stop_all EXIT
@@ -281,6 +283,10 @@ fi
 # POLLER_MAX_RUN_SECS (cargo lambda watch reports no usable one): 1 + 5 + 3 s
 # leave each 15 s run 6 s of polling. With the defaults (3 + 10 s)
 # nothing would fit and no run would ever claim an event.
+# Also what the banner's outboxctl line needs, or it judges stuck rows by
+# the production defaults.
+DEV_POLLER_TIMEOUT_SECS=20
+DEV_SWEEP_STUCK_AFTER_SECS=60
 cat >"$DEV_DIR/dev.env" <<ENV
 $DB_ENV
 DATABASE_TLS=disable
@@ -295,9 +301,9 @@ SES_CONNECT_TIMEOUT_MS=1000
 SES_READ_TIMEOUT_MS=5000
 POLLER_IDLE_WAIT_MS=200
 POLLER_SAFETY_MARGIN_SECS=3
-POLLER_TIMEOUT_SECS=20
+POLLER_TIMEOUT_SECS=$DEV_POLLER_TIMEOUT_SECS
 POLLER_MAX_RUN_SECS=15
-SWEEP_STUCK_AFTER_SECS=60
+SWEEP_STUCK_AFTER_SECS=$DEV_SWEEP_STUCK_AFTER_SECS
 RUST_LOG=info
 ENV
 
@@ -374,7 +380,7 @@ Then, seconds later, the local mailbox:  $MAILBOX_HINT
 SES events: the functions send through the publisher on 127.0.0.1:$DEV_SES_PORT, which publishes each
 message's Send + Delivery events to the ses-events function (the mailbox's events column; $LOGS/ses-events.jsonl).
 $DB_LINE
-Operator CLI:  DATABASE_URL=$DATABASE_URL SWEEP_STUCK_AFTER_SECS=$SWEEP_STUCK_AFTER_SECS POLLER_TIMEOUT_SECS=$POLLER_TIMEOUT_SECS cargo run -q -p outboxctl -- status
+Operator CLI:  DATABASE_URL=$DATABASE_URL SWEEP_STUCK_AFTER_SECS=$DEV_SWEEP_STUCK_AFTER_SECS POLLER_TIMEOUT_SECS=$DEV_POLLER_TIMEOUT_SECS cargo run -q -p outboxctl -- status
 Logs: $LOGS/watch.log, $LOGS/outbox-poller.log, $LOGS/outbox-sweeper.log, $LOGS/ses-publisher.log.  Ctrl-C stops everything.
 MSG
 
