@@ -45,6 +45,24 @@ smoke_wait_invites "Smoke test" 60
 say "one REQUEST invite per attendee, each with Send + Delivery, $(( $(date +%s) - t ))s after the booking"
 smoke_mailbox
 
+# (b) The README's own examples, as a reader pastes them (on this stack's port).
+readme_example() { python3 scripts/lib/readme-example.py "$1" | sed "s#127.0.0.1:9000/#127.0.0.1:$DEV_LAMBDA_PORT/#g"; }
+say "README: create"
+read -r API ID < <({ readme_example 1; echo; echo 'echo "$API $ID"'; } | bash -euo pipefail) || fail "the README's create example failed"
+[[ "$ID" =~ ^[0-9a-f-]{36}$ ]] || fail "the README's create example printed no booking id (got '$ID')"
+smoke_wait_invites "Design review" 60
+say "README: reschedule and cancel"
+out=$({ echo "API=$API ID=$ID"; readme_example 2; } | bash -euo pipefail) || fail "the README's PATCH/cancel example failed: $out"
+grep -Eq '"version": ?2' <<<"$out" || fail "the README's PATCH did not answer version 2: $out"
+grep -Eq '"status": ?"CANCELLED"' <<<"$out" || fail "the README's cancel did not answer CANCELLED: $out"
+for _ in $(seq 1 120); do
+  n=$(smoke_mailbox --json 2>/dev/null | python3 -c 'import json,sys; print(sum(1 for x in json.load(sys.stdin) if x["method"]=="CANCEL" and x["subject"].startswith("Cancelled: Design review")))' || echo 0)
+  [ "$n" = 2 ] && break
+  sleep 0.5
+done
+[ "$n" = 2 ] || fail "expected the README's cancel to mail both attendees, found $n"
+say "the README's examples work as written: created, invited, rescheduled, cancelled"
+
 # (c) A stalled dev scheduler recovers by itself.
 say "stall: waiting for an outbox-poller invocation in flight"
 victim=""

@@ -58,7 +58,7 @@ mod enabled {
     use super::FaultError;
     use crate::config::ConfigError;
 
-    pub const ENV_VAR: &str = "OUTBOX_FAULT_POINTS";
+    pub const ENV_VAR: &str = crate::config::settings::OUTBOX_FAULT_POINTS.name;
 
     #[derive(Debug, Clone, Copy, PartialEq, Eq)]
     pub enum FaultAction {

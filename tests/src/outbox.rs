@@ -19,7 +19,9 @@ use shared::fault::Faults;
 use shared::notify::mailer::recording::RecordingMailer;
 use shared::notify::mailer::SendOutcome;
 use shared::notify::sends as send_claims;
+pub use shared::notify::sends::SendStatus;
 use shared::outbox::events::{self, transitions::Reset};
+pub use shared::outbox::EventStatus;
 use shared::relay::{sweeper, Poller, PollerConfig, RetentionConfig, SweeperConfig};
 use uuid::Uuid;
 
@@ -122,29 +124,28 @@ pub async fn sweep_after_timeout(db: &TestDb, max_attempts: i32) -> Vec<Reset> {
 }
 
 /// `(status, attempts, last_error)` of an event.
-pub async fn event_status(db: &TestDb, id: Uuid) -> (String, i32, Option<String>) {
+pub async fn event_status(db: &TestDb, id: Uuid) -> (EventStatus, i32, Option<String>) {
     let client = db.pool.get().await.unwrap();
     let e = events::get(&client, id).await.unwrap().expect("the event exists");
-    (e.status.to_string(), e.attempts, e.last_error)
+    (e.status, e.attempts, e.last_error)
 }
 
 /// `(recipient, status)` of every send of an event, sorted.
-pub async fn sends(db: &TestDb, event_id: Uuid) -> Vec<(String, String)> {
+pub async fn sends(db: &TestDb, event_id: Uuid) -> Vec<(String, SendStatus)> {
     let client = db.pool.get().await.unwrap();
-    let sends = send_claims::of_event(&client, event_id).await.unwrap();
-    sends.into_iter().map(|(to, status)| (to, status.to_string())).collect()
+    send_claims::of_event(&client, event_id).await.unwrap()
 }
 
-/// Events by status (`"DONE"` → count).
-pub async fn event_counts(db: &TestDb) -> std::collections::BTreeMap<String, i64> {
+/// Events by status, zeros included.
+pub async fn event_counts(db: &TestDb) -> std::collections::BTreeMap<EventStatus, i64> {
     let client = db.pool.get().await.unwrap();
-    events::counts(&client).await.unwrap().into_iter().map(|(s, n)| (s.to_string(), n)).collect()
+    events::counts(&client).await.unwrap()
 }
 
-/// Sends by status (`"SENT"` → count).
-pub async fn send_counts(db: &TestDb) -> std::collections::BTreeMap<String, i64> {
+/// Sends by status, zeros included.
+pub async fn send_counts(db: &TestDb) -> std::collections::BTreeMap<SendStatus, i64> {
     let client = db.pool.get().await.unwrap();
-    send_claims::counts(&client).await.unwrap().into_iter().map(|(s, n)| (s.to_string(), n)).collect()
+    send_claims::counts(&client).await.unwrap()
 }
 
 /// Forces a finished event to run again, as the library's operator

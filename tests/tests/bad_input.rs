@@ -4,7 +4,6 @@
 use outbox_tests::api::{booking_body, TestApi, BOB};
 use outbox_tests::TestDb;
 use serde_json::{json, Value};
-use shared::api::config::ApiConfig;
 
 /// Sends `body` raw and checks the status, the named field and that nothing
 /// was written.
@@ -166,7 +165,8 @@ async fn control_characters_in_header_bound_fields_are_refused() {
 async fn body_over_the_size_limit_is_413() {
     let db = TestDb::create().await;
     let api = TestApi::new(&db);
-    let big = with("description", json!("x".repeat(ApiConfig::DEFAULT_MAX_BODY_BYTES)));
+    let big =
+        with("description", json!("x".repeat(shared::config::settings::API_MAX_BODY_BYTES.default_value::<usize>())));
     refused(&api, &db, &big, 413, None).await;
 }
 

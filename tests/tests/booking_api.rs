@@ -2,7 +2,7 @@
 //! outbox event, idempotency keys, access rules, overlap and concurrency.
 
 use outbox_tests::api::{booking_body, test_config, Caller, TestApi, ALICE, BOB, EVE};
-use outbox_tests::outbox::events_of;
+use outbox_tests::outbox::{events_of, EventStatus};
 use outbox_tests::TestDb;
 use serde_json::{json, Value};
 use shared::fault::{FaultAction, Faults};
@@ -26,7 +26,7 @@ async fn create_writes_booking_and_confirmed_event_in_one_transaction() {
     assert_eq!(event.aggregate_id.to_string(), id);
     assert_eq!(event.aggregate_version, 1);
     assert_eq!(event.event_type, "BOOKING_CONFIRMED");
-    assert_eq!(event.status.as_str(), "PENDING");
+    assert_eq!(event.status, EventStatus::Pending);
     assert_eq!(event.attempts, 0);
     assert_eq!(event.payload["booking"], resp.body, "the event carries the booking as created");
     // Both rows were written by the same transaction.

@@ -145,7 +145,7 @@ async fn rapid_reschedules_send_only_the_latest_invitation() {
     assert_eq!(superseded.len(), 2, "both earlier messages are recorded, not silently dropped");
     assert!(superseded.iter().all(|(to, _, by)| to == ALICE && *by == latest), "{superseded:?}");
     let counts = send_counts(&s.db).await;
-    assert_eq!((counts["SENT"], counts["SUPERSEDED"]), (1, 2));
+    assert_eq!((counts[&SendStatus::Sent], counts[&SendStatus::Superseded]), (1, 2));
 }
 
 #[tokio::test]
@@ -157,7 +157,7 @@ async fn booking_cancelled_before_any_send_mails_no_one() {
 
     assert!(s.mail().is_empty(), "nobody heard of it, so nobody hears of its cancellation");
     let events = events_of(&s.db, id).await;
-    assert!(events.iter().all(|e| e.status.as_str() == "DONE"));
+    assert!(events.iter().all(|e| e.status == EventStatus::Done));
     let superseded = s.superseded().await;
     assert_eq!(superseded.len(), 4, "two invitations and two cancellations, each recorded: {superseded:?}");
     let (confirm, cancel) = (events[0].id, events[1].id);
@@ -332,7 +332,7 @@ async fn superseded_decision_survives_a_crash_between_claim_and_send() {
     let crash = format!("{}=kill", shared::relay::event::FAULT_BEFORE_DONE_COMMIT);
     assert!(killed(worker.run(&db, &crash, &[]).await), "the worker died at the fault point");
     assert!(worker.sent().is_empty(), "nothing was sent before the crash");
-    assert_eq!(event_status(&db, confirm).await.0, "PROCESSING");
+    assert_eq!(event_status(&db, confirm).await.0, EventStatus::Processing);
     let decided = |db: &TestDb| {
         let pool = db.pool.clone();
         async move {
@@ -355,5 +355,5 @@ async fn superseded_decision_survives_a_crash_between_claim_and_send() {
     assert_eq!(sent.len(), 2, "{sent:?}");
     assert!(sent.iter().all(|(event, _, _)| *event == update.to_string()), "only the update was sent: {sent:?}");
     assert_eq!(decided(&db).await.len(), 2, "the invitation stayed superseded");
-    assert_eq!(event_counts(&db).await["DONE"], 2);
+    assert_eq!(event_counts(&db).await[&EventStatus::Done], 2);
 }

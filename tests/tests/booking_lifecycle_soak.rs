@@ -172,13 +172,13 @@ async fn random_updates_and_cancels_racing_8_pollers_leave_every_calendar_in_the
         }
     }
     let counts = send_counts(&db).await;
-    assert_eq!(counts["SENT"] as usize, deliveries.len(), "every SENT claim is one delivery");
-    assert_eq!(counts["CLAIMED"] + counts["UNKNOWN"], 0);
+    assert_eq!(counts[&SendStatus::Sent] as usize, deliveries.len(), "every SENT claim is one delivery");
+    assert_eq!(counts[&SendStatus::Claimed] + counts[&SendStatus::Unknown], 0);
     println!(
         "soak: {bookings} bookings, {} events, 8 pollers: {} emails sent, {} superseded; {checked} calendars checked",
-        event_counts(&db).await["DONE"],
+        event_counts(&db).await[&EventStatus::Done],
         deliveries.len(),
-        counts["SUPERSEDED"]
+        counts[&SendStatus::Superseded]
     );
 }
 

@@ -17,7 +17,7 @@ async fn a_short_deadline_a_slow_mailer_and_50_recipients_end_in_time_with_nothi
     // One send at a time (each 100 ms), and four at a time (each 400 ms):
     // about 5 s of sending either way, against a 2 s deadline; at the
     // default claim group, and at groups of one send.
-    for group in [1, shared::relay::config::DEFAULT_CLAIM_GROUP] {
+    for group in [1, shared::config::settings::POLLER_CLAIM_GROUP.default_value()] {
         for (concurrency, delay) in [(1, 100), (4, 400)] {
             short_deadline_run(group, concurrency, Duration::from_millis(delay)).await;
         }
@@ -44,10 +44,18 @@ async fn short_deadline_run(group: usize, concurrency: usize, delay: Duration) {
     assert!((1..50).contains(&sent), "some were sent, not all: {sent}");
     assert_eq!(summary.deadline_requeued, 1, "{summary:?}");
     let counts = send_counts(&db).await;
-    assert_eq!((counts["CLAIMED"], counts["UNKNOWN"]), (0, 0), "nothing left claimed or unknown: {counts:?}");
-    assert_eq!(counts["SENT"] as usize, sent, "the rest were never claimed, or their claims released unsent");
+    assert_eq!(
+        (counts[&SendStatus::Claimed], counts[&SendStatus::Unknown]),
+        (0, 0),
+        "nothing left claimed or unknown: {counts:?}"
+    );
+    assert_eq!(
+        counts[&SendStatus::Sent] as usize,
+        sent,
+        "the rest were never claimed, or their claims released unsent"
+    );
     let event = &events_of(&db, booking.id).await[0];
-    assert_eq!(event.status.as_str(), "PENDING");
+    assert_eq!(event.status, EventStatus::Pending);
     assert_eq!(event.attempts, 0, "the deadline used no attempt");
     assert!(event.next_attempt_at <= chrono::Utc::now(), "due again at once");
 
@@ -58,7 +66,7 @@ async fn short_deadline_run(group: usize, concurrency: usize, delay: Duration) {
     let mut want = recipients.clone();
     want.sort();
     assert_eq!(got, want, "each guest exactly once");
-    assert_eq!(events_of(&db, booking.id).await[0].status.as_str(), "DONE");
+    assert_eq!(events_of(&db, booking.id).await[0].status, EventStatus::Done);
 }
 
 #[test]

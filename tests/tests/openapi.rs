@@ -134,3 +134,23 @@ fn the_template_routes_exactly_the_documented_operations() {
         .collect();
     assert_eq!(routed, coded, "template.yaml's HttpApi events vs shared::api::OPERATIONS");
 }
+
+/// Every length and count limit the spec states is the code's own constant.
+#[test]
+fn the_spec_limits_are_the_domain_constants() {
+    use shared::booking::domain::*;
+    let spec = spec();
+    let schema = |name: &str| spec.pointer(&format!("/components/schemas/{name}")).unwrap_or_else(|| panic!("{name}"));
+    for (name, max) in [
+        ("Title", MAX_TITLE_CHARS),
+        ("DisplayName", MAX_NAME_CHARS),
+        ("Location", MAX_LOCATION_CHARS),
+        ("Description", MAX_DESCRIPTION_CHARS),
+        ("EmailAddress", MAX_EMAIL_CHARS),
+    ] {
+        assert_eq!(schema(name)["maxLength"].as_u64(), Some(max as u64), "{name}.maxLength");
+    }
+    assert_eq!(schema("Attendees")["maxItems"].as_u64(), Some(MAX_ATTENDEES as u64), "Attendees.maxItems");
+    let stored = &schema("Booking")["properties"]["attendees"]["maxItems"];
+    assert_eq!(stored.as_u64(), Some(MAX_ATTENDEES as u64), "Booking.attendees.maxItems");
+}

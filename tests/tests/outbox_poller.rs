@@ -49,7 +49,7 @@ async fn per_booking_ordering_cancel_never_overtakes_its_invitation_and_others_a
     );
     let a_events = events_of(&db, a.id).await;
     let a_cancel = a_events.iter().find(|e| e.event_type == "BOOKING_CANCELLED").unwrap();
-    assert_eq!(a_cancel.status.as_str(), "PENDING", "A's cancel waits behind its unfinished invitation");
+    assert_eq!(a_cancel.status, EventStatus::Pending, "A's cancel waits behind its unfinished invitation");
     assert_eq!(a_cancel.attempts, 0, "and was never claimed");
 
     p.drain().await.unwrap();
@@ -260,8 +260,8 @@ async fn soak_eight_pollers_5000_events_3_recipients_each_delivered_exactly_once
     assert!(counts.values().all(|&c| c == 1), "and none twice");
     assert_eq!(mailer.count(), 15_000);
     assert!(per_worker.iter().filter(|&&s| s > 0).count() >= 4, "the work was shared: {per_worker:?}");
-    assert_eq!(event_counts(&db).await["DONE"], events.len() as i64);
-    assert_eq!(send_counts(&db).await["SENT"], 15_000);
+    assert_eq!(event_counts(&db).await[&EventStatus::Done], events.len() as i64);
+    assert_eq!(send_counts(&db).await[&SendStatus::Sent], 15_000);
 }
 
 #[tokio::test]
@@ -381,7 +381,7 @@ async fn retention_keeps_a_send_while_its_event_exists() {
         .unwrap();
     let report = retention::run(&client, &RetentionConfig::default()).await.unwrap();
     assert_eq!((report.events, report.sends), (0, 0));
-    assert_eq!(sends(&db, event).await, vec![("alice@example.com".into(), "SENT".into())]);
+    assert_eq!(sends(&db, event).await, vec![("alice@example.com".into(), SendStatus::Sent)]);
     // Once the event itself is old and gone, its send goes too.
     client.batch_execute("UPDATE outbox_events SET completed_at = now() - interval '30 days'").await.unwrap();
     let report = retention::run(&client, &RetentionConfig::default()).await.unwrap();

@@ -32,18 +32,18 @@ async fn crash_after_send_before_commit_sends_no_duplicate() {
     let status = worker.run(&db, &kill_at(FAULT_BEFORE_DONE_COMMIT), &[]).await;
     assert!(killed(status), "the worker died at the fault point: {status:?}");
     assert_eq!(worker.sent().len(), 2, "both emails went out before the crash");
-    assert_eq!(event_status(&db, event).await.0, "PROCESSING");
+    assert_eq!(event_status(&db, event).await.0, EventStatus::Processing);
     assert_eq!(db.count("processed_events").await, 0, "processed_events rolled back with the crash");
-    assert_eq!(sends(&db, event).await, vec![(ALICE.into(), "SENT".into()), (CAROL.into(), "SENT".into())]);
+    assert_eq!(sends(&db, event).await, vec![(ALICE.into(), SendStatus::Sent), (CAROL.into(), SendStatus::Sent)]);
 
     let swept = sweep_after_timeout(&db, 8).await;
     assert_eq!(swept.len(), 1);
-    assert_eq!(swept[0].to.as_str(), "PENDING");
+    assert_eq!(swept[0].to, EventStatus::Pending);
     let status = worker.run(&db, "", &[]).await;
     assert!(status.success());
 
     assert_eq!(worker.sent().len(), 2, "the retry re-ran dispatch but the claims stopped both sends");
-    assert_eq!(event_status(&db, event).await.0, "DONE");
+    assert_eq!(event_status(&db, event).await.0, EventStatus::Done);
     assert_eq!(db.count("processed_events").await, 1);
 }
 
@@ -56,15 +56,15 @@ async fn crash_after_send_before_recording_it_sends_no_duplicate() {
 
     assert!(killed(worker.run(&db, &kill_at(FAULT_AFTER_SEND), &[]).await));
     assert_eq!(worker.sent().len(), 1, "the provider accepted the email");
-    assert_eq!(sends(&db, event).await, vec![(ALICE.into(), "CLAIMED".into())]);
+    assert_eq!(sends(&db, event).await, vec![(ALICE.into(), SendStatus::Claimed)]);
 
     sweep_after_timeout(&db, 8).await;
     assert!(worker.run(&db, "", &[]).await.success());
     assert_eq!(worker.sent().len(), 1, "no second email");
     // It was in fact delivered, but nothing recorded that: at-most-once keeps
     // it as UNKNOWN for an operator rather than risk a duplicate.
-    assert_eq!(sends(&db, event).await, vec![(ALICE.into(), "UNKNOWN".into())]);
-    assert_eq!(event_status(&db, event).await.0, "DONE");
+    assert_eq!(sends(&db, event).await, vec![(ALICE.into(), SendStatus::Unknown)]);
+    assert_eq!(event_status(&db, event).await.0, EventStatus::Done);
 }
 
 #[tokio::test]
@@ -78,7 +78,7 @@ async fn crash_after_claim_before_send_is_missed_and_visible_as_unknown() {
 
     assert!(killed(worker.run(&db, &kill_at(FAULT_AFTER_SEND_CLAIM), &one).await));
     assert!(worker.sent().is_empty(), "the crash came before the mailer call");
-    assert_eq!(sends(&db, event).await, vec![(ALICE.into(), "CLAIMED".into())]);
+    assert_eq!(sends(&db, event).await, vec![(ALICE.into(), SendStatus::Claimed)]);
 
     sweep_after_timeout(&db, 8).await;
     assert!(worker.run(&db, "", &one).await.success());
@@ -87,10 +87,10 @@ async fn crash_after_claim_before_send_is_missed_and_visible_as_unknown() {
     assert_eq!(sent[0].1, CAROL, "the unclaimed recipient is still delivered");
     assert_eq!(
         sends(&db, event).await,
-        vec![(ALICE.into(), "UNKNOWN".into()), (CAROL.into(), "SENT".into())],
+        vec![(ALICE.into(), SendStatus::Unknown), (CAROL.into(), SendStatus::Sent)],
         "Alice's email is missed, and visible as UNKNOWN"
     );
-    assert_eq!(event_status(&db, event).await.0, "DONE");
+    assert_eq!(event_status(&db, event).await.0, EventStatus::Done);
 }
 
 #[tokio::test]
@@ -108,13 +108,17 @@ async fn crash_after_group_claim_leaves_the_whole_group_unknown_and_sends_none_t
 
     assert!(killed(worker.run(&db, &kill_at(FAULT_AFTER_SEND_CLAIM), &group).await));
     assert!(worker.sent().is_empty(), "the crash came before any mailer call");
-    assert_eq!(send_counts(&db).await["CLAIMED"], 3, "the group's claims were committed together");
+    assert_eq!(send_counts(&db).await[&SendStatus::Claimed], 3, "the group's claims were committed together");
 
     sweep_after_timeout(&db, 8).await;
     assert!(worker.run(&db, "", &group).await.success());
     assert!(worker.sent().is_empty(), "no claimed send is ever sent again");
     let counts = send_counts(&db).await;
-    assert_eq!((counts["UNKNOWN"], counts["CLAIMED"], counts["SENT"]), (3, 0, 0), "{counts:?}");
+    assert_eq!(
+        (counts[&SendStatus::Unknown], counts[&SendStatus::Claimed], counts[&SendStatus::Sent]),
+        (3, 0, 0),
+        "{counts:?}"
+    );
     // Not lost silently: an operator sees each of them.
     let listed = outbox_tests::ctl::ctl(&db, &["unknown", "list", "--json"]).json();
     assert_eq!(listed.as_array().unwrap().len(), 3, "{listed}");
@@ -135,7 +139,7 @@ async fn send_failure_releases_claim_then_retry_delivers_once() {
     let first = poller.poll_once().await.unwrap();
     assert_eq!((first.released, first.retried, first.sent), (1, 1, 0));
     let (status, attempts, last_error) = event_status(&db, event).await;
-    assert_eq!((status.as_str(), attempts), ("PENDING", 1));
+    assert_eq!((status, attempts), (EventStatus::Pending, 1));
     assert_eq!(last_error.as_deref(), Some("Throttling: rate exceeded"));
     assert!(sends(&db, event).await.is_empty(), "the claim was released");
     assert_eq!(db.count("processed_events").await, 0);
@@ -148,8 +152,8 @@ async fn send_failure_releases_claim_then_retry_delivers_once() {
     let second = poller.drain().await.unwrap();
     assert_eq!(second.sent, 1);
     assert_eq!(mailer.count(), 1, "delivered exactly once");
-    assert_eq!(sends(&db, event).await, vec![(ALICE.into(), "SENT".into())]);
-    assert_eq!(event_status(&db, event).await.0, "DONE");
+    assert_eq!(sends(&db, event).await, vec![(ALICE.into(), SendStatus::Sent)]);
+    assert_eq!(event_status(&db, event).await.0, EventStatus::Done);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -167,7 +171,7 @@ async fn two_workers_on_the_same_events_send_no_duplicate() {
     keys.sort();
     keys.dedup();
     assert_eq!(keys.len(), 600, "no (event, recipient) was sent twice");
-    assert_eq!(event_counts(&db).await["DONE"], 300);
+    assert_eq!(event_counts(&db).await[&EventStatus::Done], 300);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -191,7 +195,7 @@ async fn event_handed_out_twice_is_dispatched_once() {
     assert_eq!(first.sent, 1);
     assert_eq!(second.already_processed, 1, "b waited for a's commit, then skipped dispatch");
     assert_eq!(slow.count() + fast.count(), 1);
-    assert_eq!(event_status(&db, event).await.0, "DONE");
+    assert_eq!(event_status(&db, event).await.0, EventStatus::Done);
 }
 
 #[tokio::test]
@@ -201,7 +205,7 @@ async fn stuck_processing_row_is_swept_and_then_delivered() {
     let event = only_event_id(&db).await;
     let worker = Worker::new(env!("CARGO_BIN_EXE_outbox-worker"));
     assert!(killed(worker.run(&db, &kill_at(FAULT_AFTER_CLAIM), &[]).await));
-    assert_eq!(event_status(&db, event).await.0, "PROCESSING");
+    assert_eq!(event_status(&db, event).await.0, EventStatus::Processing);
 
     // Not yet past the timeout: a sweep leaves it alone (it could be live).
     let client = db.pool.get().await.unwrap();
@@ -211,14 +215,14 @@ async fn stuck_processing_row_is_swept_and_then_delivered() {
     assert!(worker.sent().is_empty());
 
     let swept = sweep_after_timeout(&db, 8).await;
-    assert_eq!((swept.len(), swept[0].to.as_str(), swept[0].attempts), (1, "PENDING", 1));
+    assert_eq!((swept.len(), swept[0].to, swept[0].attempts), (1, EventStatus::Pending, 1));
     let (status, _, last_error) = event_status(&db, event).await;
-    assert_eq!(status, "PENDING");
+    assert_eq!(status, EventStatus::Pending);
     assert!(last_error.unwrap().starts_with("swept: stuck in PROCESSING"));
 
     assert!(worker.run(&db, "", &[]).await.success());
     assert_eq!(worker.sent().len(), 1);
-    assert_eq!(event_status(&db, event).await.0, "DONE");
+    assert_eq!(event_status(&db, event).await.0, EventStatus::Done);
 }
 
 #[tokio::test]
@@ -233,16 +237,16 @@ async fn exhausted_attempts_go_dead_with_no_sweep_ping_pong() {
         assert!(killed(worker.run(&db, &kill_at(FAULT_AFTER_CLAIM), &max).await));
         assert_eq!(event_status(&db, event).await.1, attempt);
         let swept = sweep_after_timeout(&db, 2).await;
-        let expected = if attempt < 2 { "PENDING" } else { "DEAD" };
-        assert_eq!(swept[0].to.as_str(), expected, "attempt {attempt}");
+        let expected = if attempt < 2 { EventStatus::Pending } else { EventStatus::Dead };
+        assert_eq!(swept[0].to, expected, "attempt {attempt}");
     }
     let (status, attempts, last_error) = event_status(&db, event).await;
-    assert_eq!((status.as_str(), attempts), ("DEAD", 2));
+    assert_eq!((status, attempts), (EventStatus::Dead, 2));
     assert!(last_error.unwrap().starts_with("attempts exhausted (2)"));
     // Nothing picks it up again: no poll, no sweep.
     assert!(worker.run(&db, "", &max).await.success());
     assert!(sweep_after_timeout(&db, 2).await.is_empty());
-    assert_eq!(event_status(&db, event).await, ("DEAD".into(), 2, event_status(&db, event).await.2));
+    assert_eq!(event_status(&db, event).await, (EventStatus::Dead, 2, event_status(&db, event).await.2));
     assert!(worker.sent().is_empty());
 }
 
@@ -258,7 +262,7 @@ async fn repeated_known_failures_end_in_the_dead_letter_state() {
     let summary = poller(&db, mailer.clone(), config).drain().await.unwrap();
     assert_eq!((summary.retried, summary.dead_lettered), (2, 1));
     let (status, attempts, last_error) = event_status(&db, event).await;
-    assert_eq!((status.as_str(), attempts), ("DEAD", 3));
+    assert_eq!((status, attempts), (EventStatus::Dead, 3));
     assert_eq!(last_error.as_deref(), Some("attempts exhausted (3): Throttling"));
     assert!(sends(&db, event).await.is_empty(), "released claims let a replay send it");
     assert!(sweep_after_timeout(&db, 3).await.is_empty());
@@ -275,15 +279,15 @@ async fn multi_recipient_event_with_one_failing_recipient_is_retried_for_that_on
 
     let first = poller.poll_once().await.unwrap();
     assert_eq!((first.sent, first.released, first.retried), (2, 1, 1));
-    assert_eq!(sends(&db, event).await, vec![(ALICE.into(), "SENT".into()), (DAVE.into(), "SENT".into())]);
-    assert_eq!(event_status(&db, event).await.0, "PENDING");
+    assert_eq!(sends(&db, event).await, vec![(ALICE.into(), SendStatus::Sent), (DAVE.into(), SendStatus::Sent)]);
+    assert_eq!(event_status(&db, event).await.0, EventStatus::Pending);
 
     let second = poller.drain().await.unwrap();
     assert_eq!((second.sent, second.skipped), (1, 2), "only Carol is sent on the retry");
     let mut to: Vec<String> = mailer.deliveries().iter().map(|d| d.recipient.clone()).collect();
     to.sort();
     assert_eq!(to, vec![ALICE, CAROL, DAVE], "each recipient exactly once");
-    assert_eq!(event_status(&db, event).await.0, "DONE");
+    assert_eq!(event_status(&db, event).await.0, EventStatus::Done);
 }
 
 #[tokio::test]
@@ -295,8 +299,8 @@ async fn permanently_rejected_recipient_is_failed_and_does_not_hold_back_others(
     mailer.script(ALICE, SendOutcome::Rejected { reason: "MessageRejected: address invalid".into() }, 1);
     let summary = poller(&db, mailer.clone(), PollerConfig::for_tests("w")).drain().await.unwrap();
     assert_eq!((summary.sent, summary.failed, summary.retried), (1, 1, 0));
-    assert_eq!(sends(&db, event).await, vec![(ALICE.into(), "FAILED".into()), (CAROL.into(), "SENT".into())]);
-    assert_eq!(event_status(&db, event).await.0, "DONE", "never retried forever");
+    assert_eq!(sends(&db, event).await, vec![(ALICE.into(), SendStatus::Failed), (CAROL.into(), SendStatus::Sent)]);
+    assert_eq!(event_status(&db, event).await.0, EventStatus::Done, "never retried forever");
 }
 
 #[tokio::test]
@@ -309,8 +313,8 @@ async fn unknown_outcome_keeps_the_claim_and_is_never_resent() {
     let p = poller(&db, mailer.clone(), PollerConfig::for_tests("w"));
     let summary = p.drain().await.unwrap();
     assert_eq!((summary.unknown, summary.done), (1, 1));
-    assert_eq!(sends(&db, event).await, vec![(ALICE.into(), "UNKNOWN".into())]);
-    assert_eq!(event_status(&db, event).await.0, "DONE");
+    assert_eq!(sends(&db, event).await, vec![(ALICE.into(), SendStatus::Unknown)]);
+    assert_eq!(event_status(&db, event).await.0, EventStatus::Done);
     // Even if the event is forced to run again, the kept claim stops a resend.
     force_run_again(&db, event).await;
     p.drain().await.unwrap();
@@ -351,7 +355,7 @@ async fn misconfigured_mailer_dead_letters_with_a_clear_reason() {
     mailer.script(ALICE, SendOutcome::Misconfigured { reason: "MailFromDomainNotVerified".into() }, 1);
     poller(&db, mailer.clone(), PollerConfig::for_tests("w")).drain().await.unwrap();
     let (status, _, last_error) = event_status(&db, event).await;
-    assert_eq!(status, "DEAD");
+    assert_eq!(status, EventStatus::Dead);
     assert_eq!(last_error.as_deref(), Some("mailer misconfigured: MailFromDomainNotVerified"));
     assert!(sends(&db, event).await.is_empty(), "released, so a replay can send it");
     assert_eq!(db.count("processed_events").await, 0);

@@ -97,7 +97,7 @@ async fn replay_of_a_dead_event_delivers_once_to_each_recipient_not_yet_delivere
     assert_eq!(out.code, 0, "{}", out.stderr);
     assert!(out.stdout.contains("replayed 1 event(s)"));
     let (status, attempts, last_error) = event_status(&db, id.parse().unwrap()).await;
-    assert_eq!((status.as_str(), attempts), ("PENDING", 0), "fresh attempts");
+    assert_eq!((status, attempts), (EventStatus::Pending, 0), "fresh attempts");
     assert!(last_error.unwrap().starts_with("replayed by oncall@example.com"));
     let recorded: String = db.scalar("SELECT replayed_by FROM outbox_replays").await;
     assert_eq!(recorded, "oncall@example.com");
@@ -105,7 +105,7 @@ async fn replay_of_a_dead_event_delivers_once_to_each_recipient_not_yet_delivere
     poller(&db, mailer.clone(), PollerConfig::for_tests("after-replay")).drain().await.unwrap();
     let new: Vec<String> = mailer.deliveries()[before..].iter().map(|d| d.recipient.clone()).collect();
     assert_eq!(new, vec!["carol@example.com"], "Carol once; Alice already had hers");
-    assert_eq!(event_status(&db, id.parse().unwrap()).await.0, "DONE");
+    assert_eq!(event_status(&db, id.parse().unwrap()).await.0, EventStatus::Done);
 }
 
 #[tokio::test]
@@ -116,7 +116,7 @@ async fn replay_never_touches_an_event_that_is_not_dead() {
     let out = ctl(&db, &["dead", "replay", &done.to_string(), &unknown.to_string()]);
     assert_one_line_error(&out, 1, &format!("{done} is DONE, not DEAD"));
     assert!(out.stderr.contains(&format!("{unknown} does not exist")));
-    assert_eq!(event_status(&db, done).await.0, "DONE");
+    assert_eq!(event_status(&db, done).await.0, EventStatus::Done);
     assert_eq!(db.count("outbox_replays").await, 0);
 }
 
@@ -130,7 +130,7 @@ async fn replay_all_filters_by_type_and_time() {
     assert_eq!(later.json(), serde_json::json!([]));
     let all = ctl(&db, &["dead", "replay", "--all", "--yes", "--type", "BOOKING_CONFIRMED", "--json"]);
     assert_eq!(all.json().as_array().unwrap().len(), 1);
-    assert_eq!(event_counts(&db).await["DEAD"], 0);
+    assert_eq!(event_counts(&db).await[&EventStatus::Dead], 0);
 }
 
 #[tokio::test]
@@ -174,10 +174,10 @@ async fn sweep_dry_run_shows_what_the_sweeper_would_do_without_doing_it() {
         "{}",
         dry.stdout
     );
-    assert_eq!(event_status(&db, stuck).await.0, "PROCESSING", "dry run changed nothing");
+    assert_eq!(event_status(&db, stuck).await.0, EventStatus::Processing, "dry run changed nothing");
     let real = ctl(&db, &["sweep", "--json"]).json();
     assert_eq!(real[0]["to"], "PENDING");
-    assert_eq!(event_status(&db, stuck).await.0, "PENDING");
+    assert_eq!(event_status(&db, stuck).await.0, EventStatus::Pending);
 }
 
 #[tokio::test]
@@ -217,14 +217,14 @@ async fn replay_all_needs_confirmation_shows_a_dry_run_and_has_a_cap() {
     assert_eq!(dry.json()["replayed"], serde_json::json!([id]));
     let human = ctl(&db, &["dead", "replay", "--all", "--dry-run"]);
     assert!(human.stdout.contains("would replay 1 event(s)") && human.stdout.contains(&id), "{}", human.stdout);
-    assert_eq!(event_status(&db, id.parse().unwrap()).await.0, "DEAD", "a dry run changes nothing");
+    assert_eq!(event_status(&db, id.parse().unwrap()).await.0, EventStatus::Dead, "a dry run changes nothing");
     assert_eq!(db.count("outbox_replays").await, 0);
     let capped = ctl(&db, &["dead", "replay", "--all", "--yes", "--max", "0"]);
     assert_one_line_error(&capped, 1, "1 DEAD events match, more than the cap of 0");
-    assert_eq!(event_status(&db, id.parse().unwrap()).await.0, "DEAD", "refused whole");
+    assert_eq!(event_status(&db, id.parse().unwrap()).await.0, EventStatus::Dead, "refused whole");
     let ok = ctl(&db, &["dead", "replay", "--all", "--yes"]);
     assert_eq!(ok.code, 0, "{}", ok.stderr);
-    assert_eq!(event_status(&db, id.parse().unwrap()).await.0, "PENDING");
+    assert_eq!(event_status(&db, id.parse().unwrap()).await.0, EventStatus::Pending);
 }
 
 #[tokio::test]
@@ -245,7 +245,7 @@ async fn replay_skips_an_event_superseded_by_a_later_delivered_one() {
     p.drain().await.unwrap();
     let events = events_of(&db, booking.id).await;
     let (invite, cancel) = (&events[0], &events[1]);
-    assert_eq!((invite.status.as_str(), cancel.status.as_str()), ("DEAD", "DONE"));
+    assert_eq!((invite.status, cancel.status), (EventStatus::Dead, EventStatus::Done));
     // Replaying the invitation now would invite Alice to a cancelled meeting.
     let all = ctl(&db, &["dead", "replay", "--all", "--yes", "--json"]);
     assert_eq!(all.code, 0, "{}", all.stderr);
@@ -257,7 +257,7 @@ async fn replay_skips_an_event_superseded_by_a_later_delivered_one() {
     );
     let one = ctl(&db, &["dead", "replay", &invite.id.to_string()]);
     assert_one_line_error(&one, 1, "is superseded by a later delivered event of its booking");
-    assert_eq!(event_status(&db, invite.id).await.0, "DEAD");
+    assert_eq!(event_status(&db, invite.id).await.0, EventStatus::Dead);
     let before = mailer.count();
     p.drain().await.unwrap();
     assert_eq!(mailer.count(), before, "nothing stale was sent");
@@ -286,7 +286,7 @@ async fn unknown_resend_sends_only_the_named_recipient() {
     p.drain().await.unwrap();
     let new: Vec<String> = mailer.deliveries()[before..].iter().map(|d| d.recipient.clone()).collect();
     assert_eq!(new, vec!["alice@example.com"], "exactly the one recipient named");
-    assert_eq!(event_status(&db, event).await.0, "DONE");
+    assert_eq!(event_status(&db, event).await.0, EventStatus::Done);
     let pending: i64 = db.scalar("SELECT count(*) FROM notification_resends WHERE resent_at IS NULL").await;
     assert_eq!(pending, 0, "the decision is carried out once");
     p.drain().await.unwrap();

@@ -10,6 +10,7 @@ use outbox_tests::TestDb;
 use serde_json::{json, Value};
 use shared::notify::feedback::{self, Handled, Recorded};
 use shared::notify::mailer::SendOutcome;
+use shared::notify::sends::ConfirmedBy;
 use shared::relay::PollerConfig;
 use uuid::Uuid;
 
@@ -19,13 +20,14 @@ async fn handle(db: &TestDb, event: &Value) -> Handled {
     feedback::handle(&db.pool, event).await.unwrap()
 }
 
-async fn send_state(db: &TestDb, claim: Uuid) -> (String, Option<String>) {
+async fn send_state(db: &TestDb, claim: Uuid) -> (SendStatus, Option<ConfirmedBy>) {
     let client = db.pool.get().await.unwrap();
     let row = client
         .query_one("SELECT status, confirmed_by FROM booking_notification_sends WHERE id = $1", &[&claim])
         .await
         .unwrap();
-    (row.get(0), row.get(1))
+    let confirmed_by = row.get::<_, Option<&str>>(1).map(|c| c.parse().unwrap());
+    (SendStatus::from_row(&row, "status").unwrap(), confirmed_by)
 }
 
 async fn feedback_kinds(db: &TestDb, claim: Uuid) -> Vec<String> {
@@ -44,10 +46,10 @@ async fn dropped_connection_send_is_confirmed_by_its_ses_send_event() {
     let (claim, _) =
         one_send(&db, ALICE, Some(SendOutcome::Unknown { reason: "connection dropped after the request".into() }))
             .await;
-    assert_eq!(send_state(&db, claim).await, ("UNKNOWN".into(), None));
+    assert_eq!(send_state(&db, claim).await, (SendStatus::Unknown, None));
     let handled = handle(&db, &send_event(claim)).await;
     assert_eq!(handled, Handled::Recorded(Recorded::Recorded { confirmed: true, suppressed: 0 }));
-    assert_eq!(send_state(&db, claim).await, ("SENT".into(), Some("ses-event".into())));
+    assert_eq!(send_state(&db, claim).await, (SendStatus::Sent, Some(ConfirmedBy::SesEvent)));
     let client = db.pool.get().await.unwrap();
     assert!(
         shared::notify::unknown::list(&client, std::time::Duration::from_secs(900), false, 10)
@@ -71,7 +73,7 @@ async fn a_delivery_before_its_send_confirms_and_the_late_send_changes_nothing()
         Handled::Recorded(Recorded::Recorded { confirmed: false, suppressed: 0 })
     );
     assert_eq!(handle(&db, &delivery_event(claim)).await, Handled::Recorded(Recorded::Duplicate), "at least once");
-    assert_eq!(send_state(&db, claim).await, ("SENT".into(), Some("ses-event".into())));
+    assert_eq!(send_state(&db, claim).await, (SendStatus::Sent, Some(ConfirmedBy::SesEvent)));
     assert_eq!(feedback_kinds(&db, claim).await, vec!["Send", "Delivery"]);
 }
 
@@ -79,12 +81,12 @@ async fn a_delivery_before_its_send_confirms_and_the_late_send_changes_nothing()
 async fn a_confirmed_send_keeps_the_message_id_the_poller_recorded() {
     let db = TestDb::create().await;
     let (claim, _) = one_send(&db, ALICE, None).await;
-    assert_eq!(send_state(&db, claim).await, ("SENT".into(), None));
+    assert_eq!(send_state(&db, claim).await, (SendStatus::Sent, None));
     assert_eq!(
         handle(&db, &send_event(claim)).await,
         Handled::Recorded(Recorded::Recorded { confirmed: false, suppressed: 0 })
     );
-    assert_eq!(send_state(&db, claim).await, ("SENT".into(), None), "already settled by the poller");
+    assert_eq!(send_state(&db, claim).await, (SendStatus::Sent, None), "already settled by the poller");
 }
 
 #[tokio::test]
@@ -149,7 +151,7 @@ async fn delivery_delay_reject_and_rendering_failure_are_recorded_per_send() {
     let (claim, _) = one_send(&db, ALICE, Some(SendOutcome::Unknown { reason: "read timeout".into() })).await;
     let reject = ses_event("Reject", "Email Rejected", Some(claim), Some(("reject", json!({"reason": "Bad content"}))));
     assert_eq!(handle(&db, &reject).await, Handled::Recorded(Recorded::Recorded { confirmed: false, suppressed: 0 }));
-    assert_eq!(send_state(&db, claim).await.0, "UNKNOWN", "a rejection proves nothing was accepted");
+    assert_eq!(send_state(&db, claim).await.0, SendStatus::Unknown, "a rejection proves nothing was accepted");
     let failure = ses_event(
         "Rendering Failure",
         "Email Rendering Failed",
@@ -169,7 +171,11 @@ async fn delivery_delay_reject_and_rendering_failure_are_recorded_per_send() {
         )),
     );
     assert_eq!(handle(&db, &delay).await, Handled::Recorded(Recorded::Recorded { confirmed: true, suppressed: 0 }));
-    assert_eq!(send_state(&db, claim).await, ("SENT".into(), Some("ses-event".into())), "a delay proves acceptance");
+    assert_eq!(
+        send_state(&db, claim).await,
+        (SendStatus::Sent, Some(ConfirmedBy::SesEvent)),
+        "a delay proves acceptance"
+    );
     let mut kinds = feedback_kinds(&db, claim).await;
     kinds.sort();
     assert_eq!(kinds, vec!["DeliveryDelay", "Reject", "RenderingFailure"]);
@@ -238,7 +244,7 @@ async fn a_send_confirmed_by_ses_while_the_mailer_waits_stays_sent() {
     let claim: Uuid = db.scalar("SELECT id FROM booking_notification_sends").await;
     assert_eq!(
         send_state(&db, claim).await,
-        ("SENT".into(), Some("ses-event".into())),
+        (SendStatus::Sent, Some(ConfirmedBy::SesEvent)),
         "the late timeout does not undo it"
     );
 }

@@ -14,6 +14,7 @@ use outbox_tests::ses::*;
 use outbox_tests::{Rng, TestDb};
 use shared::fault::Faults;
 use shared::notify::feedback;
+use shared::notify::sends::ConfirmedBy;
 use shared::relay::{sweeper, FeedbackConfig, Poller, PollerConfig};
 use uuid::Uuid;
 
@@ -60,10 +61,11 @@ impl Stack {
     }
 }
 
-async fn send_row(db: &TestDb) -> (Uuid, String, Option<String>) {
+async fn send_row(db: &TestDb) -> (Uuid, SendStatus, Option<ConfirmedBy>) {
     let client = db.pool.get().await.unwrap();
     let row = client.query_one("SELECT id, status, confirmed_by FROM booking_notification_sends", &[]).await.unwrap();
-    (row.get(0), row.get(1), row.get(2))
+    let confirmed_by = row.get::<_, Option<&str>>(2).map(|c| c.parse().unwrap());
+    (row.get(0), SendStatus::from_row(&row, "status").unwrap(), confirmed_by)
 }
 
 #[tokio::test]
@@ -73,14 +75,14 @@ async fn dropped_connection_send_is_confirmed_end_to_end_by_the_local_publisher(
     create_booking(&s.db, 1, &[ALICE]).await;
     s.drain_through(&proxy.endpoint).await;
     let (claim, status, _) = send_row(&s.db).await;
-    assert_eq!(status, "UNKNOWN", "the connection dropped after SES accepted the message");
+    assert_eq!(status, SendStatus::Unknown, "the connection dropped after SES accepted the message");
 
     // Send and Delivery of the one message moto accepted.
     assert_eq!(s.deliver_events(2).await, 1);
     let events = s.publisher.events();
     assert_eq!(events.iter().map(kind_of).collect::<Vec<_>>(), vec!["Send", "Delivery"]);
     assert!(events.iter().all(|e| claim_of(e) == Some(claim)), "tagged with the claim");
-    assert_eq!(send_row(&s.db).await, (claim, "SENT".into(), Some("ses-event".into())));
+    assert_eq!(send_row(&s.db).await, (claim, SendStatus::Sent, Some(ConfirmedBy::SesEvent)));
     assert_eq!(s.messages_at_moto(), 1);
     let kinds: Vec<String> =
         feedback::of_send(&s.db.pool.get().await.unwrap(), claim).await.unwrap().into_iter().map(|f| f.0).collect();
@@ -93,7 +95,7 @@ async fn send_that_never_reached_ses_stays_not_confirmed_until_resent_once() {
     let proxy = FaultProxy::start(&s.publisher.endpoint, vec![Fault::Hang]).await;
     create_booking(&s.db, 1, &[ALICE]).await;
     s.drain_through(&proxy.endpoint).await;
-    assert_eq!(send_row(&s.db).await.1, "UNKNOWN");
+    assert_eq!(send_row(&s.db).await.1, SendStatus::Unknown);
     assert_eq!(s.deliver_events(0).await, 0, "SES never saw it, so no event came");
     assert_eq!(s.messages_at_moto(), 0);
 
@@ -110,7 +112,7 @@ async fn send_that_never_reached_ses_stays_not_confirmed_until_resent_once() {
     assert_eq!(report.resent.len(), 1);
     s.drain_through(&proxy.endpoint).await;
     s.deliver_events(2).await;
-    assert_eq!(send_row(&s.db).await.1, "SENT");
+    assert_eq!(send_row(&s.db).await.1, SendStatus::Sent);
     assert_eq!(s.messages_at_moto(), 1, "delivered exactly once");
 }
 
@@ -175,12 +177,12 @@ async fn fault_run_confirms_every_unknown_that_reached_ses_and_sends_no_duplicat
             tokio::time::timeout(Duration::from_secs(120), worker(&proxy.endpoint).status()).await.unwrap().unwrap();
         assert!(status.success());
         let counts = event_counts(&s.db).await;
-        if counts["PENDING"] + counts["PROCESSING"] == 0 {
+        if counts[&EventStatus::Pending] + counts[&EventStatus::Processing] == 0 {
             break;
         }
     }
 
-    let unknown_before: i64 = send_counts(&s.db).await["UNKNOWN"];
+    let unknown_before: i64 = send_counts(&s.db).await[&SendStatus::Unknown];
     // Two events (Send, Delivery) for each message moto accepted.
     let confirmed = s.deliver_events(2 * s.messages_at_moto()).await;
     let after = send_counts(&s.db).await;
@@ -214,8 +216,8 @@ async fn fault_run_confirms_every_unknown_that_reached_ses_and_sends_no_duplicat
 
     // No silent loss: every recipient of every event is accounted for.
     assert_eq!(rows.len(), bookings as usize * recipients.len(), "one claim per recipient");
-    assert_eq!(event_counts(&s.db).await["DONE"], bookings as i64);
-    assert_eq!(after["SENT"] + after["UNKNOWN"] + after["FAILED"], rows.len() as i64);
+    assert_eq!(event_counts(&s.db).await[&EventStatus::Done], bookings as i64);
+    assert_eq!(after[&SendStatus::Sent] + after[&SendStatus::Unknown] + after[&SendStatus::Failed], rows.len() as i64);
 
     let applied = proxy.applied.lock().unwrap().clone();
     let mut faults: BTreeMap<String, usize> = BTreeMap::new();
@@ -225,7 +227,7 @@ async fn fault_run_confirms_every_unknown_that_reached_ses_and_sends_no_duplicat
          confirmed by SES events {confirmed}, left not confirmed {} (every one never reached SES); duplicates 0",
         rows.len(),
         applied.len(),
-        after["UNKNOWN"],
+        after[&SendStatus::Unknown],
     );
-    assert_eq!(unknown_before - confirmed as i64, after["UNKNOWN"]);
+    assert_eq!(unknown_before - confirmed as i64, after[&SendStatus::Unknown]);
 }

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use outbox_tests::api::{Caller, TestApi};
-use outbox_tests::outbox::{event_status, sends};
+use outbox_tests::outbox::{event_status, sends, EventStatus, SendStatus};
 use outbox_tests::ses::*;
 use outbox_tests::TestDb;
 use serde_json::{json, Value};
@@ -159,8 +159,8 @@ async fn send_to_a_closed_port_is_unknown_and_never_resent() {
     let poller = ses_poller(&db, ses_mailer(ses_config(&closed_port_endpoint(), "bookings@example.com")));
     let summary = poller.drain().await.unwrap();
     assert_eq!((summary.unknown, summary.sent, summary.done), (1, 0, 1));
-    assert_eq!(sends(&db, event).await, vec![("alice@example.com".into(), "UNKNOWN".into())]);
-    assert_eq!(event_status(&db, event).await.0, "DONE");
+    assert_eq!(sends(&db, event).await, vec![("alice@example.com".into(), SendStatus::Unknown)]);
+    assert_eq!(event_status(&db, event).await.0, EventStatus::Done);
     // Forcing the event to run again does not send it either: the claim stays.
     outbox_tests::outbox::force_run_again(&db, event).await;
     let again = poller.drain().await.unwrap();
@@ -181,7 +181,7 @@ async fn send_to_a_hanging_server_is_unknown_and_sent_exactly_once() {
     assert!(started.elapsed() < Duration::from_secs(10), "bounded by the explicit timeouts");
     assert_eq!(summary.unknown, 1);
     assert_eq!(proxy.request_count(), 1, "the SDK did not retry a send that may have been accepted");
-    assert_eq!(sends(&db, event).await, vec![("alice@example.com".into(), "UNKNOWN".into())]);
+    assert_eq!(sends(&db, event).await, vec![("alice@example.com".into(), SendStatus::Unknown)]);
 }
 
 #[tokio::test]
@@ -206,7 +206,7 @@ async fn throttled_send_is_released_and_later_delivered_once() {
     assert_eq!(second.sent, 1);
     let mail = sent_mail(&endpoint, &sender);
     assert_eq!(mail.len(), 1, "delivered once");
-    assert_eq!(sends(&db, event).await, vec![("alice@example.com".into(), "SENT".into())]);
+    assert_eq!(sends(&db, event).await, vec![("alice@example.com".into(), SendStatus::Sent)]);
     let requests = proxy.requests.lock().unwrap().clone();
     assert_eq!(requests.len(), 2);
     let body = &requests[1];
@@ -249,7 +249,7 @@ async fn unverified_sender_is_rejected_per_recipient_not_retried() {
     let mailer = ses_mailer(ses_config(&endpoint, &unique_sender()));
     let summary = ses_poller(&db, mailer).drain().await.unwrap();
     assert_eq!((summary.failed, summary.retried), (1, 0));
-    assert_eq!(sends(&db, event).await, vec![("alice@example.com".into(), "FAILED".into())]);
+    assert_eq!(sends(&db, event).await, vec![("alice@example.com".into(), SendStatus::Failed)]);
 }
 
 #[tokio::test]

@@ -132,7 +132,7 @@ async fn auto_resend_resends_only_sends_ses_never_confirmed_and_records_each_dec
     assert_eq!(resent, vec![CAROL.to_string()], "Carol once more; Alice, confirmed by SES, never twice");
     let again = sweeper::run(&db.pool, &auto_resend_after(960)).await.unwrap();
     assert_eq!(again.feedback.auto_resent, 0);
-    assert_eq!(send_counts(&db).await["SENT"], 2);
+    assert_eq!(send_counts(&db).await[&SendStatus::Sent], 2);
 }
 
 #[tokio::test]

@@ -4,7 +4,8 @@ use std::str::FromStr;
 
 use crate::booking::domain::StartWindow;
 use crate::booking::limits::Limits;
-use crate::config::{parsed_or, ConfigError};
+use crate::config::settings as S;
+use crate::config::ConfigError;
 
 /// How the booking API learns who is calling.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -59,14 +60,9 @@ pub struct ApiConfig {
 }
 
 impl ApiConfig {
-    pub const DEFAULT_MAX_BODY_BYTES: usize = 64 * 1024;
-    pub const DEFAULT_MAX_PAST_DAYS: i64 = 1;
-    pub const DEFAULT_MAX_FUTURE_DAYS: i64 = 5 * 366;
-    pub const DEFAULT_IDEMPOTENCY_KEY_TTL_HOURS: u64 = 24;
-
     pub fn from_env() -> Result<Self, ConfigError> {
-        let auth_mode = parsed_or("AUTH_MODE", AuthMode::Jwt)?;
-        let max_body_bytes = parsed_or("API_MAX_BODY_BYTES", Self::DEFAULT_MAX_BODY_BYTES)?;
+        let auth_mode = S::AUTH_MODE.parsed()?;
+        let max_body_bytes: usize = S::API_MAX_BODY_BYTES.parsed()?;
         if max_body_bytes < 1024 {
             return Err(ConfigError::new(
                 "API_MAX_BODY_BYTES",
@@ -74,15 +70,15 @@ impl ApiConfig {
                 "use at least 1024",
             ));
         }
-        let past = parsed_or("BOOKING_MAX_PAST_DAYS", Self::DEFAULT_MAX_PAST_DAYS)?;
-        let future = parsed_or("BOOKING_MAX_FUTURE_DAYS", Self::DEFAULT_MAX_FUTURE_DAYS)?;
+        let past: i64 = S::BOOKING_MAX_PAST_DAYS.parsed()?;
+        let future: i64 = S::BOOKING_MAX_FUTURE_DAYS.parsed()?;
         // Beyond ~9000 years an instant no longer fits a four-digit year.
         for (var, days) in [("BOOKING_MAX_PAST_DAYS", past), ("BOOKING_MAX_FUTURE_DAYS", future)] {
             if !(0..=3_000_000).contains(&days) {
                 return Err(ConfigError::new(var, format!("({days}) is out of range"), "use 0 to 3000000 days"));
             }
         }
-        let ttl_hours = parsed_or("IDEMPOTENCY_KEY_TTL_HOURS", Self::DEFAULT_IDEMPOTENCY_KEY_TTL_HOURS)?;
+        let ttl_hours: u64 = S::IDEMPOTENCY_KEY_TTL_HOURS.parsed()?;
         Ok(Self {
             auth_mode,
             max_body_bytes,
@@ -91,7 +87,7 @@ impl ApiConfig {
                 max_future: chrono::Duration::days(future),
             },
             idempotency_key_ttl: std::time::Duration::from_secs(ttl_hours * 3600),
-            require_email_verified: parsed_or("REQUIRE_EMAIL_VERIFIED", true)?,
+            require_email_verified: S::REQUIRE_EMAIL_VERIFIED.parsed()?,
             limits: limits_from_env()?,
         })
     }
@@ -101,24 +97,25 @@ impl Default for ApiConfig {
     fn default() -> Self {
         Self {
             auth_mode: AuthMode::Jwt,
-            max_body_bytes: Self::DEFAULT_MAX_BODY_BYTES,
+            max_body_bytes: S::API_MAX_BODY_BYTES.default_value(),
             start_window: StartWindow {
-                max_past: chrono::Duration::days(Self::DEFAULT_MAX_PAST_DAYS),
-                max_future: chrono::Duration::days(Self::DEFAULT_MAX_FUTURE_DAYS),
+                max_past: chrono::Duration::days(S::BOOKING_MAX_PAST_DAYS.default_value()),
+                max_future: chrono::Duration::days(S::BOOKING_MAX_FUTURE_DAYS.default_value()),
             },
-            idempotency_key_ttl: std::time::Duration::from_secs(Self::DEFAULT_IDEMPOTENCY_KEY_TTL_HOURS * 3600),
-            require_email_verified: true,
-            limits: Limits::DEFAULT,
+            idempotency_key_ttl: std::time::Duration::from_secs(
+                S::IDEMPOTENCY_KEY_TTL_HOURS.default_value::<u64>() * 3600,
+            ),
+            require_email_verified: S::REQUIRE_EMAIL_VERIFIED.default_value(),
+            limits: Limits::default(),
         }
     }
 }
 
 fn limits_from_env() -> Result<Limits, ConfigError> {
-    let d = Limits::DEFAULT;
     let limits = Limits {
-        bookings_per_day: parsed_or("LIMIT_BOOKINGS_PER_DAY", d.bookings_per_day)?,
-        recipients_per_day: parsed_or("LIMIT_RECIPIENTS_PER_DAY", d.recipients_per_day)?,
-        changes_per_booking_per_day: parsed_or("LIMIT_CHANGES_PER_BOOKING_PER_DAY", d.changes_per_booking_per_day)?,
+        bookings_per_day: S::LIMIT_BOOKINGS_PER_DAY.parsed()?,
+        recipients_per_day: S::LIMIT_RECIPIENTS_PER_DAY.parsed()?,
+        changes_per_booking_per_day: S::LIMIT_CHANGES_PER_BOOKING_PER_DAY.parsed()?,
     };
     for (var, value) in [
         ("LIMIT_BOOKINGS_PER_DAY", limits.bookings_per_day),

@@ -28,10 +28,19 @@ pub struct Limits {
     pub changes_per_booking_per_day: i32,
 }
 
-impl Limits {
-    pub const DEFAULT: Limits =
-        Limits { bookings_per_day: 50, recipients_per_day: 500, changes_per_booking_per_day: 10 };
+/// The declared defaults (`LIMIT_*` in `config::settings`).
+impl Default for Limits {
+    fn default() -> Self {
+        use crate::config::settings as S;
+        Limits {
+            bookings_per_day: S::LIMIT_BOOKINGS_PER_DAY.default_value(),
+            recipients_per_day: S::LIMIT_RECIPIENTS_PER_DAY.default_value(),
+            changes_per_booking_per_day: S::LIMIT_CHANGES_PER_BOOKING_PER_DAY.default_value(),
+        }
+    }
+}
 
+impl Limits {
     /// No limits (service-level tests and tools that are not the public API).
     pub const UNLIMITED: Limits =
         Limits { bookings_per_day: i32::MAX, recipients_per_day: i32::MAX, changes_per_booking_per_day: i32::MAX };

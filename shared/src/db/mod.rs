@@ -10,7 +10,8 @@ use std::time::Duration;
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
 use tokio_postgres::NoTls;
 
-use crate::config::{self, ConfigError};
+use crate::config::settings as S;
+use crate::config::ConfigError;
 
 mod error;
 mod listen;
@@ -95,26 +96,29 @@ impl DbConfig {
     /// a loopback address; `require`; `disable`, loopback only) and
     /// `DATABASE_CA_FILE` (extra trusted CAs, PEM).
     pub async fn from_env() -> Result<Self, ConfigError> {
-        Self::from_env_with_pool_default(4).await
+        Self::from_env_with_pool_default(S::DATABASE_POOL_SIZE.default_value()).await
     }
 
     /// As [`DbConfig::from_env`], with another default pool size (the
     /// poller needs more connections than the API).
     pub async fn from_env_with_pool_default(default_pool_size: usize) -> Result<Self, ConfigError> {
-        let pool_size = config::parsed_or("DATABASE_POOL_SIZE", default_pool_size)?;
-        let connect_timeout = Duration::from_secs(config::parsed_or("DATABASE_CONNECT_TIMEOUT_SECS", 5u64)?);
-        let config = match std::env::var("DATABASE_URL").ok().filter(|s| !s.trim().is_empty()) {
+        let pool_size = S::DATABASE_POOL_SIZE.parsed_or(default_pool_size)?;
+        let connect_timeout = Duration::from_secs(S::DATABASE_CONNECT_TIMEOUT_SECS.parsed()?);
+        let config = match S::DATABASE_URL.value() {
             Some(url) => Self::from_url(&url, pool_size, connect_timeout)?,
             None => {
-                let arn = config::required(
-                    "DATABASE_SECRET_ARN",
-                    "set DATABASE_URL (postgres://user:password@host:5432/dbname) or DATABASE_SECRET_ARN",
-                )?;
+                let arn = S::DATABASE_SECRET_ARN.value().ok_or_else(|| {
+                    ConfigError::new(
+                        "DATABASE_SECRET_ARN",
+                        "is not set",
+                        "set DATABASE_URL (postgres://user:password@host:5432/dbname) or DATABASE_SECRET_ARN",
+                    )
+                })?;
                 let sdk = aws_config::defaults(aws_config::BehaviorVersion::latest()).load().await;
                 let secret = fetch_secret(&sdk, &arn).await?;
                 // With RDS Proxy the secret still names the database itself;
                 // DATABASE_HOST points the functions at the proxy instead.
-                let host = std::env::var("DATABASE_HOST").ok().filter(|h| !h.trim().is_empty());
+                let host = S::DATABASE_HOST.value();
                 Self::from_secret(&secret, host.as_deref(), pool_size, connect_timeout)?
             }
         };
@@ -177,8 +181,8 @@ impl DbConfig {
 
     /// Applies `DATABASE_TLS` and `DATABASE_CA_FILE`.
     pub fn with_tls_from_env(self) -> Result<Self, ConfigError> {
-        let ca_file = std::env::var("DATABASE_CA_FILE").ok().filter(|s| !s.is_empty()).map(Into::into);
-        let tls = match config::var_or("DATABASE_TLS", "auto").as_str() {
+        let ca_file = S::DATABASE_CA_FILE.value().map(Into::into);
+        let tls = match S::DATABASE_TLS.parsed::<String>()?.as_str() {
             "auto" if is_loopback(&self.pg) && ca_file.is_none() => DbTls::Disable,
             "auto" | "require" => DbTls::Require { ca_file },
             "disable" => DbTls::Disable,

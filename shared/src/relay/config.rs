@@ -4,12 +4,9 @@
 
 use std::time::Duration;
 
-use crate::config::{self, ConfigError};
+use crate::config::settings as S;
+use crate::config::ConfigError;
 use crate::outbox::events::transitions::Stuck;
-
-pub const DEFAULT_MAX_ATTEMPTS: i32 = 8;
-/// Sends claimed (and their outcomes recorded) per statement, by default.
-pub const DEFAULT_CLAIM_GROUP: usize = 64;
 
 #[derive(Debug, Clone)]
 pub struct PollerConfig {
@@ -52,13 +49,13 @@ pub struct PollerConfig {
 
 impl PollerConfig {
     pub fn concurrency_from_env() -> Result<usize, ConfigError> {
-        config::parsed_or("POLLER_CONCURRENCY", 4usize)
+        S::POLLER_CONCURRENCY.parsed()
     }
 
     /// The batches in flight configured in the environment, so the pool
     /// can be sized for them before the rest is read.
     pub fn batches_in_flight_from_env() -> Result<usize, ConfigError> {
-        config::parsed_or("POLLER_BATCHES_IN_FLIGHT", 2usize)
+        S::POLLER_BATCHES_IN_FLIGHT.parsed()
     }
 
     /// The smallest pool that cannot deadlock: each batch in flight holds
@@ -70,27 +67,23 @@ impl PollerConfig {
 
     pub fn from_env(pool_size: usize) -> Result<Self, ConfigError> {
         let cfg = Self {
-            batch_size: config::parsed_or("POLLER_BATCH_SIZE", 32i64)?,
+            batch_size: S::POLLER_BATCH_SIZE.parsed()?,
             concurrency: Self::concurrency_from_env()?,
-            claim_group: config::parsed_or("POLLER_CLAIM_GROUP", DEFAULT_CLAIM_GROUP)?,
+            claim_group: S::POLLER_CLAIM_GROUP.parsed()?,
             batches_in_flight: Self::batches_in_flight_from_env()?,
-            idle_wait: Duration::from_millis(config::parsed_or("POLLER_IDLE_WAIT_MS", 200u64)?),
-            listen: config::parsed_or("POLLER_LISTEN", true)?,
-            safety_margin: Duration::from_secs(config::parsed_or("POLLER_SAFETY_MARGIN_SECS", 10u64)?),
-            max_attempts: config::parsed_or("OUTBOX_MAX_ATTEMPTS", DEFAULT_MAX_ATTEMPTS)?,
-            backoff_base: Duration::from_secs_f64(config::parsed_or("OUTBOX_BACKOFF_BASE_SECS", 2.0f64)?),
-            backoff_cap: Duration::from_secs_f64(config::parsed_or("OUTBOX_BACKOFF_CAP_SECS", 900.0f64)?),
-            pause_delay: Duration::from_secs(config::parsed_or("OUTBOX_PAUSE_DELAY_SECS", 300u64)?),
+            idle_wait: Duration::from_millis(S::POLLER_IDLE_WAIT_MS.parsed()?),
+            listen: S::POLLER_LISTEN.parsed()?,
+            safety_margin: Duration::from_secs(S::POLLER_SAFETY_MARGIN_SECS.parsed()?),
+            max_attempts: S::OUTBOX_MAX_ATTEMPTS.parsed()?,
+            backoff_base: Duration::from_secs_f64(S::OUTBOX_BACKOFF_BASE_SECS.parsed()?),
+            backoff_cap: Duration::from_secs_f64(S::OUTBOX_BACKOFF_CAP_SECS.parsed()?),
+            pause_delay: Duration::from_secs(S::OUTBOX_PAUSE_DELAY_SECS.parsed()?),
             worker_id: default_worker_id(),
-            skip_superseded: config::parsed_or("POLLER_SKIP_SUPERSEDED", true)?,
-            function_timeout: match config::parsed_or("POLLER_TIMEOUT_SECS", 0u64)? {
-                0 => None,
-                secs => Some(Duration::from_secs(secs)),
-            },
-            max_run: match config::parsed_or("POLLER_MAX_RUN_SECS", 0u64)? {
-                0 => None,
-                secs => Some(Duration::from_secs(secs)),
-            },
+            skip_superseded: S::POLLER_SKIP_SUPERSEDED.parsed()?,
+            // Checked against only when set: the sweeper's default is not
+            // evidence of this function's timeout.
+            function_timeout: S::POLLER_TIMEOUT_SECS.optional::<u64>()?.filter(|s| *s > 0).map(Duration::from_secs),
+            max_run: S::POLLER_MAX_RUN_SECS.optional::<u64>()?.filter(|s| *s > 0).map(Duration::from_secs),
         };
         cfg.validate(pool_size)?;
         Ok(cfg)
@@ -101,12 +94,12 @@ impl PollerConfig {
         Self {
             batch_size: 32,
             concurrency: 4,
-            claim_group: DEFAULT_CLAIM_GROUP,
+            claim_group: S::POLLER_CLAIM_GROUP.default_value(),
             batches_in_flight: 2,
             idle_wait: Duration::from_millis(20),
             listen: false,
             safety_margin: Duration::from_millis(0),
-            max_attempts: DEFAULT_MAX_ATTEMPTS,
+            max_attempts: S::OUTBOX_MAX_ATTEMPTS.default_value(),
             backoff_base: Duration::from_millis(0),
             backoff_cap: Duration::from_millis(0),
             pause_delay: Duration::from_secs(300),
@@ -226,10 +219,10 @@ pub struct SweeperConfig {
 impl SweeperConfig {
     pub fn from_env() -> Result<Self, ConfigError> {
         let cfg = Self::new(
-            Duration::from_secs(config::parsed_or("SWEEP_STUCK_AFTER_SECS", 300u64)?),
-            Duration::from_secs(config::parsed_or("POLLER_TIMEOUT_SECS", 60u64)?),
-            config::parsed_or("OUTBOX_MAX_ATTEMPTS", DEFAULT_MAX_ATTEMPTS)?,
-            config::parsed_or("SWEEP_BATCH_SIZE", 500i64)?,
+            Duration::from_secs(S::SWEEP_STUCK_AFTER_SECS.parsed()?),
+            Duration::from_secs(S::POLLER_TIMEOUT_SECS.parsed()?),
+            S::OUTBOX_MAX_ATTEMPTS.parsed()?,
+            S::SWEEP_BATCH_SIZE.parsed()?,
             RetentionConfig::from_env()?,
         )?;
         Ok(Self { feedback: FeedbackConfig::from_env()?, ..cfg })
@@ -290,12 +283,12 @@ pub struct RetentionConfig {
 
 impl RetentionConfig {
     pub fn from_env() -> Result<Self, ConfigError> {
-        let days = config::parsed_or("RETENTION_DAYS", 7u64)?;
+        let days: u64 = S::RETENTION_DAYS.parsed()?;
         let cfg = Self {
             max_age: Duration::from_secs(days * 86_400),
-            batch_size: config::parsed_or("RETENTION_BATCH_SIZE", 1000i64)?,
-            max_batches: config::parsed_or("RETENTION_MAX_BATCHES", 20u32)?,
-            idempotency_key_ttl: Duration::from_secs(config::parsed_or("IDEMPOTENCY_KEY_TTL_HOURS", 24u64)? * 3600),
+            batch_size: S::RETENTION_BATCH_SIZE.parsed()?,
+            max_batches: S::RETENTION_MAX_BATCHES.parsed()?,
+            idempotency_key_ttl: Duration::from_secs(S::IDEMPOTENCY_KEY_TTL_HOURS.parsed::<u64>()? * 3600),
         };
         if cfg.batch_size < 1 {
             return Err(ConfigError::new("RETENTION_BATCH_SIZE", "must be at least 1", "set it to 1 or more"));
@@ -307,10 +300,10 @@ impl RetentionConfig {
 impl Default for RetentionConfig {
     fn default() -> Self {
         Self {
-            max_age: Duration::from_secs(7 * 86_400),
-            batch_size: 1000,
-            max_batches: 20,
-            idempotency_key_ttl: Duration::from_secs(86_400),
+            max_age: Duration::from_secs(S::RETENTION_DAYS.default_value::<u64>() * 86_400),
+            batch_size: S::RETENTION_BATCH_SIZE.default_value(),
+            max_batches: S::RETENTION_MAX_BATCHES.default_value(),
+            idempotency_key_ttl: Duration::from_secs(S::IDEMPOTENCY_KEY_TTL_HOURS.default_value::<u64>() * 3600),
         }
     }
 }
@@ -319,7 +312,7 @@ impl Default for RetentionConfig {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FeedbackConfig {
     /// An UNKNOWN send with no SES Send event after this is reported "not
-    /// confirmed by SES" (`FEEDBACK_GRACE_SECS`, default 900).
+    /// confirmed by SES" (`FEEDBACK_GRACE_SECS`).
     pub grace: Duration,
     /// Opt-in (`UNKNOWN_AUTO_RESEND_AFTER_SECS`, 0 = off): resend what is
     /// still not confirmed after this. Off by default: at-most-once.
@@ -328,15 +321,15 @@ pub struct FeedbackConfig {
 
 impl Default for FeedbackConfig {
     fn default() -> Self {
-        Self { grace: Duration::from_secs(900), auto_resend_after: None }
+        Self { grace: Duration::from_secs(S::FEEDBACK_GRACE_SECS.default_value()), auto_resend_after: None }
     }
 }
 
 impl FeedbackConfig {
     pub fn from_env() -> Result<Self, ConfigError> {
         Self::new(
-            Duration::from_secs(config::parsed_or("FEEDBACK_GRACE_SECS", 900u64)?),
-            match config::parsed_or("UNKNOWN_AUTO_RESEND_AFTER_SECS", 0u64)? {
+            Duration::from_secs(S::FEEDBACK_GRACE_SECS.parsed()?),
+            match S::UNKNOWN_AUTO_RESEND_AFTER_SECS.parsed()? {
                 0 => None,
                 secs => Some(Duration::from_secs(secs)),
             },
@@ -348,7 +341,7 @@ impl FeedbackConfig {
             return Err(ConfigError::new(
                 "FEEDBACK_GRACE_SECS",
                 "must be at least 1",
-                "set it to how long SES may take to publish a Send event (default 900)",
+                "set it to how long SES may take to publish a Send event, or unset it for the default",
             ));
         }
         // Resending before the grace ends would resend sends SES may still

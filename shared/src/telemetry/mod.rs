@@ -1,10 +1,12 @@
 //! Structured JSON logs for the Lambda functions (CloudWatch Logs
 //! friendly), address masking for logs, and EMF metrics ([`emf`]).
 
-/// Installs a JSON tracing subscriber; `RUST_LOG` filters (default `info`).
+/// Installs a JSON tracing subscriber; `RUST_LOG` filters.
 pub fn init() {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"))
+    use crate::config::settings::RUST_LOG;
+    let directives = RUST_LOG.value().unwrap_or_else(|| RUST_LOG.default_value());
+    let filter = tracing_subscriber::EnvFilter::try_new(&directives)
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(RUST_LOG.default_value::<String>()))
         // tokio-postgres logs statement parameters (addresses: PII) at
         // debug level; keep it at info whatever RUST_LOG says.
         .add_directive("tokio_postgres=info".parse().expect("static directive"));

@@ -18,7 +18,8 @@ use aws_sdk_sesv2::types::{Destination, EmailContent, MessageTag, RawMessage};
 use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
 
 use super::{Mailer, SendOutcome};
-use crate::config::{self, ConfigError};
+use crate::config::settings as S;
+use crate::config::ConfigError;
 use crate::notify::invite::{self, Sender};
 use crate::notify::{feedback, Notification};
 
@@ -40,10 +41,7 @@ pub struct SesConfig {
 
 impl SesConfig {
     pub fn from_env() -> Result<Self, ConfigError> {
-        let from = config::required(
-            "SES_FROM_ADDRESS",
-            "set it to the verified sender, e.g. \"Bookings <bookings@example.com>\"",
-        )?;
+        let from: String = S::SES_FROM_ADDRESS.parsed()?;
         let from = Sender::parse(&from).map_err(|e| {
             ConfigError::new(
                 "SES_FROM_ADDRESS",
@@ -51,15 +49,19 @@ impl SesConfig {
                 "use the verified sender, e.g. \"Bookings <bookings@example.com>\"",
             )
         })?;
-        let region = match std::env::var("SES_REGION").ok().filter(|s| !s.is_empty()) {
+        // AWS_REGION is the Lambda runtime's, not a setting of ours.
+        let region = match S::SES_REGION.value().or_else(|| std::env::var("AWS_REGION").ok().filter(|r| !r.is_empty()))
+        {
             Some(r) => r,
-            None => config::required("AWS_REGION", "or set SES_REGION")?,
+            None => {
+                return Err(ConfigError::new("SES_REGION", "is not set, and neither is AWS_REGION", "set SES_REGION"))
+            }
         };
-        let rate: u32 = config::parsed_or("SES_MAX_SEND_RATE", 10u32)?;
+        let rate: u32 = S::SES_MAX_SEND_RATE.parsed()?;
         let max_send_rate = NonZeroU32::new(rate).ok_or_else(|| {
             ConfigError::new("SES_MAX_SEND_RATE", "must be at least 1", "set messages per second, 1 or more")
         })?;
-        let endpoint_url = std::env::var("SES_ENDPOINT_URL").ok().filter(|s| !s.is_empty());
+        let endpoint_url = S::SES_ENDPOINT_URL.value();
         if let Some(url) = &endpoint_url {
             if !(url.starts_with("http://") || url.starts_with("https://")) {
                 return Err(ConfigError::new(
@@ -73,10 +75,10 @@ impl SesConfig {
             from,
             region,
             endpoint_url,
-            configuration_set: std::env::var("SES_CONFIGURATION_SET").ok().filter(|s| !s.is_empty()),
+            configuration_set: S::SES_CONFIGURATION_SET.value(),
             max_send_rate,
-            connect_timeout: Duration::from_millis(config::parsed_or("SES_CONNECT_TIMEOUT_MS", 3000u64)?),
-            read_timeout: Duration::from_millis(config::parsed_or("SES_READ_TIMEOUT_MS", 10_000u64)?),
+            connect_timeout: Duration::from_millis(S::SES_CONNECT_TIMEOUT_MS.parsed()?),
+            read_timeout: Duration::from_millis(S::SES_READ_TIMEOUT_MS.parsed()?),
         })
     }
 }

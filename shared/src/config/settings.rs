@@ -1,0 +1,169 @@
+//! Every setting the service reads from its environment, declared once:
+//! its name, its default, which programs read it, and one line of doc.
+//!
+//! The readers call the declared setting ([`Setting::parsed`] and friends),
+//! never a name or a default of their own, so a default exists in one place.
+//! `docs/configuration.md`'s table and the template's environment blocks are
+//! checked against [`ALL`] by a test (`tests/tests/settings.rs`).
+
+/// A program that reads settings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Reader {
+    Api,
+    Poller,
+    Sweeper,
+    SesEvents,
+    Migrate,
+    /// The operator CLI.
+    Outboxctl,
+}
+
+impl Reader {
+    /// The five Lambda functions.
+    pub const FUNCTIONS: [Reader; 5] =
+        [Reader::Api, Reader::Poller, Reader::Sweeper, Reader::SesEvents, Reader::Migrate];
+
+    /// As the docs' table names it.
+    pub fn doc_name(self) -> &'static str {
+        match self {
+            Reader::Api => "API",
+            Reader::Poller => "poller",
+            Reader::Sweeper => "sweeper",
+            Reader::SesEvents => "ses-events",
+            Reader::Migrate => "migrate",
+            Reader::Outboxctl => "outboxctl",
+        }
+    }
+}
+
+/// One setting read from the environment.
+#[derive(Debug)]
+pub struct Setting {
+    pub name: &'static str,
+    /// The value used when it is unset, as text (what the docs show); None:
+    /// no default (required, or off when unset, as its doc says).
+    pub default: Option<&'static str>,
+    pub read_by: &'static [Reader],
+    /// One line: what it does.
+    pub doc: &'static str,
+}
+
+/// Every program that connects to the database.
+const DATABASE_USERS: &[Reader] =
+    &[Reader::Api, Reader::Poller, Reader::Sweeper, Reader::SesEvents, Reader::Migrate, Reader::Outboxctl];
+const FUNCTIONS: &[Reader] = &Reader::FUNCTIONS;
+use Reader::{Api, Outboxctl, Poller, Sweeper};
+
+// The sweeper's settings are outboxctl's too: it sweeps, reports and
+// resends with the same configuration (`SweeperConfig::from_env`).
+
+macro_rules! settings {
+    ($( #[doc = $doc:literal] $name:ident = $default:expr, $readers:expr; )+) => {
+        $(
+            #[doc = $doc]
+            pub const $name: Setting = Setting { name: stringify!($name), default: $default, read_by: $readers, doc: $doc.trim_ascii() };
+        )+
+        /// Every declared setting, in the docs' order.
+        pub const ALL: &[&Setting] = &[$(&$name),+];
+    };
+}
+
+settings! {
+    /// `postgres://user:password@host:5432/db`; takes precedence over the secret
+    DATABASE_URL = None, DATABASE_USERS;
+    /// Secrets Manager secret (RDS format: host, port, username, password, dbname)
+    DATABASE_SECRET_ARN = None, DATABASE_USERS;
+    /// replaces the secret's host (the RDS Proxy endpoint)
+    DATABASE_HOST = None, DATABASE_USERS;
+    /// `auto` (TLS required unless the host is loopback), `require`, `disable` (loopback only)
+    DATABASE_TLS = Some("auto"), DATABASE_USERS;
+    /// extra trusted CA certificates (PEM); the RDS CAs are built in
+    DATABASE_CA_FILE = None, DATABASE_USERS;
+    /// connections per container; the poller's default and minimum is `2 * POLLER_BATCHES_IN_FLIGHT + 1`, the migration's default 1
+    DATABASE_POOL_SIZE = Some("4"), DATABASE_USERS;
+    /// seconds to wait for a new database connection
+    DATABASE_CONNECT_TIMEOUT_SECS = Some("5"), DATABASE_USERS;
+    /// `jwt`; `insecure-dev-headers` exists only in `dev` builds (local development)
+    AUTH_MODE = Some("jwt"), &[Api];
+    /// the token's `email_verified` claim must be true
+    REQUIRE_EMAIL_VERIFIED = Some("true"), &[Api];
+    /// bookings one organizer may create per UTC day
+    LIMIT_BOOKINGS_PER_DAY = Some("50"), &[Api];
+    /// emails one organizer's creates, updates and cancels may cause per day (an update mails every attendee and anyone removed)
+    LIMIT_RECIPIENTS_PER_DAY = Some("500"), &[Api];
+    /// updates plus cancels of one booking per day
+    LIMIT_CHANGES_PER_BOOKING_PER_DAY = Some("10"), &[Api];
+    /// how many days in the past a booking may start
+    BOOKING_MAX_PAST_DAYS = Some("1"), &[Api];
+    /// how many days ahead a booking may start
+    BOOKING_MAX_FUTURE_DAYS = Some("1830"), &[Api];
+    /// larger request bodies get 413 (at least 1024)
+    API_MAX_BODY_BYTES = Some("65536"), &[Api];
+    /// events claimed at once
+    POLLER_BATCH_SIZE = Some("32"), &[Poller];
+    /// sends claimed in one committed statement before any of them is made, their outcomes then recorded in one; a crash in between leaves up to this many UNKNOWN; 1 is the same path with groups of one send
+    POLLER_CLAIM_GROUP = Some("64"), &[Poller];
+    /// sends made at once within a claim group
+    POLLER_CONCURRENCY = Some("4"), &[Poller];
+    /// batches one poller processes at once; each holds 2 connections (`DATABASE_POOL_SIZE >= 2 * POLLER_BATCHES_IN_FLIGHT + 1`)
+    POLLER_BATCHES_IN_FLIGHT = Some("2"), &[Poller];
+    /// wake on a booking's commit (`LISTEN` on a dedicated connection); the template turns it off behind RDS Proxy
+    POLLER_LISTEN = Some("true"), &[Poller];
+    /// wait between empty polls: the fallback for a lost notification or an expired backoff (the latency bound without `LISTEN`)
+    POLLER_IDLE_WAIT_MS = Some("200"), &[Poller];
+    /// stop claiming when less than this remains before the deadline
+    POLLER_SAFETY_MARGIN_SECS = Some("10"), &[Poller];
+    /// record notifications a later event of the booking made moot as SUPERSEDED instead of sending them
+    POLLER_SKIP_SUPERSEDED = Some("true"), &[Poller];
+    /// optional cap on one invocation's polling, also the run time when the runtime reports no usable deadline (`make dev` sets 15); 0 or unset: none
+    POLLER_MAX_RUN_SECS = None, &[Poller];
+    /// the poller's Lambda timeout: the sweeper and outboxctl judge stuck rows by it; the poller's cold start (only when it is set) refuses SES timeouts that, with the safety margin, do not fit in it
+    POLLER_TIMEOUT_SECS = Some("60"), &[Poller, Sweeper, Outboxctl];
+    /// attempts of an event before it is dead-lettered
+    OUTBOX_MAX_ATTEMPTS = Some("8"), &[Poller, Sweeper, Outboxctl];
+    /// the first retry's delay (exponential backoff with jitter)
+    OUTBOX_BACKOFF_BASE_SECS = Some("2"), &[Poller];
+    /// the longest retry delay
+    OUTBOX_BACKOFF_CAP_SECS = Some("900"), &[Poller];
+    /// retry delay after SES paused sending
+    OUTBOX_PAUSE_DELAY_SECS = Some("300"), &[Poller];
+    /// the verified sender, `Name <address>`
+    SES_FROM_ADDRESS = None, &[Poller];
+    /// SES's region; unset: the function's `AWS_REGION`
+    SES_REGION = None, &[Poller];
+    /// moto or LocalStack Pro; unset for SES
+    SES_ENDPOINT_URL = None, &[Poller];
+    /// the configuration set every send names (SES's event destination)
+    SES_CONFIGURATION_SET = None, &[Poller];
+    /// messages/s per container (account rate ÷ poller containers)
+    SES_MAX_SEND_RATE = Some("10"), &[Poller];
+    /// connect timeout of one SES call
+    SES_CONNECT_TIMEOUT_MS = Some("3000"), &[Poller];
+    /// read timeout of one SES call; with the connect timeout, one send's worst case
+    SES_READ_TIMEOUT_MS = Some("10000"), &[Poller];
+    /// a PROCESSING row older than this is presumed abandoned; must exceed `POLLER_TIMEOUT_SECS`
+    SWEEP_STUCK_AFTER_SECS = Some("300"), &[Sweeper, Outboxctl];
+    /// rows per sweep statement
+    SWEEP_BATCH_SIZE = Some("500"), &[Sweeper, Outboxctl];
+    /// an UNKNOWN send with no SES event after this is "not confirmed by SES"
+    FEEDBACK_GRACE_SECS = Some("900"), &[Sweeper, Outboxctl];
+    /// opt-in (0: off): resend sends still not confirmed after this (at least the grace); risk: a `Send` event delayed past it means a duplicate
+    UNKNOWN_AUTO_RESEND_AFTER_SECS = Some("0"), &[Sweeper, Outboxctl];
+    /// DONE events, processed_events and settled sends older than this many days are deleted
+    RETENTION_DAYS = Some("7"), &[Sweeper, Outboxctl];
+    /// rows per retention delete
+    RETENTION_BATCH_SIZE = Some("1000"), &[Sweeper, Outboxctl];
+    /// retention deletes per table per run
+    RETENTION_MAX_BATCHES = Some("20"), &[Sweeper, Outboxctl];
+    /// an older `Idempotency-Key` is forgotten on read and deleted by retention
+    IDEMPOTENCY_KEY_TTL_HOURS = Some("24"), &[Api, Sweeper, Outboxctl];
+    /// named fault points for crash tests; only `dev` builds read it
+    OUTBOX_FAULT_POINTS = None, FUNCTIONS;
+    /// log filter (tracing's `EnvFilter` syntax)
+    RUST_LOG = Some("info"), FUNCTIONS;
+}
+
+/// The setting declared under `name`.
+pub fn find(name: &str) -> Option<&'static Setting> {
+    ALL.iter().copied().find(|s| s.name == name)
+}
