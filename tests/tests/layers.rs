@@ -67,3 +67,80 @@ fn the_layer_check_sees_an_upward_import() {
         BTreeSet::from(["notify".into(), "relay".into()])
     );
 }
+
+/// Every module of `shared/src` by path (`notify::sends::claim`), with its
+/// source.
+fn modules() -> Vec<(String, String)> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/src");
+    let mut files = Vec::new();
+    sources(&root, &mut files);
+    files
+        .iter()
+        .map(|f| {
+            let rel = f.strip_prefix(&root).unwrap().to_string_lossy().trim_end_matches(".rs").replace('/', "::");
+            let name = rel.trim_end_matches("::mod").trim_end_matches("lib").trim_end_matches("::").to_string();
+            (name, std::fs::read_to_string(f).unwrap())
+        })
+        .collect()
+}
+
+/// The modules `text` (the source of `module`) names through `crate::` or
+/// `super::` paths, braces expanded; each path counts as the longest module
+/// it starts with. A module's own ancestors and descendants are not edges.
+fn module_edges(module: &str, text: &str, known: &BTreeSet<String>) -> BTreeSet<String> {
+    let parent = module.rsplit_once("::").map_or("", |(p, _)| p);
+    let code: String = text.lines().map(|l| l.split("//").next().unwrap()).collect::<Vec<_>>().join("\n");
+    let mut paths = Vec::new();
+    for (base, tail) in [("crate::", ""), ("super::", parent)] {
+        for (i, _) in code.match_indices(base) {
+            if code[..i].ends_with(|c: char| c.is_alphanumeric() || c == '_' || c == ':') {
+                continue;
+            }
+            let rest = &code[i + base.len()..];
+            let prefix = if tail.is_empty() { String::new() } else { format!("{tail}::") };
+            if let Some(group) = rest.strip_prefix('{') {
+                let inner = &group[..group.find('}').unwrap_or(group.len())];
+                for item in inner.split(',') {
+                    paths.push(format!("{prefix}{}", item.trim()));
+                }
+            } else {
+                let path: String = rest.chars().take_while(|c| c.is_alphanumeric() || *c == '_' || *c == ':').collect();
+                paths.push(format!("{prefix}{path}"));
+            }
+        }
+    }
+    paths
+        .into_iter()
+        .filter_map(|p| {
+            let parts: Vec<&str> = p.split("::").filter(|s| !s.is_empty()).collect();
+            (1..=parts.len()).rev().map(|k| parts[..k].join("::")).find(|m| known.contains(m))
+        })
+        .filter(|m| m != module && !module.starts_with(&format!("{m}::")) && !m.starts_with(&format!("{module}::")))
+        .collect()
+}
+
+#[test]
+fn no_two_modules_of_shared_import_each_other_even_through_others() {
+    let modules = modules();
+    let known: BTreeSet<String> = modules.iter().map(|(m, _)| m.clone()).collect();
+    assert!(known.contains("notify::sends::claim") && known.contains("booking::idempotency"), "{known:?}");
+    let edges: std::collections::BTreeMap<String, BTreeSet<String>> =
+        modules.iter().map(|(m, text)| (m.clone(), module_edges(m, text, &known))).collect();
+    assert!(edges["booking::service"].contains("booking::idempotency"), "the edge finder sees `use super::idempotency`");
+    // A module that reaches itself again is a circle.
+    let mut circles = Vec::new();
+    for start in edges.keys() {
+        let mut seen = BTreeSet::new();
+        let mut stack: Vec<(String, Vec<String>)> = vec![(start.clone(), vec![start.clone()])];
+        while let Some((at, path)) = stack.pop() {
+            for next in &edges[&at] {
+                if next == start {
+                    circles.push(path.join(" → ") + " → " + start);
+                } else if seen.insert(next.clone()) {
+                    stack.push((next.clone(), [path.clone(), vec![next.clone()]].concat()));
+                }
+            }
+        }
+    }
+    assert!(circles.is_empty(), "circles in shared's module graph:\n{}", circles.join("\n"));
+}

@@ -18,6 +18,9 @@ use crate::db::DbError;
 const COLUMNS: &str = "id, organizer_email, organizer_name, organizer_sub, title, description, location, \
                        timezone, starts_at, ends_at, attendees, status, version, created_at, updated_at";
 
+/// The columns the database fills in on insert.
+const GENERATED: &str = "status, version, created_at, updated_at";
+
 /// Name of the exclusion constraint that forbids overlapping active bookings.
 pub const NO_OVERLAP_CONSTRAINT: &str = "bookings_no_overlapping_active";
 
@@ -74,7 +77,7 @@ pub async fn insert(
     const SQL: &str = formatcp!(
         "INSERT INTO bookings (id, organizer_email, organizer_name, organizer_sub, title, description, \
                                location, timezone, starts_at, ends_at, attendees) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) RETURNING {COLUMNS}"
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) RETURNING {GENERATED}"
     );
     let row = tx
         .query_one(
@@ -95,7 +98,23 @@ pub async fn insert(
         )
         .await
         .map_err(overlap_or)?;
-    from_row(&row)
+    // The values written are domain types already: only what the database
+    // made (status, version, stamps) is read back.
+    Ok(Booking {
+        id,
+        title: new.title.clone(),
+        description: new.description.clone(),
+        location: new.location.clone(),
+        range: new.range,
+        timezone: new.timezone,
+        organizer: organizer.person.clone(),
+        organizer_sub: organizer.subject.clone(),
+        attendees: new.attendees.clone(),
+        status: BookingStatus::from_row(&row, "status")?,
+        version: row.get("version"),
+        created_at: row.get("created_at"),
+        updated_at: row.get("updated_at"),
+    })
 }
 
 pub async fn get(client: &impl GenericClient, id: Uuid) -> Result<Option<Booking>, BookingError> {
