@@ -126,7 +126,10 @@ fn no_two_modules_of_shared_import_each_other_even_through_others() {
     assert!(known.contains("notify::sends::claim") && known.contains("booking::idempotency"), "{known:?}");
     let edges: std::collections::BTreeMap<String, BTreeSet<String>> =
         modules.iter().map(|(m, text)| (m.clone(), module_edges(m, text, &known))).collect();
-    assert!(edges["booking::service"].contains("booking::idempotency"), "the edge finder sees `use super::idempotency`");
+    assert!(
+        edges["booking::service"].contains("booking::idempotency"),
+        "the edge finder sees `use super::idempotency`"
+    );
     // A module that reaches itself again is a circle.
     let mut circles = Vec::new();
     for start in edges.keys() {
