@@ -1,4 +1,4 @@
-.PHONY: dev test mailbox bench measure-functions deploy-check smoke smoke-localstack
+.PHONY: dev test mailbox bench bench-production measure-functions deploy-check smoke smoke-localstack
 # The whole stack locally: Postgres, migrations, moto SES, cargo lambda watch, schedules.
 # `make dev LOCALSTACK=1`: the functions read the database settings from a
 # Secrets Manager secret in LocalStack (LOCALSTACK_ENDPOINT, default
@@ -14,6 +14,9 @@ mailbox:
 # Poller throughput and commit-to-send latency against a baseline.
 bench:
 	./scripts/bench.sh
+# The real release poller on the template's schedule, against SES's own limits.
+bench-production:
+	./scripts/bench-production.sh
 # Each release Lambda zip (from deploy-check): size, cold-start init time, peak RSS of one invocation.
 measure-functions:
 	./scripts/measure-functions.sh

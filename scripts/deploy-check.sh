@@ -59,6 +59,21 @@ env = fns["OutboxPollerFunction"]["Properties"]["Environment"]["Variables"]
 margin = int(env["POLLER_SAFETY_MARGIN_SECS"])
 assert margin < int(p["PollerTimeoutSeconds"]["MinValue"]), "the safety margin must leave time to poll"
 print(f"    sweep timeout {stuck}s > poller timeout {poller}s; poller safety margin {margin}s")
+# Continuous coverage: a run polls until its timeout minus one SES worst case
+# (the connect and read timeouts' defaults, from the checked settings table)
+# and the margin; that must outlast the schedule's period, with room for a
+# cold start, and two runs must be allowed at once.
+import re
+table = open("docs/configuration.md").read()
+default = lambda name: int(re.search(rf"^\| `{name}` \| `(\d+)` \|", table, re.M).group(1))
+worst = (default("SES_CONNECT_TIMEOUT_MS") + default("SES_READ_TIMEOUT_MS")) / 1000
+schedule = fns["OutboxPollerFunction"]["Properties"]["Events"]["Every1Minute"]["Properties"]["ScheduleExpression"]
+assert schedule == "rate(1 minute)" and int(env["POLLER_SCHEDULE_SECS"]) == 60, (schedule, env["POLLER_SCHEDULE_SECS"])
+polls = poller - worst - margin
+assert polls >= 60 + 5, f"a run polls {polls:.0f}s, not past the next run's start (60s) with 5s to spare"
+reserved = int(p["PollerReservedConcurrency"]["Default"])
+assert reserved >= 2 and int(p["PollerReservedConcurrency"]["MinValue"]) >= 2, "two runs must be allowed at once"
+print(f"    a run polls {polls:.0f}s of each 60s period: {polls - 60:.0f}s of overlap, {reserved} runs at once")
 PY
 
 echo "==> cargo lambda build --release --output-format zip (x86_64)"

@@ -33,6 +33,7 @@ lines), and nothing from this shell.
 import argparse
 import json
 import os
+import shutil
 import signal
 import statistics
 import subprocess
@@ -84,6 +85,22 @@ class QuietServer(ThreadingHTTPServer):
         super().handle_error(request, client_address)
 
 
+def send_reply(handler, code, body=b"", headers=()):
+    """One JSON answer on a BaseHTTPRequestHandler; a peer that went away
+    closes the connection, nothing more."""
+    try:
+        handler.send_response(code)
+        for k, v in headers:
+            handler.send_header(k, v)
+        handler.send_header("Content-Type", "application/json")
+        handler.send_header("Content-Length", str(len(body)))
+        handler.end_headers()
+        handler.wfile.write(body)
+        handler.wfile.flush()
+    except OSError:
+        handler.close_connection = True
+
+
 class Emulator:
     def __init__(self):
         self.run = None
@@ -114,17 +131,7 @@ class Emulator:
                 return self.rfile.read(n) if n else b""
 
             def reply(self, code, body=b"", headers=()):
-                try:
-                    self.send_response(code)
-                    for k, v in headers:
-                        self.send_header(k, v)
-                    self.send_header("Content-Type", "application/json")
-                    self.send_header("Content-Length", str(len(body)))
-                    self.end_headers()
-                    self.wfile.write(body)
-                    self.wfile.flush()
-                except OSError:
-                    self.close_connection = True
+                send_reply(self, code, body, headers)
 
             def do_GET(self):
                 now = time.perf_counter()
@@ -382,12 +389,7 @@ def measure(args):
                 os.remove(log_path)
             except OSError:
                 pass
-        for root, dirs, files in os.walk(workdir, topdown=False):
-            for name in files:
-                os.remove(os.path.join(root, name))
-            for name in dirs:
-                os.rmdir(os.path.join(root, name))
-        os.rmdir(workdir)
+        shutil.rmtree(workdir, ignore_errors=True)
 
 
 def check(args, result, log_path):

@@ -11,6 +11,7 @@ pub mod outbox;
 pub mod publisher;
 pub mod ses;
 pub mod ses_events;
+pub mod ses_standin;
 
 use std::time::Duration;
 

@@ -3,7 +3,6 @@
 //! what moto received, and a loopback proxy that injects faults (throttling,
 //! hangs) in front of moto.
 
-use std::num::NonZeroU32;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -53,7 +52,7 @@ pub fn ses_config(endpoint: &str, from: &str) -> SesConfig {
         region: "us-east-1".into(),
         endpoint_url: Some(endpoint.to_string()),
         configuration_set: None,
-        max_send_rate: NonZeroU32::new(1000).unwrap(),
+        max_send_rate: None,
         connect_timeout: Duration::from_millis(1000),
         read_timeout: Duration::from_millis(1500),
     }

@@ -180,6 +180,8 @@ async fn fault_run_confirms_every_unknown_that_reached_ses_and_sends_no_duplicat
         if counts[&EventStatus::Pending] + counts[&EventStatus::Processing] == 0 {
             break;
         }
+        // A throttled event is due again a little later.
+        tokio::time::sleep(shared::relay::event::THROTTLED_RETRY).await;
     }
 
     let unknown_before: i64 = send_counts(&s.db).await[&SendStatus::Unknown];

@@ -1,8 +1,8 @@
 //! Outbox poller Lambda (EventBridge schedule): an adapter from the
 //! scheduled event to `shared::relay::Poller::invoke`, which keeps
 //! polling until the invocation's deadline minus a safety margin, emits EMF
-//! metrics and returns a health summary. The pool and the SES client are
-//! built once per container.
+//! metrics and returns a health summary. The pool, the SES client and the
+//! pacer (the fleet's shared send rate) are built once per container.
 
 use std::sync::Arc;
 
@@ -12,6 +12,8 @@ use shared::db::DbConfig;
 use shared::fault::Faults;
 use shared::notify::mailer::ses::{SesConfig, SesMailer};
 use shared::notify::mailer::Mailer;
+use shared::notify::pace::Pacer;
+use shared::notify::send_rate;
 use shared::relay::{deadline_from, Poller, PollerConfig, Wake};
 use tracing::Instrument;
 
@@ -21,10 +23,15 @@ async fn main() -> Result<(), Error> {
     let batches = PollerConfig::batches_in_flight_from_env()?;
     let db = DbConfig::from_env_with_pool_default(PollerConfig::min_pool_size(batches)).await?;
     let config = PollerConfig::from_env(db.pool_size)?;
-    let mailer = Arc::new(SesMailer::from_env(SesConfig::from_env()?).await);
+    let ses = SesConfig::from_env()?;
+    let cap = ses.max_send_rate;
+    let mailer = Arc::new(SesMailer::from_env(ses).await);
     config.check_send_fits(mailer.worst_case())?;
     let listen = config.listen;
-    let mut poller = Poller::new(db.build_pool()?, mailer, Faults::from_env()?, config);
+    let pool = db.build_pool()?;
+    // Every send is paced by the fleet's rate: the account's, or the cap.
+    let pacer = Pacer::new(pool.clone(), send_rate::SES, config.concurrency);
+    let mut poller = Poller::new(pool, mailer, Faults::from_env()?, config).with_pace(pacer, cap);
     if listen {
         poller = poller.with_wake(Wake::new(db.connector()?));
     }

@@ -103,8 +103,8 @@ settings! {
     POLLER_BATCH_SIZE = Some("32"), &[Poller];
     /// sends claimed in one committed statement before any of them is made, their outcomes then recorded in one; a crash in between leaves up to this many UNKNOWN; 1 is the same path with groups of one send
     POLLER_CLAIM_GROUP = Some("64"), &[Poller];
-    /// sends made at once within a claim group
-    POLLER_CONCURRENCY = Some("4"), &[Poller];
+    /// the most sends one poller has in flight; it keeps the fleet's rate × p95 SES latency of them (plus a quarter) in flight, up to this
+    POLLER_CONCURRENCY = Some("128"), &[Poller];
     /// batches one poller processes at once; each holds 2 connections (`DATABASE_POOL_SIZE >= 2 * POLLER_BATCHES_IN_FLIGHT + 1`)
     POLLER_BATCHES_IN_FLIGHT = Some("2"), &[Poller];
     /// wake on a booking's commit (`LISTEN` on a dedicated connection); the template turns it off behind RDS Proxy
@@ -118,7 +118,9 @@ settings! {
     /// optional cap on one invocation's polling, also the run time when the runtime reports no usable deadline (`make dev` sets 15); 0 or unset: none
     POLLER_MAX_RUN_SECS = None, &[Poller];
     /// the poller's Lambda timeout: the sweeper and outboxctl judge stuck rows by it; the poller's cold start (only when it is set) refuses SES timeouts that, with the safety margin, do not fit in it
-    POLLER_TIMEOUT_SECS = Some("60"), &[Poller, Sweeper, Outboxctl];
+    POLLER_TIMEOUT_SECS = Some("100"), &[Poller, Sweeper, Outboxctl];
+    /// the period of the poller's schedule; when set, the cold start warns if one run's polling would not outlast it (a gap with no poller)
+    POLLER_SCHEDULE_SECS = None, &[Poller];
     /// attempts of an event before it is dead-lettered
     OUTBOX_MAX_ATTEMPTS = Some("8"), &[Poller, Sweeper, Outboxctl];
     /// the first retry's delay (exponential backoff with jitter)
@@ -135,8 +137,8 @@ settings! {
     SES_ENDPOINT_URL = None, &[Poller];
     /// the configuration set every send names (SES's event destination)
     SES_CONFIGURATION_SET = None, &[Poller];
-    /// messages/s per container (account rate ÷ poller containers)
-    SES_MAX_SEND_RATE = Some("10"), &[Poller];
+    /// the whole fleet's cap in messages/s, below the account's `MaxSendRate` (read with `GetAccount`); 0 or unset: the account's rate
+    SES_MAX_SEND_RATE = None, &[Poller];
     /// connect timeout of one SES call
     SES_CONNECT_TIMEOUT_MS = Some("3000"), &[Poller];
     /// read timeout of one SES call; with the connect timeout, one send's worst case

@@ -9,6 +9,7 @@
 //! shows up as UNKNOWN); nothing can duplicate one.
 
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
 
 use deadpool_postgres::Pool;
 use futures_util::stream::{self, StreamExt};
@@ -17,6 +18,7 @@ use uuid::Uuid;
 
 use super::feedback;
 use super::mailer::{Mailer, SendOutcome};
+use super::pace::Pacer;
 use super::plan::Planned;
 use super::sends::{self, Claim, GroupClaim, Outcome, SendStatus, Settled};
 use super::Notification;
@@ -28,6 +30,13 @@ use crate::telemetry::mask_email;
 pub const FAULT_AFTER_SEND_CLAIM: &str = "deliver.after_send_claim";
 /// Mailer accepted the message, outcome not yet recorded.
 pub const FAULT_AFTER_SEND: &str = "deliver.after_send";
+
+/// When writing outcomes fails (the connection was lost, the server
+/// restarted), they are written again on a fresh connection after each of
+/// these pauses: an outcome the mailer reported is not dropped for one
+/// broken connection, and the claim it settles does not turn UNKNOWN.
+pub const RECORD_RETRIES: [Duration; 3] =
+    [Duration::from_millis(50), Duration::from_millis(250), Duration::from_millis(1000)];
 
 /// What happened to one recipient. The caller decides what it means for
 /// the event (retry, dead letter, pause); every send is already recorded.
@@ -42,6 +51,9 @@ pub enum Delivery {
     Orphaned,
     /// Certainly not sent: the claim is released; retry the event later.
     Released { reason: String },
+    /// Refused for the account's send rate: the claim is released, the
+    /// fleet slowed down; retry soon, without using up an attempt.
+    Throttled { reason: String },
     /// The provider paused sending: the claim is released; stop sending.
     Paused { reason: String },
     /// Permanently refused for this recipient: FAILED.
@@ -77,6 +89,10 @@ fn judge(outcome: SendOutcome) -> (Outcome, Delivery) {
             tracing::warn!(%reason, "not sent; claim released for retry");
             (Outcome::Released, Delivery::Released { reason })
         }
+        SendOutcome::Throttled { reason } => {
+            tracing::warn!(%reason, "throttled; claim released, the fleet slows down");
+            (Outcome::Released, Delivery::Throttled { reason })
+        }
         SendOutcome::Paused { reason } => {
             tracing::error!(%reason, "provider paused sending; stopping this run");
             (Outcome::Released, Delivery::Paused { reason })
@@ -96,11 +112,14 @@ fn judge(outcome: SendOutcome) -> (Outcome, Delivery) {
     }
 }
 
-/// When a group's sends stop short: the provider paused sending (this run
-/// sends nothing more), or the next send would not end before the deadline.
+/// When a group's sends may start, and when they stop short: the provider
+/// paused sending (this run sends nothing more), or the next send would not
+/// end before the deadline. With a [`Pacer`], each send also waits for a
+/// place among the sends in flight and for the fleet's rate.
 pub struct Gate<'a> {
     pub paused: &'a AtomicBool,
     pub send_fits: &'a (dyn Fn() -> bool + Sync),
+    pub pace: Option<&'a Pacer>,
 }
 
 /// Delivers a group of planned notifications (each event's recipients, of
@@ -110,9 +129,12 @@ pub struct Gate<'a> {
 ///    SUPERSEDED) and commits: every claim is durable before any send;
 /// 2. claims found CLAIMED from a dead attempt become UNKNOWN, suppressed
 ///    addresses FAILED (one statement each);
-/// 3. the sends run `concurrently` at a time; each checks the [`Gate`]
-///    first, and one that may not start has its claim released;
-/// 4. one statement records every outcome.
+/// 3. the sends run `concurrently` at a time (and as the [`Gate`]'s pacer
+///    allows); each checks the gate first, and one that may not start has
+///    its claim released;
+/// 4. outcomes are recorded as the sends finish, one statement for those
+///    that finished together, again on a fresh connection if that fails
+///    ([`RECORD_RETRIES`]).
 ///
 /// A crash between 1 and 4 leaves the group's claims CLAIMED, which the next
 /// attempt marks UNKNOWN: up to a group of emails lost, none duplicated. The
@@ -178,7 +200,7 @@ pub async fn deliver(
     if !to_send.is_empty() {
         faults.hit(FAULT_AFTER_SEND_CLAIM)?;
     }
-    let sent: Vec<Result<(usize, Uuid, Outcome, Delivery), FaultError>> = stream::iter(to_send)
+    let sent = stream::iter(to_send)
         .map(|(i, id)| {
             let n = group[i].notification();
             let span = tracing::info_span!(
@@ -192,33 +214,84 @@ pub async fn deliver(
                     let reason = "sending paused earlier in this run".to_string();
                     return Ok((i, id, Outcome::Released, Delivery::Paused { reason }));
                 }
-                if !(gate.send_fits)() {
+                let deferred = || {
                     let reason = "the invocation's deadline came first; the claim was released unsent".to_string();
-                    return Ok((i, id, Outcome::Released, Delivery::Deferred { reason }));
+                    Ok((i, id, Outcome::Released, Delivery::Deferred { reason }))
+                };
+                let _slot = match gate.pace {
+                    Some(pace) => {
+                        let slot = pace.slot().await;
+                        match pace.token(gate.send_fits).await {
+                            Ok(true) => Some(slot),
+                            Ok(false) => return deferred(),
+                            Err(e) => {
+                                let reason = format!("the fleet's send rate could not be read: {e}");
+                                tracing::warn!(%reason, "claim released unsent");
+                                return Ok((i, id, Outcome::Released, Delivery::Released { reason }));
+                            }
+                        }
+                    }
+                    None => None,
+                };
+                if !(gate.send_fits)() {
+                    return deferred();
                 }
                 let n = Notification { claim: Some(id), ..group[i].notification().clone() };
+                let started = Instant::now();
                 // Reasons are logged and stored from here on: no address in them.
                 let outcome = mailer.send(&n).await.masked();
+                if let Some(pace) = gate.pace {
+                    pace.observe(started.elapsed());
+                }
                 faults.hit(FAULT_AFTER_SEND)?;
-                if let SendOutcome::Paused { .. } = outcome {
-                    gate.paused.store(true, Ordering::SeqCst);
+                match (&outcome, gate.pace) {
+                    (SendOutcome::Paused { .. }, _) => gate.paused.store(true, Ordering::SeqCst),
+                    (SendOutcome::Throttled { .. }, Some(pace)) => {
+                        if let Err(e) = pace.throttled().await {
+                            tracing::warn!(error = %e, "could not slow the fleet down after a throttling answer");
+                        }
+                    }
+                    _ => {}
                 }
                 let (outcome, delivery) = judge(outcome);
-                Ok((i, id, outcome, delivery))
+                Ok::<_, FaultError>((i, id, outcome, delivery))
             }
             .instrument(span)
         })
         .buffer_unordered(concurrently.max(1))
-        .collect()
-        .await;
-    let mut outcomes = Vec::with_capacity(sent.len());
-    for result in sent {
-        let (i, id, outcome, delivery) = result?;
-        outcomes.push((id, outcome));
-        out[i] = Some(delivery);
+        .ready_chunks(concurrently.max(1));
+    tokio::pin!(sent);
+    // Each outcome is recorded as soon as its send ends (with the others
+    // that ended meanwhile), not after the group's slowest send: a crash
+    // leaves fewer accepted sends unrecorded.
+    while let Some(finished) = sent.next().await {
+        let mut outcomes = Vec::with_capacity(finished.len());
+        for result in finished {
+            let (i, id, outcome, delivery) = result?;
+            outcomes.push((id, outcome));
+            out[i] = Some(delivery);
+        }
+        record_durably(pool, &outcomes).await?;
     }
-    sends::outcome::record(&pool.get().await?, &outcomes).await?;
     Ok(out.into_iter().map(|d| d.expect("every item of the group has a delivery")).collect())
+}
+
+/// Records outcomes; when that fails, again on a fresh connection after
+/// each pause of [`RECORD_RETRIES`]. Recording is idempotent: an outcome
+/// written twice is written once.
+async fn record_durably(pool: &Pool, outcomes: &[(Uuid, Outcome)]) -> Result<(), DbError> {
+    let mut pauses = RECORD_RETRIES.iter();
+    loop {
+        let attempt = async { sends::outcome::record(&pool.get().await?, outcomes).await }.await;
+        match (attempt, pauses.next()) {
+            (Ok(()), _) => return Ok(()),
+            (Err(e), Some(pause)) => {
+                tracing::warn!(error = %e, count = outcomes.len(), "recording outcomes failed; again on a fresh connection");
+                tokio::time::sleep(*pause).await;
+            }
+            (Err(e), None) => return Err(e),
+        }
+    }
 }
 
 crate::from_driver_errors!(DeliverError);

@@ -10,6 +10,9 @@
 //! - [`feedback`]: SES's own events about each send: confirmations of
 //!   ambiguous sends, deliveries, bounces, complaints, suppression.
 //! - [`mailer`]: the `Mailer` trait and its adapters (SES, recording).
+//! - [`send_rate`]: the `send_rate` table, the fleet's shared token bucket.
+//! - [`pace`]: one poller's pace: tokens from that bucket, and enough sends
+//!   in flight to reach the rate.
 //! - [`invite`]: the invitation email (MIME + iCalendar).
 //! - [`unknown`]: sends whose outcome is unknown, and the explicit resend.
 
@@ -17,7 +20,9 @@ pub mod deliver;
 pub mod feedback;
 pub mod invite;
 pub mod mailer;
+pub mod pace;
 pub mod plan;
+pub mod send_rate;
 pub mod sends;
 pub mod unknown;
 

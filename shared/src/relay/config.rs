@@ -45,6 +45,9 @@ pub struct PollerConfig {
     /// Optional cap on one invocation's polling time (and the run time used
     /// when the runtime reports no usable deadline, as local emulators do).
     pub max_run: Option<Duration>,
+    /// The schedule's period (`POLLER_SCHEDULE_SECS`), when known: one run
+    /// should poll past the next run's start, so one is always claiming.
+    pub schedule: Option<Duration>,
 }
 
 impl PollerConfig {
@@ -84,6 +87,7 @@ impl PollerConfig {
             // evidence of this function's timeout.
             function_timeout: S::POLLER_TIMEOUT_SECS.optional::<u64>()?.filter(|s| *s > 0).map(Duration::from_secs),
             max_run: S::POLLER_MAX_RUN_SECS.optional::<u64>()?.filter(|s| *s > 0).map(Duration::from_secs),
+            schedule: S::POLLER_SCHEDULE_SECS.optional::<u64>()?.filter(|s| *s > 0).map(Duration::from_secs),
         };
         cfg.validate(pool_size)?;
         Ok(cfg)
@@ -107,6 +111,7 @@ impl PollerConfig {
             skip_superseded: true,
             function_timeout: None,
             max_run: None,
+            schedule: None,
         }
     }
 
@@ -162,6 +167,24 @@ impl PollerConfig {
             }
         }
         let Some(timeout) = self.function_timeout else { return Ok(()) };
+        if let Some(period) = self.schedule {
+            // Polling stops once one send's worst case and the margin no
+            // longer fit; the next run starts one period after this one.
+            let polls = timeout.saturating_sub(worst_case + self.safety_margin);
+            if polls < period + COLD_START_ALLOWANCE {
+                tracing::warn!(
+                    polls_secs = polls.as_secs(),
+                    period_secs = period.as_secs(),
+                    "a run stops claiming before the next one starts: for {}s of every {}s no poller claims, \
+                     and a booking committed then waits for its invitation; raise the poller's timeout \
+                     (POLLER_TIMEOUT_SECS, the template's PollerTimeoutSeconds) to at least {}s, \
+                     with reserved concurrency for two runs",
+                    (period + COLD_START_ALLOWANCE).saturating_sub(polls).as_secs(),
+                    period.as_secs(),
+                    (period + COLD_START_ALLOWANCE + worst_case + self.safety_margin).as_secs_f64().ceil()
+                );
+            }
+        }
         if worst_case + self.safety_margin >= timeout {
             return Err(ConfigError::new(
                 "POLLER_TIMEOUT_SECS",
@@ -195,6 +218,10 @@ impl PollerConfig {
             .min(self.backoff_cap)
     }
 }
+
+/// The overlap a run needs past the next run's start: that run's cold
+/// start, and the scheduler's own lateness.
+pub const COLD_START_ALLOWANCE: Duration = Duration::from_secs(5);
 
 fn default_worker_id() -> String {
     let host = std::env::var("AWS_LAMBDA_LOG_STREAM_NAME")

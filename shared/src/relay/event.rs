@@ -27,6 +27,10 @@ use crate::outbox::processed;
 /// Every recipient handled; `processed_events` + DONE not yet committed.
 pub const FAULT_BEFORE_DONE_COMMIT: &str = "poller.before_done_commit";
 
+/// An event whose send was throttled is due again this much later (the
+/// fleet sends at half its rate meanwhile): a retry without a storm.
+pub const THROTTLED_RETRY: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// What the deliveries of one event mean for the event. When several apply,
 /// the strongest wins (in this order), with the first reason of its kind.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -37,6 +41,9 @@ enum Settle {
     /// PENDING at once, without using an attempt; the sent ones keep their
     /// claims, the rest were never claimed.
     Deadline(String),
+    /// Throttled for the account's send rate: back to PENDING soon
+    /// ([`THROTTLED_RETRY`]), without using an attempt.
+    Throttled(String),
     /// The provider paused sending: back to PENDING without using an attempt.
     Requeue(String),
     /// A known failure: back to PENDING with backoff (or DEAD when out of attempts).
@@ -50,9 +57,10 @@ impl Settle {
         match self {
             Settle::Done => 0,
             Settle::Deadline(_) => 1,
-            Settle::Requeue(_) => 2,
-            Settle::Retry(_) => 3,
-            Settle::DeadLetter(_) => 4,
+            Settle::Throttled(_) => 2,
+            Settle::Requeue(_) => 3,
+            Settle::Retry(_) => 4,
+            Settle::DeadLetter(_) => 5,
         }
     }
 
@@ -67,6 +75,7 @@ impl Settle {
     fn of(d: &Delivery) -> Settle {
         match d {
             Delivery::Released { reason } => Settle::Retry(reason.clone()),
+            Delivery::Throttled { reason } => Settle::Throttled(reason.clone()),
             Delivery::Paused { reason } => Settle::Requeue(reason.clone()),
             Delivery::Misconfigured { reason } => Settle::DeadLetter(reason.clone()),
             Delivery::Deferred { reason } => Settle::Deadline(reason.clone()),
@@ -105,11 +114,15 @@ impl<M: Mailer + 'static> Poller<M> {
         }
         let mut settle = vec![Settle::Done; events.len()];
         let send_fits = || self.send_fits();
-        let gate = Gate { paused: &self.paused, send_fits: &send_fits };
+        let gate = Gate { paused: &self.paused, send_fits: &send_fits, pace: self.pace.as_deref() };
         let worker = &self.config.worker_id;
         let mut items = items.into_iter().peekable();
         while items.peek().is_some() {
-            let (owners, group): (Vec<usize>, Vec<Planned>) = items.by_ref().take(self.config.claim_group).unzip();
+            let size = match &self.pace {
+                Some(pace) => pace.claim_group(self.config.claim_group),
+                None => self.config.claim_group,
+            };
+            let (owners, group): (Vec<usize>, Vec<Planned>) = items.by_ref().take(size).unzip();
             let stop = if self.paused.load(Ordering::SeqCst) {
                 Some(Settle::Requeue("sending paused earlier in this run".into()))
             } else if group.iter().any(|p| matches!(p, Planned::Send(_))) && !self.send_fits() {
@@ -197,6 +210,11 @@ impl<M: Mailer + 'static> Poller<M> {
                 transitions::requeue(&client, event_id, worker, std::time::Duration::ZERO, &reason).await?;
                 tracing::info!("event handed back at the deadline; the next invocation goes on");
                 summary.deadline_requeued += 1;
+            }
+            Settle::Throttled(reason) => {
+                let reason = format!("throttled: {reason}");
+                transitions::requeue(&client, event_id, worker, THROTTLED_RETRY, &reason).await?;
+                summary.throttled += 1;
             }
             Settle::Requeue(reason) => {
                 let delay = self.config.pause_delay;

@@ -21,11 +21,17 @@ use super::RelayError;
 use crate::booking::events::BookingEvent;
 use crate::fault::Faults;
 use crate::notify::mailer::Mailer;
+use crate::notify::pace::{Pacer, ASSUMED_LATENCY};
 use crate::outbox::events::{self, claim, transitions};
 use crate::telemetry::emf::{self, Unit};
 
 /// Claimed rows are PROCESSING, nothing dispatched yet.
 pub const FAULT_AFTER_CLAIM: &str = "poller.after_claim";
+
+/// A batch whose processing failed on the database is processed again
+/// after each of these pauses, before it is left to the sweeper.
+pub const BATCH_RETRIES: [Duration; 3] =
+    [Duration::from_millis(100), Duration::from_millis(500), Duration::from_millis(2000)];
 
 /// Converts a Lambda deadline (wall clock) into an `Instant`.
 pub fn deadline_from(deadline: std::time::SystemTime) -> Instant {
@@ -45,7 +51,30 @@ pub struct Poller<M: Mailer + 'static> {
     pub(super) deadline: Arc<Mutex<Option<Instant>>>,
     /// Wakes an idle run when an event commits (none: timed polls only).
     pub(super) wake: Option<Arc<Wake>>,
+    /// Paces the sends by the fleet's shared rate (none: as fast as the
+    /// mailer answers, as in tests with the recording mailer).
+    pub(super) pace: Option<Arc<Pacer>>,
+    rate: Arc<Mutex<RateSource>>,
+    /// When this poller last tried to claim (the end of its claiming, once
+    /// a run is over).
+    last_poll: Arc<Mutex<Option<Instant>>>,
 }
+
+/// Where the fleet's rate comes from, and when it was last read.
+#[derive(Debug, Default)]
+struct RateSource {
+    /// The operator's cap (`SES_MAX_SEND_RATE`).
+    cap: Option<f64>,
+    read_at: Option<Instant>,
+}
+
+/// How often a poller reads the account's rate again (at the start of a
+/// run, once this long has passed since the last read).
+pub const RATE_REFRESH: Duration = Duration::from_secs(60);
+
+/// The rate used when the account's cannot be read and no cap is set: the
+/// lowest SES grants (a sandbox account sends 1 a second).
+pub const FALLBACK_RATE: f64 = 1.0;
 
 impl<M: Mailer + 'static> Clone for Poller<M> {
     fn clone(&self) -> Self {
@@ -57,6 +86,9 @@ impl<M: Mailer + 'static> Clone for Poller<M> {
             paused: self.paused.clone(),
             deadline: self.deadline.clone(),
             wake: self.wake.clone(),
+            pace: self.pace.clone(),
+            rate: self.rate.clone(),
+            last_poll: self.last_poll.clone(),
         }
     }
 }
@@ -71,7 +103,81 @@ impl<M: Mailer + 'static> Poller<M> {
             paused: Arc::new(AtomicBool::new(false)),
             deadline: Default::default(),
             wake: None,
+            pace: None,
+            rate: Default::default(),
+            last_poll: Default::default(),
         }
+    }
+
+    /// Paces every send by the fleet's shared rate: the account's
+    /// ([`Mailer::account_rate`]), or `cap` when lower. The rate is read at
+    /// the first run and again every [`RATE_REFRESH`].
+    pub fn with_pace(mut self, pacer: Pacer, cap: Option<f64>) -> Self {
+        self.pace = Some(Arc::new(pacer));
+        self.rate = Arc::new(Mutex::new(RateSource { cap, read_at: None }));
+        self
+    }
+
+    /// Reads the account's rate and writes the fleet's (with the cap) to
+    /// the shared row, if it is due ([`RATE_REFRESH`]). Returns the fleet's
+    /// rate when it was read. If the account's rate cannot be read, the
+    /// row keeps what another poller wrote; a first read that fails writes
+    /// the cap, or [`FALLBACK_RATE`].
+    pub async fn refresh_rate(&self) -> Result<Option<f64>, RelayError> {
+        let Some(pace) = &self.pace else { return Ok(None) };
+        let (cap, read_at) = {
+            let r = self.rate.lock().expect("rate lock");
+            (r.cap, r.read_at)
+        };
+        if read_at.is_some_and(|at| at.elapsed() < RATE_REFRESH) {
+            return Ok(None);
+        }
+        let account = match self.mailer.account_rate().await {
+            Ok(Some(rate)) => rate,
+            Ok(None) => cap.unwrap_or(FALLBACK_RATE),
+            Err(e) if read_at.is_some() => {
+                tracing::error!(error = %e, "could not read the account's send rate; keeping the last one \
+                    (the poller's role needs ses:GetAccount)");
+                self.rate.lock().expect("rate lock").read_at = Some(Instant::now());
+                return Ok(None);
+            }
+            Err(e) => {
+                let rate = cap.unwrap_or(FALLBACK_RATE);
+                tracing::error!(error = %e, rate, "could not read the account's send rate; sending at the cap \
+                    or 1 a second (the poller's role needs ses:GetAccount)");
+                rate
+            }
+        };
+        let configured = pace.configure(account, cap).await?;
+        self.rate.lock().expect("rate lock").read_at = Some(Instant::now());
+        let reach = self.reachable_in_flight(pace);
+        let needed = Pacer::needed(configured.rate, ASSUMED_LATENCY);
+        tracing::info!(
+            account_rate = configured.account_rate,
+            fleet_rate = configured.rate,
+            cap,
+            in_flight_needed = needed,
+            in_flight_most = reach,
+            "the fleet's send rate"
+        );
+        if needed > reach {
+            tracing::warn!(
+                needed,
+                reach,
+                "one poller cannot keep enough sends in flight to reach the fleet's rate at {} ms a send: \
+                 raise POLLER_CONCURRENCY (and POLLER_BATCHES_IN_FLIGHT or POLLER_CLAIM_GROUP if they bound it), \
+                 or run more pollers",
+                ASSUMED_LATENCY.as_millis()
+            );
+        }
+        Ok(Some(configured.rate))
+    }
+
+    /// The most sends one poller can have in flight: its ceiling, and the
+    /// claim groups its batches in flight hold.
+    fn reachable_in_flight(&self, pace: &Pacer) -> usize {
+        let groups = self.config.batches_in_flight * self.config.claim_group.min(self.config.concurrency);
+        pace.ceiling().min(groups)
     }
 
     /// Waits for committed events' notifications between empty polls,
@@ -94,13 +200,20 @@ impl<M: Mailer + 'static> Poller<M> {
             remaining_ms = deadline.saturating_duration_since(started).as_millis() as u64,
             "poller run starting"
         );
+        self.refresh_rate().await?;
         let summary = self.run_until(deadline).await?;
         let client = self.pool.get().await?;
         let oldest = events::oldest_due_age(&client).await?.unwrap_or(0.0);
         let mut metrics = summary.metrics();
         metrics.push(("OldestPendingAgeSeconds", oldest, Unit::Seconds));
         emf::emit("outbox-poller", &metrics);
-        Ok(Health { summary, oldest_due_pending_age_secs: oldest, duration_ms: started.elapsed().as_millis() as u64 })
+        let last_poll = self.last_poll.lock().expect("last poll lock").unwrap_or(started);
+        Ok(Health {
+            summary,
+            oldest_due_pending_age_secs: oldest,
+            duration_ms: started.elapsed().as_millis() as u64,
+            claiming_until_ms: last_poll.saturating_duration_since(started).as_millis() as u64,
+        })
     }
 
     /// The runtime's deadline, capped by `POLLER_MAX_RUN_SECS`. A local
@@ -221,6 +334,7 @@ impl<M: Mailer + 'static> Poller<M> {
         let mut summary = RunSummary { batches: 1, ..RunSummary::default() };
         let claimed = {
             let client = self.pool.get().await?;
+            *self.last_poll.lock().expect("last poll lock") = Some(Instant::now());
             claim::claim_due(&client, self.config.batch_size, &self.config.worker_id).await?
         };
         summary.claimed = claimed.len() as u32;
@@ -244,14 +358,34 @@ impl<M: Mailer + 'static> Poller<M> {
         if readable.is_empty() {
             return Ok(summary);
         }
-        match self.process(readable).await {
-            Ok(one) => summary.add(&one),
-            // An injected crash stops the run, as a real one would.
-            Err(e @ RelayError::Fault(_)) => return Err(e),
-            Err(e) => {
-                // The events stay PROCESSING; the sweeper will hand them back.
-                tracing::error!(error = %e, "batch processing failed; left for the sweeper");
-                summary.errors += 1;
+        // A lost connection, or a restarted server, fails the batch midway.
+        // The events are still this worker's (PROCESSING, locked by it), so
+        // it processes them again itself on fresh connections: what was
+        // recorded stands (a claim with an outcome is never sent again, one
+        // left CLAIMED becomes UNKNOWN), the rest goes out now, not after
+        // the sweeper's stuck timeout.
+        let mut pauses = BATCH_RETRIES.iter();
+        loop {
+            match self.process(readable.clone()).await {
+                Ok(one) => {
+                    summary.add(&one);
+                    break;
+                }
+                // An injected crash stops the run, as a real one would.
+                Err(e @ RelayError::Fault(_)) => return Err(e),
+                Err(e) => match pauses.next() {
+                    Some(pause) => {
+                        tracing::warn!(error = %e, "batch processing failed; processing it again on fresh connections");
+                        summary.recovered += 1;
+                        tokio::time::sleep(*pause).await;
+                    }
+                    None => {
+                        // The events stay PROCESSING; the sweeper will hand them back.
+                        tracing::error!(error = %e, "batch processing failed again; left for the sweeper");
+                        summary.errors += 1;
+                        break;
+                    }
+                },
             }
         }
         summary.paused = self.paused.load(Ordering::SeqCst);

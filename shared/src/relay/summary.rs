@@ -28,6 +28,10 @@ pub struct RunSummary {
     pub paused: bool,
     /// Events handed back unfinished because the deadline came first.
     pub deadline_requeued: u32,
+    /// Events handed back because a send was throttled (no attempt used).
+    pub throttled: u32,
+    /// Batches processed again in place after a database failure.
+    pub recovered: u32,
     pub errors: u32,
     /// The slowest batch (claim + dispatch) of the run.
     pub batch_duration_ms_max: u64,
@@ -49,6 +53,8 @@ impl RunSummary {
         self.dead_lettered += o.dead_lettered;
         self.paused |= o.paused;
         self.deadline_requeued += o.deadline_requeued;
+        self.throttled += o.throttled;
+        self.recovered += o.recovered;
         self.errors += o.errors;
         self.batch_duration_ms_max = self.batch_duration_ms_max.max(o.batch_duration_ms_max);
     }
@@ -61,6 +67,7 @@ impl RunSummary {
             Delivery::Superseded { .. } => self.superseded += 1,
             Delivery::Orphaned | Delivery::Unknown { .. } => self.unknown += 1,
             Delivery::Released { .. }
+            | Delivery::Throttled { .. }
             | Delivery::Paused { .. }
             | Delivery::Misconfigured { .. }
             | Delivery::Deferred { .. } => self.released += 1,
@@ -78,6 +85,7 @@ impl RunSummary {
             ("Unknown", self.unknown as f64, Unit::Count),
             ("PermanentlyFailed", self.failed as f64, Unit::Count),
             ("DeadLettered", self.dead_lettered as f64, Unit::Count),
+            ("Throttled", self.throttled as f64, Unit::Count),
             ("Errors", self.errors as f64, Unit::Count),
             ("BatchDurationMs", self.batch_duration_ms_max as f64, Unit::Milliseconds),
         ]
@@ -91,6 +99,9 @@ pub struct Health {
     pub summary: RunSummary,
     pub oldest_due_pending_age_secs: f64,
     pub duration_ms: u64,
+    /// When, from the invocation's start, the run last tried to claim: it
+    /// claims from its start to here (the schedule's coverage).
+    pub claiming_until_ms: u64,
 }
 
 /// What one sweeper run did; the sweeper Lambda returns it.

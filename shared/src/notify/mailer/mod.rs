@@ -13,9 +13,13 @@ use super::Notification;
 pub enum SendOutcome {
     /// Accepted by the provider.
     Sent { message_id: String },
-    /// Definitely not sent (throttled, refused before acceptance): release
-    /// the claim and retry the event later.
+    /// Definitely not sent (refused before acceptance): release the claim
+    /// and retry the event later.
     NotSent { reason: String },
+    /// Refused for the account's send rate (SES's Throttling /
+    /// TooManyRequests): nothing was sent. Release the claim, slow the
+    /// fleet down, and retry soon without using up an attempt.
+    Throttled { reason: String },
     /// The provider paused sending for the account: release the claim, stop
     /// sending in this run, and retry without using up an attempt.
     Paused { reason: String },
@@ -39,6 +43,7 @@ impl SendOutcome {
         match self {
             SendOutcome::Sent { message_id } => SendOutcome::Sent { message_id },
             SendOutcome::NotSent { reason } => SendOutcome::NotSent { reason: m(&reason) },
+            SendOutcome::Throttled { reason } => SendOutcome::Throttled { reason: m(&reason) },
             SendOutcome::Paused { reason } => SendOutcome::Paused { reason: m(&reason) },
             SendOutcome::Rejected { reason } => SendOutcome::Rejected { reason: m(&reason) },
             SendOutcome::Misconfigured { reason } => SendOutcome::Misconfigured { reason: m(&reason) },
@@ -57,6 +62,12 @@ pub trait Mailer: Send + Sync {
     fn worst_case(&self) -> std::time::Duration {
         std::time::Duration::ZERO
     }
+
+    /// The provider's send rate for the account, in messages a second
+    /// (SES: `GetAccount`'s `MaxSendRate`); None: the provider sets none.
+    async fn account_rate(&self) -> Result<Option<f64>, String> {
+        Ok(None)
+    }
 }
 
 #[async_trait::async_trait]
@@ -67,5 +78,9 @@ impl<M: Mailer + ?Sized> Mailer for std::sync::Arc<M> {
 
     fn worst_case(&self) -> std::time::Duration {
         (**self).worst_case()
+    }
+
+    async fn account_rate(&self) -> Result<Option<f64>, String> {
+        (**self).account_rate().await
     }
 }

@@ -6,8 +6,11 @@
 //! twice behind the poller's back. The poller retries known failures itself,
 //! after releasing the claim. Connect, read and per-attempt timeouts are
 //! explicit so a hung endpoint cannot eat the Lambda's deadline.
+//!
+//! The send rate is not this adapter's: the poller paces every send against
+//! the fleet's shared bucket ([`crate::notify::pace`]), whose rate comes from
+//! [`Mailer::account_rate`] (`GetAccount`), capped by `SES_MAX_SEND_RATE`.
 
-use std::num::NonZeroU32;
 use std::time::Duration;
 
 use aws_sdk_sesv2::config::http::HttpResponse;
@@ -15,7 +18,6 @@ use aws_sdk_sesv2::error::{ProvideErrorMetadata, SdkError};
 use aws_sdk_sesv2::operation::send_email::SendEmailError;
 use aws_sdk_sesv2::primitives::Blob;
 use aws_sdk_sesv2::types::{Destination, EmailContent, MessageTag, RawMessage};
-use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
 
 use super::{Mailer, SendOutcome};
 use crate::config::settings as S;
@@ -33,8 +35,9 @@ pub struct SesConfig {
     pub endpoint_url: Option<String>,
     /// `SES_CONFIGURATION_SET`: optional configuration set name.
     pub configuration_set: Option<String>,
-    /// `SES_MAX_SEND_RATE`: messages per second for this container.
-    pub max_send_rate: NonZeroU32,
+    /// `SES_MAX_SEND_RATE`: the fleet's cap in messages a second, below the
+    /// account's own `MaxSendRate`; None: the account's rate.
+    pub max_send_rate: Option<f64>,
     pub connect_timeout: Duration,
     pub read_timeout: Duration,
 }
@@ -57,10 +60,14 @@ impl SesConfig {
                 return Err(ConfigError::new("SES_REGION", "is not set, and neither is AWS_REGION", "set SES_REGION"))
             }
         };
-        let rate: u32 = S::SES_MAX_SEND_RATE.parsed()?;
-        let max_send_rate = NonZeroU32::new(rate).ok_or_else(|| {
-            ConfigError::new("SES_MAX_SEND_RATE", "must be at least 1", "set messages per second, 1 or more")
-        })?;
+        let max_send_rate: Option<f64> = S::SES_MAX_SEND_RATE.optional::<f64>()?.filter(|r| *r != 0.0);
+        if max_send_rate.is_some_and(|r| !(r.is_finite() && r > 0.0)) {
+            return Err(ConfigError::new(
+                "SES_MAX_SEND_RATE",
+                "must be a positive number of messages a second",
+                "set it above 0 (e.g. 50), or to 0 or unset to send at the account's own rate",
+            ));
+        }
         let endpoint_url = S::SES_ENDPOINT_URL.value();
         if let Some(url) = &endpoint_url {
             if !(url.starts_with("http://") || url.starts_with("https://")) {
@@ -86,7 +93,6 @@ impl SesConfig {
 pub struct SesMailer {
     client: aws_sdk_sesv2::Client,
     config: SesConfig,
-    limiter: DefaultDirectRateLimiter,
 }
 
 impl SesMailer {
@@ -115,8 +121,7 @@ impl SesMailer {
         if let Some(url) = &config.endpoint_url {
             builder = builder.endpoint_url(url);
         }
-        let limiter = RateLimiter::direct(Quota::per_second(config.max_send_rate));
-        Self { client: aws_sdk_sesv2::Client::from_conf(builder.build()), config, limiter }
+        Self { client: aws_sdk_sesv2::Client::from_conf(builder.build()), config }
     }
 
     fn tag(name: &str, value: &str) -> MessageTag {
@@ -143,14 +148,22 @@ impl Mailer for SesMailer {
         self.config.connect_timeout + self.config.read_timeout
     }
 
+    async fn account_rate(&self) -> Result<Option<f64>, String> {
+        let account = self
+            .client
+            .get_account()
+            .send()
+            .await
+            .map_err(|e| format!("SES GetAccount failed: {}", aws_sdk_sesv2::error::DisplayErrorContext(&e)))?;
+        Ok(account.send_quota().map(|q| q.max_send_rate()).filter(|r| r.is_finite() && *r > 0.0))
+    }
+
     async fn send(&self, n: &Notification) -> SendOutcome {
         let raw = invite::build(n, &self.config.from);
         let content = match RawMessage::builder().data(Blob::new(raw)).build() {
             Ok(raw) => EmailContent::builder().raw(raw).build(),
             Err(e) => return SendOutcome::Rejected { reason: format!("cannot build the message: {e}") },
         };
-        // Wait for the account's send rate before the call, not after.
-        self.limiter.until_ready().await;
         let result = self
             .client
             .send_email()
@@ -169,14 +182,9 @@ impl Mailer for SesMailer {
 }
 
 /// Error codes of throttling that SES may return outside the modelled
-/// variants: the request was refused, so nothing was sent.
-const THROTTLING_CODES: &[&str] = &[
-    "Throttling",
-    "ThrottlingException",
-    "TooManyRequestsException",
-    "LimitExceededException",
-    "RequestLimitExceeded",
-];
+/// variants: the request was refused for the send rate, so nothing was sent.
+const THROTTLING_CODES: &[&str] =
+    &["Throttling", "ThrottlingException", "TooManyRequestsException", "RequestLimitExceeded"];
 
 /// Credential and permission errors: the request was refused before
 /// acceptance and retrying cannot help until someone fixes the setup.
@@ -199,9 +207,8 @@ pub fn classify(err: &SdkError<SendEmailError, HttpResponse>) -> SendOutcome {
         SdkError::ServiceError(ctx) => {
             let status = ctx.raw().status().as_u16();
             match ctx.err() {
-                SendEmailError::TooManyRequestsException(_) | SendEmailError::LimitExceededException(_) => {
-                    SendOutcome::NotSent { reason }
-                }
+                SendEmailError::TooManyRequestsException(_) => SendOutcome::Throttled { reason },
+                SendEmailError::LimitExceededException(_) => SendOutcome::NotSent { reason },
                 SendEmailError::SendingPausedException(_) | SendEmailError::AccountSuspendedException(_) => {
                     SendOutcome::Paused { reason }
                 }
@@ -212,6 +219,8 @@ pub fn classify(err: &SdkError<SendEmailError, HttpResponse>) -> SendOutcome {
                 other => {
                     let code = other.code().unwrap_or_default();
                     if THROTTLING_CODES.contains(&code) || status == 429 {
+                        SendOutcome::Throttled { reason }
+                    } else if code == "LimitExceededException" {
                         SendOutcome::NotSent { reason }
                     } else if AUTH_CODES.contains(&code) {
                         SendOutcome::Misconfigured { reason }
@@ -251,6 +260,7 @@ mod tests {
         match o {
             SendOutcome::Sent { .. } => "sent",
             SendOutcome::NotSent { .. } => "retryable",
+            SendOutcome::Throttled { .. } => "throttled",
             SendOutcome::Paused { .. } => "paused",
             SendOutcome::Rejected { .. } => "permanent",
             SendOutcome::Misconfigured { .. } => "configuration",
@@ -259,9 +269,9 @@ mod tests {
     }
 
     #[test]
-    fn too_many_requests_is_retryable() {
+    fn too_many_requests_is_throttled() {
         let e = SendEmailError::TooManyRequestsException(TooManyRequestsException::builder().build());
-        assert_eq!(kind(classify(&service(e, 429))), "retryable");
+        assert_eq!(kind(classify(&service(e, 429))), "throttled");
     }
 
     #[test]
@@ -271,9 +281,9 @@ mod tests {
     }
 
     #[test]
-    fn unmodelled_throttling_is_retryable() {
+    fn unmodelled_throttling_is_throttled() {
         let e = SendEmailError::generic(ErrorMetadata::builder().code("Throttling").build());
-        assert_eq!(kind(classify(&service(e, 400))), "retryable");
+        assert_eq!(kind(classify(&service(e, 400))), "throttled");
     }
 
     #[test]

@@ -1,0 +1,453 @@
+//! The production shape (`make bench-production`, `scripts/bench-production.sh`):
+//! the real release poller (`bootstrap` from its Lambda zip) invoked by
+//! scripts/lib/lambda-schedule.py on the template's schedule, with the
+//! template's timeout, safety margin and SES timeouts, against the SES
+//! stand-in (tests/src/ses_standin.rs), which enforces an account's
+//! `MaxSendRate`, reports it through `GetAccount`, and adds 80 ms ± 20 ms
+//! of network to every call (half before SES accepts the message). This
+//! driver is not what is measured (a debug build does); the poller is.
+//!
+//! Time is scaled down by BENCH_SCALE (default 5): the period, the timeout,
+//! the margin and the SES timeouts all divide by it, so every ratio is the
+//! template's. The SES latency and the send rates are not scaled: they are
+//! the physical limits.
+//!
+//! - (a) steady trickle: 5 bookings a second (2 attendees each) for five
+//!   periods: commit-to-send latency, to SES's acceptance;
+//! - (b) burst: recipients committed at once, at each quota of BENCH_QUOTAS
+//!   (14,200,1000) with each count of schedules of BENCH_STREAMS (2,4):
+//!   the delivered rate beside the account's, the time to drain, throttled
+//!   calls. A burst drains in about a minute at each quota (BENCH_FULL=1:
+//!   20,000 recipients at every quota, as the issue states it; 24 minutes
+//!   at 14/s).
+//!
+//! Every run checks from the stand-in's own log that no claim, and no
+//! (event, recipient), was accepted twice, and reports the largest gap in
+//! which no poller was claiming.
+
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use outbox_tests::outbox::seed_events;
+use outbox_tests::ses_standin::{Accepted, Limits, SesStandIn};
+use outbox_tests::TestDb;
+use serde_json::Value;
+use shared::config::settings as S;
+use uuid::Uuid;
+
+/// What the template deploys, read from it (and the SES timeouts from the
+/// settings' defaults, which the template does not change).
+#[derive(Debug, Clone, Copy)]
+struct Shape {
+    period: f64,
+    timeout: f64,
+    margin: f64,
+    connect_ms: f64,
+    read_ms: f64,
+    reserved: usize,
+}
+
+fn after<'a>(text: &'a str, key: &str) -> &'a str {
+    let at = text.find(key).unwrap_or_else(|| panic!("template.yaml has no {key}"));
+    &text[at + key.len()..]
+}
+
+fn number(text: &str) -> f64 {
+    let digits: String = text.trim_start().chars().take_while(|c| c.is_ascii_digit() || *c == '.').collect();
+    digits.parse().unwrap_or_else(|_| panic!("not a number: {:?}", &text[..text.len().min(40)]))
+}
+
+impl Shape {
+    fn template(root: &Path) -> Self {
+        let t = std::fs::read_to_string(root.join("template.yaml")).expect("template.yaml");
+        let schedule = after(&t, "ScheduleExpression: rate(1 minute)");
+        assert!(!schedule.is_empty());
+        Shape {
+            period: number(after(&t, "POLLER_SCHEDULE_SECS:")),
+            timeout: number(after(after(&t, "  PollerTimeoutSeconds:"), "Default:")),
+            margin: number(after(&t, "POLLER_SAFETY_MARGIN_SECS:")),
+            connect_ms: S::SES_CONNECT_TIMEOUT_MS.default_value::<u64>() as f64,
+            read_ms: S::SES_READ_TIMEOUT_MS.default_value::<u64>() as f64,
+            reserved: number(after(after(&t, "  PollerReservedConcurrency:"), "Default:")) as usize,
+        }
+    }
+
+    fn scaled(self, by: f64) -> Self {
+        Shape {
+            period: self.period / by,
+            timeout: self.timeout / by,
+            margin: self.margin / by,
+            connect_ms: self.connect_ms / by,
+            read_ms: self.read_ms / by,
+            reserved: self.reserved,
+        }
+    }
+}
+
+/// One invocation, as the fleet emulator logged it.
+#[derive(Debug)]
+struct Invocation {
+    start: f64,
+    end: f64,
+    /// When it last tried to claim (Unix seconds).
+    claiming_until: f64,
+    cold: bool,
+    outcome: String,
+}
+
+struct Fleet {
+    child: tokio::process::Child,
+    log: PathBuf,
+    dir: PathBuf,
+}
+
+impl Fleet {
+    async fn start(root: &Path, db: &TestDb, ses: &SesStandIn, shape: Shape, streams: usize) -> Fleet {
+        let dir = std::env::temp_dir().join(format!("bench-production-{}", Uuid::now_v7().simple()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let env = [
+            ("DATABASE_URL", db.url.clone()),
+            ("SES_ENDPOINT_URL", ses.endpoint.clone()),
+            ("SES_REGION", "us-east-1".into()),
+            ("SES_FROM_ADDRESS", "Bookings <bookings@example.com>".into()),
+            ("AWS_ACCESS_KEY_ID", "bench".into()),
+            ("AWS_SECRET_ACCESS_KEY", "bench".into()),
+            ("POLLER_TIMEOUT_SECS", format!("{:.0}", shape.timeout)),
+            ("POLLER_SAFETY_MARGIN_SECS", format!("{:.0}", shape.margin)),
+            ("POLLER_SCHEDULE_SECS", format!("{:.0}", shape.period)),
+            ("SES_CONNECT_TIMEOUT_MS", format!("{:.0}", shape.connect_ms)),
+            ("SES_READ_TIMEOUT_MS", format!("{:.0}", shape.read_ms)),
+            ("RUST_LOG", std::env::var("BENCH_POLLER_LOG").unwrap_or_else(|_| "warn".into())),
+        ];
+        let env_file = dir.join("poller.env");
+        let lines: Vec<String> = env.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        std::fs::write(&env_file, lines.join("\n") + "\n").unwrap();
+        let log = dir.join("fleet.jsonl");
+        let zip = std::env::var("POLLER_ZIP").expect("POLLER_ZIP: run ./scripts/bench-production.sh");
+        let child = tokio::process::Command::new("python3")
+            .arg(root.join("scripts/lib/lambda-schedule.py"))
+            .args(["--function", "outbox-poller", "--zip", &zip, "--quiet"])
+            .arg("--env-file")
+            .arg(&env_file)
+            .args(["--period", &shape.period.to_string(), "--streams", &streams.to_string()])
+            .args(["--timeout", &shape.timeout.to_string()])
+            .args(["--concurrency", &(shape.reserved * streams).to_string(), "--duration", "3600"])
+            .arg("--log")
+            .arg(&log)
+            .arg("--output")
+            .arg(dir.join("poller.log"))
+            .kill_on_drop(true)
+            .spawn()
+            .expect("python3 runs the fleet emulator");
+        let fleet = Fleet { child, log, dir };
+        // Running once a poller has configured the fleet's rate.
+        let started = Instant::now();
+        loop {
+            let n: i64 = db.scalar("SELECT count(*) FROM send_rate").await;
+            if n > 0 {
+                break;
+            }
+            assert!(started.elapsed() < Duration::from_secs(60), "no poller started; see {}", fleet.dir.display());
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        fleet
+    }
+
+    async fn stop(mut self) -> Vec<Invocation> {
+        if let Some(pid) = self.child.id() {
+            let _ = std::process::Command::new("kill").args(["-TERM", &pid.to_string()]).status();
+        }
+        let _ = tokio::time::timeout(Duration::from_secs(30), self.child.wait()).await;
+        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
+        let runs = text
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .filter(|v| v["kind"] == "invocation")
+            .map(|v| {
+                let start = v["start"].as_f64().unwrap_or_default();
+                let end = v["end"].as_f64().unwrap_or(start);
+                let claiming = v["response"]["claiming_until_ms"].as_f64().map(|ms| start + ms / 1000.0);
+                Invocation {
+                    start,
+                    end,
+                    claiming_until: claiming.unwrap_or(end),
+                    cold: v["cold"].as_bool().unwrap_or_default(),
+                    outcome: v["outcome"].as_str().unwrap_or_default().to_string(),
+                }
+            })
+            .collect();
+        if std::env::var("BENCH_KEEP").is_err() {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        } else {
+            println!("    (fleet logs kept in {})", self.dir.display());
+        }
+        runs
+    }
+}
+
+/// The largest stretch of [from, to] (Unix seconds) in which no
+/// invocation was claiming, and the mean number of live invocations.
+fn coverage(runs: &[Invocation], from: f64, to: f64) -> (f64, f64) {
+    let mut windows: Vec<(f64, f64)> = runs.iter().map(|r| (r.start, r.claiming_until)).collect();
+    windows.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let (mut covered_to, mut gap) = (from, 0.0f64);
+    for (s, e) in windows {
+        if e < from || s > to {
+            continue;
+        }
+        gap = gap.max(s.min(to) - covered_to);
+        covered_to = covered_to.max(e);
+    }
+    gap = gap.max(to - covered_to);
+    let alive: f64 = runs.iter().map(|r| (r.end.min(to) - r.start.max(from)).max(0.0)).sum();
+    (gap.max(0.0), alive / (to - from).max(1e-9))
+}
+
+fn unix(t: std::time::SystemTime) -> f64 {
+    t.duration_since(std::time::UNIX_EPOCH).unwrap().as_secs_f64()
+}
+
+/// Waits until `expected` messages were accepted, or `limit`.
+async fn until_accepted(ses: &SesStandIn, expected: usize, limit: Duration) -> Vec<Accepted> {
+    let started = Instant::now();
+    loop {
+        let accepted = ses.accepted();
+        if accepted.len() >= expected || started.elapsed() > limit {
+            return accepted;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Claims → their events, and the duplicates in the stand-in's log.
+async fn duplicates(db: &TestDb, accepted: &[Accepted]) -> (HashMap<String, Uuid>, usize) {
+    let client = db.pool.get().await.unwrap();
+    let rows = client.query("SELECT id::text, outbox_event_id FROM booking_notification_sends", &[]).await.unwrap();
+    let events: HashMap<String, Uuid> = rows.iter().map(|r| (r.get(0), r.get(1))).collect();
+    let mut claims = HashSet::new();
+    let mut told = HashSet::new();
+    let mut dups = 0;
+    for a in accepted {
+        let claim = a.claim.clone().unwrap_or_default();
+        let event = events.get(&claim).copied();
+        if !claims.insert(claim) || !told.insert((event, a.recipient.clone())) {
+            dups += 1;
+        }
+    }
+    (events, dups)
+}
+
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    sorted[((sorted.len() as f64 * p).ceil() as usize).clamp(1, sorted.len()) - 1]
+}
+
+fn standin_limits(rate: f64) -> Limits {
+    Limits {
+        rate,
+        reported: None,
+        latency: Duration::from_millis(env_u64("BENCH_SES_LATENCY_MS", 80)),
+        jitter: Duration::from_millis(env_u64("BENCH_SES_JITTER_MS", 20)),
+        upstream: None,
+    }
+}
+
+fn env_u64(name: &str, default: u64) -> u64 {
+    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+}
+
+fn env_list(name: &str, default: &str) -> Vec<f64> {
+    std::env::var(name)
+        .unwrap_or_else(|_| default.into())
+        .split(',')
+        .map(|v| v.trim().parse().unwrap_or_else(|_| panic!("{name}: not a number list")))
+        .collect()
+}
+
+/// Appends `key<TAB>value` to `$BENCH_RESULTS` when set.
+fn record(key: &str, value: f64) {
+    use std::io::Write;
+    let Ok(path) = std::env::var("BENCH_RESULTS") else { return };
+    let mut file = std::fs::OpenOptions::new().create(true).append(true).open(path).expect("BENCH_RESULTS is writable");
+    writeln!(file, "{key}\t{value:.3}").expect("BENCH_RESULTS is writable");
+}
+
+async fn trickle(root: &Path, shape: Shape, scale: f64) {
+    const RATE: f64 = 200.0;
+    let db = TestDb::create().await;
+    let ses = SesStandIn::start(standin_limits(RATE)).await;
+    let fleet = Fleet::start(root, &db, &ses, shape, 1).await;
+    let periods = 5.0;
+    let bookings = (5.0 * shape.period * periods) as usize;
+    let from = unix(std::time::SystemTime::now());
+    let mut committed: HashMap<Uuid, Duration> = HashMap::new();
+    let started = Instant::now();
+    for i in 0..bookings {
+        let due = started + Duration::from_millis(200 * i as u64);
+        tokio::time::sleep_until(due.into()).await;
+        let ids = seed_events(&db.pool, 1, 2).await;
+        let at = ses.since_start(Instant::now());
+        committed.insert(ids[0], at);
+    }
+    let accepted = until_accepted(&ses, bookings * 2, Duration::from_secs_f64(shape.timeout * 3.0)).await;
+    let to = unix(std::time::SystemTime::now());
+    let runs = fleet.stop().await;
+    let (events, dups) = duplicates(&db, &accepted).await;
+    let mut latencies: Vec<f64> = accepted
+        .iter()
+        .filter_map(|a| {
+            let event = events.get(a.claim.as_deref()?)?;
+            Some((a.at.saturating_sub(*committed.get(event)?)).as_secs_f64() * 1000.0)
+        })
+        .collect();
+    latencies.sort_by(f64::total_cmp);
+    let (gap, alive) = coverage(&runs, from, to);
+    let (p50, p90, p99, max) = (
+        percentile(&latencies, 0.5),
+        percentile(&latencies, 0.9),
+        percentile(&latencies, 0.99),
+        latencies.last().copied().unwrap_or(f64::NAN),
+    );
+    let cold = runs.iter().filter(|r| r.cold).count();
+    println!(
+        "(a) steady trickle: {bookings} bookings (5/s, 2 attendees) over {periods} periods, account {RATE}/s, 1 schedule"
+    );
+    println!(
+        "    commit-to-send: p50 {p50:.0} ms, p90 {p90:.0} ms, p99 {p99:.0} ms, max {max:.0} ms ({} of {} sent)",
+        latencies.len(),
+        bookings * 2
+    );
+    println!(
+        "    largest gap with no poller claiming {:.2} s (×{scale} in the template's time: {:.1} s); \
+         {alive:.2} pollers alive on average; {} runs, {cold} cold, {} timed out; {} throttled; {dups} duplicates",
+        gap,
+        gap * scale,
+        runs.len(),
+        timeouts(&runs),
+        ses.throttled()
+    );
+    for (k, v) in [("p50_ms", p50), ("p90_ms", p90), ("p99_ms", p99), ("max_ms", max), ("gap_s", gap)] {
+        record(&format!("production.trickle.{k}"), v);
+    }
+    record("production.trickle.duplicates", dups as f64);
+    record("production.trickle.throttled", ses.throttled() as f64);
+    check(dups == 0, format!("trickle: {dups} duplicate emails in the stand-in's log"));
+    check(
+        latencies.len() == bookings * 2,
+        format!("trickle: {} of {} invitations sent", latencies.len(), bookings * 2),
+    );
+    check(timeouts(&runs) == 0, format!("trickle: {} runs outlived their timeout", timeouts(&runs)));
+}
+
+static FAILED: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+
+/// A check of the run: reported at the end (the other runs still go on).
+fn check(ok: bool, what: String) {
+    if !ok {
+        println!("    FAILED: {what}");
+        FAILED.lock().unwrap().push(what);
+    }
+}
+
+/// Runs the emulator ended at their timeout (killed, as Lambda does).
+fn timeouts(runs: &[Invocation]) -> usize {
+    runs.iter().filter(|r| r.outcome == "timeout").count()
+}
+
+async fn burst(root: &Path, shape: Shape, rate: f64, streams: usize, full: bool) {
+    let db = TestDb::create().await;
+    let ses = SesStandIn::start(standin_limits(rate)).await;
+    let recipients = if full { 20_000 } else { ((rate * 60.0) as usize).clamp(200, 20_000) } / 2 * 2;
+    let fleet = Fleet::start(root, &db, &ses, shape, streams).await;
+    let from = unix(std::time::SystemTime::now());
+    // The burst is committed in chunks of 1,000 events, and the first go
+    // out while the rest commit: the drain is timed from the first commit.
+    let committing = ses.since_start(Instant::now());
+    seed_events(&db.pool, recipients / 2, 2).await;
+    let committed = ses.since_start(Instant::now()).saturating_sub(committing);
+    let limit = Duration::from_secs_f64(recipients as f64 / rate * 3.0 + shape.timeout * 3.0);
+    let accepted = until_accepted(&ses, recipients, limit).await;
+    let to = unix(std::time::SystemTime::now());
+    let runs = fleet.stop().await;
+    let (_, dups) = duplicates(&db, &accepted).await;
+    let drain = accepted.last().map(|a| a.at.saturating_sub(committing)).unwrap_or_default().as_secs_f64();
+    // The delivered rate is SES's own view: accepted messages a second from
+    // the first acceptance to the last (the stand-in's log).
+    let sending = match (accepted.first(), accepted.last()) {
+        (Some(a), Some(b)) if accepted.len() > 1 => (b.at - a.at).as_secs_f64(),
+        _ => f64::NAN,
+    };
+    let delivered = (accepted.len() - 1) as f64 / sending;
+    // (While a burst drains every poller is busy with its batches: the
+    // gap in claiming only says something in the trickle.)
+    let (_, alive) = coverage(&runs, from, to);
+    let throttled = ses.throttled();
+    println!(
+        "(b) burst of {recipients} at {rate}/s, {streams} schedules: {delivered:.1}/s delivered = {:.3} × MaxSendRate; \
+         drained in {drain:.1} s from the first commit (committed over {:.1} s); {throttled} throttled ({:.3} %); \
+         {dups} duplicates; \
+         {alive:.1} pollers alive on average; {} runs, {} timed out",
+        delivered / rate,
+        committed.as_secs_f64(),
+        throttled as f64 * 100.0 / accepted.len().max(1) as f64,
+        runs.len(),
+        timeouts(&runs)
+    );
+    let key = format!("production.burst.{rate}.{streams}");
+    record(&format!("{key}.recipients"), recipients as f64);
+    record(&format!("{key}.ratio"), delivered / rate);
+    record(&format!("{key}.drain_s"), drain);
+    record(&format!("{key}.throttled"), throttled as f64);
+    record(&format!("{key}.duplicates"), dups as f64);
+    record(&format!("{key}.alive"), alive);
+    let what = format!("burst at {rate}/s, {streams} schedules");
+    check(dups == 0, format!("{what}: {dups} duplicate emails in the stand-in's log"));
+    check(accepted.len() == recipients, format!("{what}: {} of {recipients} sent", accepted.len()));
+    check(timeouts(&runs) == 0, format!("{what}: {} runs outlived their timeout", timeouts(&runs)));
+}
+
+#[tokio::main]
+async fn main() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf();
+    let scale = env_u64("BENCH_SCALE", 5) as f64;
+    let template = Shape::template(&root);
+    let shape = template.scaled(scale);
+    println!(
+        "the template's shape: rate(1 minute) = every {}s, timeout {}s, safety margin {}s, SES timeouts {} + {} ms, \
+         reserved concurrency {}; scaled by 1/{scale}: every {}s, timeout {}s, margin {}s, SES {} + {} ms; \
+         SES latency {} ms ± {} ms (not scaled)",
+        template.period,
+        template.timeout,
+        template.margin,
+        template.connect_ms,
+        template.read_ms,
+        template.reserved,
+        shape.period,
+        shape.timeout,
+        shape.margin,
+        shape.connect_ms,
+        shape.read_ms,
+        env_u64("BENCH_SES_LATENCY_MS", 80),
+        env_u64("BENCH_SES_JITTER_MS", 20),
+    );
+    let only = std::env::var("BENCH_ONLY").unwrap_or_default();
+    if only.is_empty() || only == "trickle" {
+        trickle(&root, shape, scale).await;
+    }
+    if only.is_empty() || only == "burst" {
+        let full = std::env::var("BENCH_FULL").is_ok_and(|v| v == "1");
+        for rate in env_list("BENCH_QUOTAS", "14,200,1000") {
+            for streams in env_list("BENCH_STREAMS", "2,4") {
+                burst(&root, shape, rate, streams as usize, full).await;
+            }
+        }
+    }
+    let failed = FAILED.lock().unwrap().clone();
+    if !failed.is_empty() {
+        eprintln!("bench-production: {} check(s) failed:\n  {}", failed.len(), failed.join("\n  "));
+        std::process::exit(1);
+    }
+}

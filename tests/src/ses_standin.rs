@@ -1,0 +1,259 @@
+//! A stand-in for the SES account's limits, in front of moto (or answering
+//! itself): it enforces a `MaxSendRate` as SES does, answering `SendEmail`
+//! above it with SES v2's throttling error (429 `TooManyRequestsException`),
+//! reports that rate through `GetAccount`, adds a network latency to every
+//! answer, and logs when it accepted each message, to whom, for which claim.
+//!
+//! The rate is a token bucket holding one second of sends (SES: "you can
+//! exceed this quota for short bursts, but not for a sustained period"),
+//! checked when a request arrives. An accepted message is forwarded to the
+//! upstream (moto) when there is one, and answered with moto's message id;
+//! without one, the stand-in answers with its own id, as SES would.
+//!
+//! HTTP/1.1 with keep-alive, as the SDK's connection pool expects. Loopback
+//! only; every connection ends with its client.
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use tokio::io::AsyncWriteExt;
+use tokio::net::{TcpListener, TcpStream};
+
+/// How the stand-in behaves.
+#[derive(Debug, Clone)]
+pub struct Limits {
+    /// The account's `MaxSendRate`, in messages a second.
+    pub rate: f64,
+    /// What `GetAccount` reports, when not `rate` (another sender on the
+    /// account uses part of it, unseen by the pollers).
+    pub reported: Option<f64>,
+    /// The round trip to SES, added to every call: half before the
+    /// stand-in sees the request (and accepts the message), half after.
+    pub latency: Duration,
+    /// The latency varies uniformly by up to this much either way.
+    pub jitter: Duration,
+    /// moto's endpoint, to forward accepted messages to; None: answer here.
+    pub upstream: Option<String>,
+}
+
+/// One accepted message.
+#[derive(Debug, Clone)]
+pub struct Accepted {
+    /// When it arrived, from the stand-in's start.
+    pub at: Duration,
+    pub recipient: String,
+    /// The claim id the message was tagged with.
+    pub claim: Option<String>,
+}
+
+#[derive(Default)]
+struct Log {
+    accepted: Vec<Accepted>,
+    /// When each refused `SendEmail` arrived.
+    throttled: Vec<Duration>,
+}
+
+struct Bucket {
+    tokens: f64,
+    at: Instant,
+}
+
+struct State {
+    limits: Limits,
+    started: Instant,
+    bucket: Mutex<Bucket>,
+    log: Mutex<Log>,
+    rng: Mutex<crate::Rng>,
+}
+
+/// A running stand-in; dropping it stops it.
+pub struct SesStandIn {
+    pub endpoint: String,
+    state: Arc<State>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for SesStandIn {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl SesStandIn {
+    /// Starts it on a free loopback port.
+    pub async fn start(limits: Limits) -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind the SES stand-in");
+        let endpoint = format!("http://{}", listener.local_addr().unwrap());
+        let state = Arc::new(State {
+            bucket: Mutex::new(Bucket { tokens: limits.rate.max(1.0), at: Instant::now() }),
+            limits,
+            started: Instant::now(),
+            log: Mutex::default(),
+            rng: Mutex::new(crate::Rng::new(7)),
+        });
+        let served = state.clone();
+        let task = tokio::spawn(async move {
+            loop {
+                let Ok((client, _)) = listener.accept().await else { return };
+                tokio::spawn(serve(served.clone(), client));
+            }
+        });
+        Self { endpoint, state, task }
+    }
+
+    /// `t` on the clock of [`Accepted::at`]: from the stand-in's start.
+    pub fn since_start(&self, t: Instant) -> Duration {
+        t.saturating_duration_since(self.state.started)
+    }
+
+    /// Every accepted message, in arrival order.
+    pub fn accepted(&self) -> Vec<Accepted> {
+        self.state.log.lock().unwrap().accepted.clone()
+    }
+
+    /// How many `SendEmail` calls were refused for the rate.
+    pub fn throttled(&self) -> usize {
+        self.state.log.lock().unwrap().throttled.len()
+    }
+
+    /// When each refused `SendEmail` arrived, from the stand-in's start.
+    pub fn throttle_times(&self) -> Vec<Duration> {
+        self.state.log.lock().unwrap().throttled.clone()
+    }
+
+    /// The most messages accepted in any `window` (a sliding window over the
+    /// acceptance times).
+    pub fn most_in(accepted: &[Accepted], window: Duration) -> usize {
+        let times: Vec<Duration> = accepted.iter().map(|a| a.at).collect();
+        let (mut most, mut first) = (0, 0);
+        for (last, t) in times.iter().enumerate() {
+            while *t - times[first] >= window {
+                first += 1;
+            }
+            most = most.max(last - first + 1);
+        }
+        most
+    }
+}
+
+impl State {
+    /// Whether one more message fits in the account's rate now.
+    fn admit(&self) -> bool {
+        let mut b = self.bucket.lock().unwrap();
+        let now = Instant::now();
+        let capacity = self.limits.rate.max(1.0);
+        b.tokens = (b.tokens + now.duration_since(b.at).as_secs_f64() * self.limits.rate).min(capacity);
+        b.at = now;
+        if b.tokens >= 1.0 {
+            b.tokens -= 1.0;
+            true
+        } else {
+            false
+        }
+    }
+
+    fn latency(&self) -> Duration {
+        let jitter = self.limits.jitter.as_micros() as u64;
+        if jitter == 0 {
+            return self.limits.latency;
+        }
+        let offset = self.rng.lock().unwrap().below(2 * jitter + 1);
+        (self.limits.latency + Duration::from_micros(offset)).saturating_sub(self.limits.jitter)
+    }
+}
+
+fn response(status: &str, headers: &str, body: &str) -> Vec<u8> {
+    format!(
+        "HTTP/1.1 {status}\r\ncontent-type: application/json\r\n{headers}content-length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .into_bytes()
+}
+
+/// What the SendEmail request names: the recipient and the claim tag.
+fn addressed(body: &[u8]) -> (String, Option<String>) {
+    let json: serde_json::Value = serde_json::from_slice(body).unwrap_or_default();
+    let recipient = json["Destination"]["ToAddresses"][0].as_str().unwrap_or_default().to_string();
+    let claim = json["EmailTags"].as_array().and_then(|tags| {
+        tags.iter()
+            .find(|t| t["Name"] == shared::notify::feedback::TAG_CLAIM)
+            .and_then(|t| t["Value"].as_str().map(str::to_string))
+    });
+    (recipient, claim)
+}
+
+async fn serve(state: Arc<State>, mut client: TcpStream) {
+    while let Some(request) = crate::http::read_message(&mut client).await {
+        let end = request.windows(4).position(|w| w == b"\r\n\r\n").unwrap_or(request.len());
+        let line = String::from_utf8_lossy(&request[..end]).lines().next().unwrap_or_default().to_string();
+        let body = &request[(end + 4).min(request.len())..];
+        // Half the round trip before SES sees the request, half after.
+        let latency = state.latency();
+        tokio::time::sleep(latency / 2).await;
+        let answer = if line.starts_with("GET /v2/email/account ") {
+            let sent = state.log.lock().unwrap().accepted.len();
+            let body = serde_json::json!({
+                "SendQuota": {
+                    "Max24HourSend": 1.0e7,
+                    "MaxSendRate": state.limits.reported.unwrap_or(state.limits.rate),
+                    "SentLast24Hours": sent,
+                },
+                "SendingEnabled": true,
+                "ProductionAccessEnabled": true,
+                "EnforcementStatus": "HEALTHY",
+            });
+            response("200 OK", "", &body.to_string())
+        } else if line.starts_with("POST /v2/email/outbound-emails ") {
+            let arrived = state.started.elapsed();
+            if state.admit() {
+                let (recipient, claim) = addressed(body);
+                let accepted = Accepted { at: arrived, recipient, claim };
+                state.log.lock().unwrap().accepted.push(accepted);
+                let message_id = match &state.limits.upstream {
+                    Some(upstream) => upstream_message_id(upstream, &request).await,
+                    None => Some(format!("standin-{}", uuid::Uuid::now_v7())),
+                };
+                match message_id {
+                    Some(id) => response("200 OK", "", &serde_json::json!({ "MessageId": id }).to_string()),
+                    None => response("500 Internal Server Error", "x-amzn-errortype: InternalFailure\r\n", "{}"),
+                }
+            } else {
+                state.log.lock().unwrap().throttled.push(arrived);
+                response(
+                    "429 Too Many Requests",
+                    "x-amzn-errortype: TooManyRequestsException\r\n",
+                    r#"{"message":"Maximum sending rate exceeded."}"#,
+                )
+            }
+        } else {
+            match &state.limits.upstream {
+                Some(upstream) => match forward(upstream, &request).await {
+                    Some(answer) => answer,
+                    None => return,
+                },
+                None => response("404 Not Found", "x-amzn-errortype: NotFoundException\r\n", "{}"),
+            }
+        };
+        tokio::time::sleep(latency - latency / 2).await;
+        if client.write_all(&answer).await.is_err() {
+            return;
+        }
+    }
+}
+
+/// Sends the request to moto on a connection of its own and returns the
+/// whole answer.
+async fn forward(upstream: &str, request: &[u8]) -> Option<Vec<u8>> {
+    let host = upstream.trim_start_matches("http://").trim_end_matches('/');
+    let mut up = TcpStream::connect(host).await.ok()?;
+    up.write_all(request).await.ok()?;
+    tokio::time::timeout(Duration::from_secs(10), crate::http::read_message(&mut up)).await.ok().flatten()
+}
+
+/// moto's message id for the forwarded SendEmail.
+async fn upstream_message_id(upstream: &str, request: &[u8]) -> Option<String> {
+    let answer = forward(upstream, request).await?;
+    let end = answer.windows(4).position(|w| w == b"\r\n\r\n")?;
+    let json: serde_json::Value = serde_json::from_slice(&answer[end + 4..]).ok()?;
+    json["MessageId"].as_str().map(str::to_string)
+}
