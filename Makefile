@@ -17,7 +17,7 @@ bench:
 # The real release poller on the template's schedule, against SES's own limits.
 bench-production:
 	./scripts/bench-production.sh
-# Each release Lambda zip (from deploy-check): size, cold-start init time, peak RSS of one invocation.
+# Each release Lambda zip (built as sam build does, for this host): size, cold-start init time, peak RSS of one invocation.
 measure-functions:
 	./scripts/measure-functions.sh
 # sam validate (+ lint), a broken template must fail, cargo lambda release zips.

@@ -3,9 +3,9 @@
 #   1. `sam validate` and `sam validate --lint` on template.yaml;
 #   2. deliberately broken templates must fail the lint;
 #   3. template defaults agree with the code (sweep timeout > poller timeout);
-#   4. `cargo lambda build --release --output-format zip` for the five functions,
-#      each alone (as sam build does); none of them carries a dev switch, and
-#      only the poller links the SES v2 client.
+#   4. `sam build` of the five functions (cargo lambda, as a deploy builds
+#      them); none of the binaries it produced carries a dev switch, and only
+#      the poller links the SES v2 client.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib/lambda.sh
@@ -76,42 +76,59 @@ assert reserved >= 2 and int(p["PollerReservedConcurrency"]["MinValue"]) >= 2, "
 print(f"    a run polls {polls:.0f}s of each 60s period: {polls - 60:.0f}s of overlap, {reserved} runs at once")
 PY
 
-echo "==> cargo lambda build --release --output-format zip (x86_64)"
+echo "==> sam build (the five functions, exactly as a deploy builds them)"
 lambda_ensure_installed
-# One function per build, as `sam build` does: built together, cargo would
-# give every function the union of their features (the SES client included).
-for f in booking-api outbox-poller outbox-sweeper migrate ses-events; do
-  cargo lambda build --release --locked --output-format zip -p "$f"
-done
-for f in booking-api outbox-poller outbox-sweeper migrate ses-events; do
-  zip="target/lambda/$f/bootstrap.zip"
-  [ -s "$zip" ] || { echo "error: $zip was not built" >&2; exit 1; }
-  echo "    $zip: $(du -k "$zip" | cut -f1) KiB"
-done
+# SAM's cargo-lambda builder (a beta feature) runs `cargo lambda build
+# --release --bin NAME` at the workspace root for each function; the root's
+# default-members decide which features that build unifies (Cargo.toml).
+# Its output, .aws-sam/build/<LogicalId>/bootstrap (for the template's
+# Architecture, arm64 by default), is what `sam deploy` uploads.
+"$SAM" build --beta-features -t template.yaml >"$TMP/sam-build.log" 2>&1 \
+  || { tail -n 40 "$TMP/sam-build.log" >&2; echo "error: sam build failed" >&2; exit 1; }
+"$SAM_VENV/bin/python" - <<'PY'
+import io, os, sys, zipfile
+from cfnlint.decode import decode
+tpl, errs = decode("template.yaml")
+assert not errs, errs
+# Each function's LogicalId and its Metadata's Binary (the bin sam builds).
+pairs = [(logical, r["Metadata"]["BuildProperties"]["Binary"]) for logical, r in tpl["Resources"].items()
+         if r.get("Metadata", {}).get("BuildMethod") == "rust-cargolambda"]
+assert sorted(b for _, b in pairs) == sorted(["booking-api", "outbox-poller", "outbox-sweeper", "migrate", "ses-events"]), pairs
+built = {}
+for logical, f in pairs:
+    path = f".aws-sam/build/{logical}/bootstrap"
+    built[f] = open(path, "rb").read()
+    assert built[f], f"{path} is empty"
+    zipped = io.BytesIO()
+    with zipfile.ZipFile(zipped, "w", zipfile.ZIP_DEFLATED) as z:
+        z.write(path, "bootstrap")
+    print(f"    {path} ({f}): {len(built[f]) // 1024} KiB, {len(zipped.getvalue()) // 1024} KiB zipped")
 
-echo "==> release binaries carry no dev switches"
+print("==> the binaries sam built carry no dev switches")
 # The dev feature (insecure identity headers, fault points) must never be in
-# a release build. The same search must find them in a dev build, when one
-# exists (the tests' crash worker), so the check cannot pass by being blind.
-python3 - <<'PY'
-import os, sys, zipfile
+# a release build. The same search must find them in a dev build (the tests'
+# crash worker), so the check cannot pass by being blind.
 needles = [b"x-dev-user-email", b"x-dev-user-name", b"OUTBOX_FAULT_POINTS"]
-for f in ["booking-api", "outbox-poller", "outbox-sweeper", "migrate", "ses-events"]:
-    binary = zipfile.ZipFile(f"target/lambda/{f}/bootstrap.zip").read("bootstrap")
+for f, binary in built.items():
     found = [n.decode() for n in needles if n in binary]
     if found:
         sys.exit(f"error: the release {f} contains dev switches: {', '.join(found)}")
     print(f"    {f}: none of {', '.join(n.decode() for n in needles)}")
 # Only the poller sends email: the others must not link the SES v2 client
 # (shared's `ses` feature). The marker is the client's SendEmail operation.
-for f in ["booking-api", "outbox-sweeper", "migrate", "ses-events", "outbox-poller"]:
-    binary = zipfile.ZipFile(f"target/lambda/{f}/bootstrap.zip").read("bootstrap")
+for f, binary in built.items():
     links = b"SendEmail" in binary
     if links != (f == "outbox-poller"):
         sys.exit(f"error: the release {f} {'links' if links else 'lacks'} the SES v2 client")
 print("    the SES v2 client is linked by outbox-poller alone")
-dev = "target/debug/outbox-worker"
-if os.path.exists(dev):
-    assert b"OUTBOX_FAULT_POINTS" in open(dev, "rb").read(), f"the search missed the fault points in {dev}"
-    print(f"    (the same search finds them in the dev build {dev})")
+# The tests' dev builds: the crash worker (fault points) and the API
+# Gateway stand-in (the booking API handler, identity headers included).
+dev = ["target/debug/outbox-worker", "target/debug/api-gateway"]
+if all(os.path.exists(d) for d in dev):
+    seen = b"".join(open(d, "rb").read() for d in dev)
+    missed = [n.decode() for n in needles if n not in seen]
+    assert not missed, f"the search missed {missed} in the dev builds {dev}"
+    print(f"    (the same search finds each of them in the dev builds {', '.join(dev)})")
+elif os.environ.get("CI"):
+    sys.exit(f"error: {dev} absent: in CI the tests build them before this check, to prove the search is not blind")
 PY

@@ -264,7 +264,11 @@ printf 'SES_BACKEND=%s\nSES_UPSTREAM=%s\n' "$SES_BACKEND" "$SES_UPSTREAM" >"$DEV
 SES_INVOKE_URL="http://127.0.0.1:$DEV_LAMBDA_PORT/2015-03-31/functions/ses-events/invocations"
 echo "==> SES event publisher on 127.0.0.1:$DEV_SES_PORT -> $SES_UPSTREAM (logs in $LOGS/ses-publisher.log)"
 : >"$DEV_DIR/ses-events.jsonl"
+# The account SES "publishes" as; ses-events reads only that account's
+# events (SES_EVENTS_ACCOUNT, in dev.env below), in AWS_REGION.
+DEV_SES_ACCOUNT=123456789012
 spawn python3 scripts/ses-publisher.py --listen "127.0.0.1:$DEV_SES_PORT" --upstream "$SES_UPSTREAM" \
+  --account "$DEV_SES_ACCOUNT" --region us-east-1 \
   --events-file "$DEV_DIR/ses-events.jsonl" --invoke "$SES_INVOKE_URL" >"$DEV_DIR/ses-publisher.log" 2>&1
 wait_http "http://127.0.0.1:$DEV_SES_PORT/" "$!" 50 \
   || { echo "error: the SES event publisher did not come up; see $LOGS/ses-publisher.log" >&2; cat "$DEV_DIR/ses-publisher.log" >&2; exit 1; }
@@ -292,6 +296,7 @@ $DB_ENV
 DATABASE_TLS=disable
 AUTH_MODE=insecure-dev-headers
 AWS_REGION=us-east-1
+SES_EVENTS_ACCOUNT=$DEV_SES_ACCOUNT
 AWS_ACCESS_KEY_ID=test
 AWS_SECRET_ACCESS_KEY=test
 SES_ENDPOINT_URL=http://127.0.0.1:$DEV_SES_PORT

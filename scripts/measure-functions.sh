@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
-# `make measure-functions`: what each release Lambda costs, from the zips
-# `make deploy-check` builds (target/lambda/<function>/bootstrap.zip; an
-# absent zip is skipped with one line). Nothing is built here.
+# `make measure-functions`: what each release Lambda costs. It builds the
+# zips as `sam build` builds the functions (`cargo lambda build --release
+# --bin NAME` at the workspace root), for this host's CPU so they can run
+# here: target/lambda/<function>/bootstrap.zip. With MEASURE_ZIP_DIR set it
+# builds nothing and measures the zips there (an absent one is skipped with
+# one line).
 #
 # For each function:
 #   zip KiB      the size of bootstrap.zip;
@@ -29,7 +32,7 @@
 # Prints one table; with BENCH_RESULTS set, appends `key<TAB>value` lines to
 # it: fn.<function>.zip_kib, .init_ms (median), .init_ms_min, .init_ms_max,
 # .rss_mb. MEASURE_KEEP_LOGS=DIR keeps each function's output in DIR;
-# MEASURE_ZIP_DIR (target/lambda) is where the <function>/bootstrap.zip are.
+# MEASURE_ZIP_DIR is where prebuilt <function>/bootstrap.zip are.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib/postgres.sh
@@ -74,6 +77,15 @@ trap 'interrupted 130' INT
 trap 'interrupted 143' TERM
 trap 'interrupted 129' HUP
 
+if [ -z "${MEASURE_ZIP_DIR:-}" ]; then
+  source scripts/lib/lambda.sh
+  lambda_ensure_installed
+  for f in "${FUNCTIONS[@]}"; do
+    say "cargo lambda build --release --output-format zip --bin $f (as sam build does, for $(uname -m))"
+    cargo lambda build --release --locked --output-format zip --bin "$f" >&2
+  done
+fi
+
 ZIPS=()
 SKIPPED=()
 for f in "${FUNCTIONS[@]}"; do
@@ -81,11 +93,11 @@ for f in "${FUNCTIONS[@]}"; do
   if [ -s "$zip" ]; then
     ZIPS+=("$f")
   else
-    echo "skip: $f: no $zip (make deploy-check builds it)" >&2
+    echo "skip: $f: no $zip" >&2
     SKIPPED+=(--skip "$f" "no $zip")
   fi
 done
-[ "${#ZIPS[@]}" -gt 0 ] || { echo "error: no release zip in $ZIP_DIR; run make deploy-check first" >&2; exit 1; }
+[ "${#ZIPS[@]}" -gt 0 ] || { echo "error: no release zip in $ZIP_DIR" >&2; exit 1; }
 has() { local f; for f in "${ZIPS[@]}"; do [ "$f" = "$1" ] && return 0; done; return 1; }
 
 TMP="$(mktemp -d /tmp/outbox-measure.XXXXXX)"
@@ -260,11 +272,14 @@ fi
 # 5. ses-events: SES's Send event for the poller's send, tagged with its
 # claim (tests/src/ses_events.rs); untagged if nothing was sent.
 if has ses-events; then
-  { common_env "$APP_URL"; echo "DATABASE_POOL_SIZE=2"; } >"$TMP/ses-events.env"
-  claim="$(psql_q -c "SELECT id FROM booking_notification_sends ORDER BY claimed_at DESC LIMIT 1" 2>/dev/null || true)"
-  python3 - "$TMP/ses-events.event.json" "$SENDER" "$claim" <<'PY'
+  { common_env "$APP_URL"; echo "DATABASE_POOL_SIZE=2"; echo "SES_EVENTS_ACCOUNT=123456789012"; } >"$TMP/ses-events.env"
+  # The claim and the message id moto gave it: ses-events reads only an
+  # event about the claim's own message, from its own account and region.
+  sent="$(psql_q -c "SELECT id || ' ' || coalesce(provider_message_id, '') FROM booking_notification_sends ORDER BY claimed_at DESC LIMIT 1" 2>/dev/null || true)"
+  read -r claim message_id <<<"$sent" || true
+  python3 - "$TMP/ses-events.event.json" "$SENDER" "${claim:-}" "${message_id:-}" <<'PY'
 import json, sys, uuid
-out, sender, claim = sys.argv[1], sys.argv[2], sys.argv[3].strip()
+out, sender, claim, message_id = sys.argv[1], sys.argv[2], sys.argv[3].strip(), sys.argv[4].strip()
 tags = {"ses:configuration-set": ["bookings"], "event_type": ["BOOKING_CONFIRMED"]}
 if claim:
     tags["claim"] = [claim]
@@ -275,7 +290,7 @@ json.dump({
     "detail": {"eventType": "Send", "send": {}, "mail": {
         "timestamp": "2026-11-30T12:00:00.012Z", "source": f"Bookings <{sender}>",
         "sourceArn": "arn:aws:ses:us-east-1:123456789012:identity/example.com",
-        "sendingAccountId": "123456789012", "messageId": f"local-{uuid.uuid4()}",
+        "sendingAccountId": "123456789012", "messageId": message_id or f"local-{uuid.uuid4()}",
         "destination": ["alice@example.com"], "headersTruncated": False, "tags": tags}},
 }, open(out, "w"))
 PY

@@ -15,6 +15,7 @@ order, from one background thread: the SES response never waits for it.
 
 usage: ses-publisher.py --listen 127.0.0.1:PORT --upstream http://127.0.0.1:MOTOPORT
                         [--events-file PATH] [--invoke URL] [--delay-ms N]
+                        [--account 123456789012] [--region us-east-1]
 Python 3.9+, standard library only.
 """
 import argparse
@@ -34,7 +35,6 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import urlsplit
 
 SEND_PATH = "/v2/email/outbound-emails"
-ACCOUNT, REGION = "000000000000", "us-east-1"
 HOP_BY_HOP = {"connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "te",
               "trailers", "transfer-encoding", "upgrade", "proxy-connection", "expect"}
 
@@ -52,8 +52,9 @@ def rfc3339(t):
     return t.strftime("%Y-%m-%dT%H:%M:%S.") + f"{t.microsecond // 1000:03d}Z"
 
 
-def ses_events(request, response, now):
-    """The Send and Delivery events SES would publish for this SendEmail."""
+def ses_events(request, response, now, account, region):
+    """The Send and Delivery events SES in `account` and `region` would
+    publish to EventBridge for this SendEmail."""
     message_id = response["MessageId"]
     source = parseaddr(request.get("FromEmailAddress") or "")[1]
     dest = request.get("Destination") or {}
@@ -64,10 +65,10 @@ def ses_events(request, response, now):
         tags["ses:configuration-set"] = [config_set]
     if "@" in source:
         tags["ses:from-domain"] = [source.rpartition("@")[2]]
-    mail = {"timestamp": rfc3339(now), "source": source, "sourceArn": f"arn:aws:ses:{REGION}:{ACCOUNT}:identity/{source}",
-            "sendingAccountId": ACCOUNT, "messageId": message_id, "destination": destination,
+    mail = {"timestamp": rfc3339(now), "source": source, "sourceArn": f"arn:aws:ses:{region}:{account}:identity/{source}",
+            "sendingAccountId": account, "messageId": message_id, "destination": destination,
             "headersTruncated": False, "tags": tags}
-    resources = [f"arn:aws:ses:{REGION}:{ACCOUNT}:configuration-set/{config_set}"] if config_set else []
+    resources = [f"arn:aws:ses:{region}:{account}:configuration-set/{config_set}"] if config_set else []
     delivered = now + timedelta(milliseconds=7)
     delivery = {"timestamp": rfc3339(delivered), "processingTimeMillis": 7,
                 "recipients": [parseaddr(a)[1] for a in destination],
@@ -75,7 +76,7 @@ def ses_events(request, response, now):
 
     def envelope(detail_type, at, detail):
         return {"version": "0", "id": str(uuid.uuid4()), "detail-type": detail_type, "source": "aws.ses",
-                "account": ACCOUNT, "time": at.strftime("%Y-%m-%dT%H:%M:%SZ"), "region": REGION,
+                "account": account, "time": at.strftime("%Y-%m-%dT%H:%M:%SZ"), "region": region,
                 "resources": resources, "detail": detail}
 
     return [envelope("Email Sent", now, {"eventType": "Send", "mail": mail, "send": {}}),
@@ -83,7 +84,8 @@ def ses_events(request, response, now):
 
 
 class Publisher:
-    def __init__(self, events_file, invoke_url, delay_ms):
+    def __init__(self, events_file, invoke_url, delay_ms, account, region):
+        self.account, self.region = account, region
         self.lock = threading.Lock()
         self.file = open(events_file, "a", encoding="utf-8") if events_file else None
         self.invoke_url, self.delay = invoke_url, delay_ms / 1000
@@ -95,7 +97,7 @@ class Publisher:
         """Never raises: a body it cannot read is forwarded, not published."""
         try:
             request, response = json.loads(request_body), json.loads(response_body)
-            events = ses_events(request, response, datetime.now(timezone.utc))
+            events = ses_events(request, response, datetime.now(timezone.utc), self.account, self.region)
         except (ValueError, TypeError, KeyError, AttributeError) as e:
             log(f"SendEmail accepted but not published: unexpected body ({type(e).__name__}: {e})")
             return
@@ -189,7 +191,13 @@ def main():
     p.add_argument("--events-file", help="append each event as one JSON line")
     p.add_argument("--invoke", help="POST each event to this Lambda Invoke URL")
     p.add_argument("--delay-ms", type=int, default=200, help="delay before invoking (default 200)")
+    # ses-events accepts only events of its own account and region (those of
+    # the ARN it is invoked as), as SES in that account publishes them.
+    p.add_argument("--account", default="123456789012", help="the events' AWS account (default 123456789012)")
+    p.add_argument("--region", default="us-east-1", help="the events' region (default us-east-1)")
     args = p.parse_args()
+    if not (len(args.account) == 12 and args.account.isdigit()):
+        p.error("--account must be 12 digits")
     host, _, port = args.listen.rpartition(":")
     if host != "localhost" and not (host.replace(".", "").isdigit() and ipaddress.ip_address(host).is_loopback):
         p.error("--listen must be a loopback HOST:PORT, e.g. 127.0.0.1:5056")
@@ -197,7 +205,7 @@ def main():
     if up.scheme != "http" or not up.hostname:
         p.error("--upstream must be an http:// URL")
     Proxy.upstream = (up.hostname, up.port or 80)
-    Proxy.publisher = Publisher(args.events_file, args.invoke, args.delay_ms)
+    Proxy.publisher = Publisher(args.events_file, args.invoke, args.delay_ms, args.account, args.region)
     server = ThreadingHTTPServer((host, int(port)), Proxy)
     server.daemon_threads = True
 

@@ -141,10 +141,21 @@ smoke_wait_invites() {
   # The publisher writes the events file before it answers the poller.
   for _ in $(seq 1 20); do
     mail=$(smoke_mailbox --json 2>/dev/null || echo '[]')
-    python3 -c 'import json,sys; m=[x for x in json.loads(sys.argv[1]) if x["subject"].startswith("Invitation: "+sys.argv[2])]; sys.exit(not all(x["ses_events"]==["Send","Delivery"] for x in m))' "$mail" "$title" && return 0
+    python3 -c 'import json,sys; m=[x for x in json.loads(sys.argv[1]) if x["subject"].startswith("Invitation: "+sys.argv[2])]; sys.exit(not all(x["ses_events"]==["Send","Delivery"] for x in m))' "$mail" "$title" && break
     sleep 0.5
   done
-  fail "expected Send,Delivery SES events for each invite of '$title' in $DEV_DIR/ses-events.jsonl"
+  python3 -c 'import json,sys; m=[x for x in json.loads(sys.argv[1]) if x["subject"].startswith("Invitation: "+sys.argv[2])]; sys.exit(not all(x["ses_events"]==["Send","Delivery"] for x in m))' "$mail" "$title" \
+    || fail "expected Send,Delivery SES events for each invite of '$title' in $DEV_DIR/ses-events.jsonl"
+  # ...and the ses-events function accepted them (they come from its own
+  # account and region, about each claim's own message): recorded per send.
+  local recorded="" sql="SELECT count(*) FROM send_feedback f JOIN booking_notification_sends s ON s.id = f.send_id
+    JOIN bookings b ON b.id = s.booking_id WHERE b.title = '$title' AND f.kind IN ('Send', 'Delivery')"
+  for _ in $(seq 1 40); do
+    recorded=$("$PG_BIN/psql" -X -A -t -q "postgres://postgres@127.0.0.1:$DEV_PG_PORT/postgres" -c "$sql" 2>/dev/null || echo 0)
+    [ "${recorded:-0}" -ge 4 ] && return 0
+    sleep 0.5
+  done
+  fail "ses-events recorded ${recorded:-0} of the 4 Send/Delivery events of '$title' (see $DEV_DIR/watch.log)"
 }
 
 # smoke_check_stopped HOW PORTS...: after a stop, `make dev` and every process

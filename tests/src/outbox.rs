@@ -224,6 +224,13 @@ pub fn killed(status: ExitStatus) -> bool {
 
 /// One booking for `recipient` whose send ends with `outcome` (sent when
 /// None), drained by one poller; returns the send's claim and the mailer.
+/// The message id the mailer gave a send that answered.
+pub async fn message_id_of(db: &TestDb, claim: Uuid) -> String {
+    let client = db.pool.get().await.unwrap();
+    let sql = "SELECT provider_message_id FROM booking_notification_sends WHERE id = $1";
+    client.query_one(sql, &[&claim]).await.unwrap().get(0)
+}
+
 pub async fn one_send(db: &TestDb, recipient: &str, outcome: Option<SendOutcome>) -> (Uuid, Arc<RecordingMailer>) {
     create_booking(db, 1, &[recipient]).await;
     let mailer = Arc::new(RecordingMailer::new());

@@ -3,9 +3,23 @@
 //! feedback handler. Every event is about Alice's message.
 
 use serde_json::{json, Value};
+use shared::notify::feedback::Origin;
 use uuid::Uuid;
 
 pub const ALICE: &str = "alice@example.com";
+
+/// The account and region of every event here: the ses-events function
+/// must be invoked in them to accept the events.
+pub fn origin() -> Origin {
+    Origin { account: "123456789012".into(), region: "us-east-1".into() }
+}
+
+/// The same event, about the message SES gave `message_id` (the events
+/// here carry a fixed one, which matches only a send that never answered).
+pub fn with_message_id(mut event: Value, message_id: &str) -> Value {
+    event["detail"]["mail"]["messageId"] = json!(message_id);
+    event
+}
 
 /// An SES event as EventBridge delivers it.
 pub fn ses_event(event_type: &str, detail_type: &str, claim: Option<Uuid>, section: Option<(&str, Value)>) -> Value {

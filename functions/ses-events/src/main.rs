@@ -2,8 +2,10 @@
 //! events): an adapter to `shared::notify::feedback::handle`, which records
 //! each event against its send's claim, confirms ambiguous sends and
 //! suppresses bouncing or complaining addresses. The pool is built once per
-//! container. A malformed event is acknowledged with a log line; only a
-//! database error fails the invocation (EventBridge retries, then its DLQ).
+//! container. Only events from SES in the stack's own account
+//! (`SES_EVENTS_ACCOUNT`) and region are read; a foreign or malformed event
+//! is acknowledged with a log line. Only a database error fails the
+//! invocation (EventBridge retries, then its DLQ).
 
 use lambda_runtime::{run, service_fn, Error, LambdaEvent};
 use serde_json::Value;
@@ -14,12 +16,14 @@ use tracing::Instrument;
 #[tokio::main]
 async fn main() -> Result<(), Error> {
     shared::telemetry::init();
+    // Only this account's SES, in this region, is trusted.
+    let origin = &feedback::Origin::from_env()?;
     let pool = DbConfig::from_env_with_pool_default(2).await?.build_pool()?;
     let pool = &pool;
     run(service_fn(move |event: LambdaEvent<Value>| {
         let span = tracing::info_span!("invocation", request_id = %event.context.request_id);
         async move {
-            let handled = feedback::handle(pool, &event.payload).await?;
+            let handled = feedback::handle(pool, origin, &event.payload).await?;
             Ok::<_, Error>(serde_json::to_value(handled)?)
         }
         .instrument(span)

@@ -38,7 +38,7 @@ pub const MAX_IDEMPOTENCY_KEY_LEN: usize = 255;
 
 /// One operation of the API and every status the function itself can
 /// answer for it. `openapi.yaml` documents the same (plus what API Gateway
-/// answers on its own); `tests/tests/openapi.rs` keeps the two in step.
+/// answers on its own); `tests/tests/suite/openapi.rs` keeps the two in step.
 #[derive(Debug, Clone, Copy)]
 pub struct Operation {
     pub id: &'static str,

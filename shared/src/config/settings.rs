@@ -4,7 +4,7 @@
 //! The readers call the declared setting ([`Setting::parsed`] and friends),
 //! never a name or a default of their own, so a default exists in one place.
 //! `docs/configuration.md`'s table and the template's environment blocks are
-//! checked against [`ALL`] by a test (`tests/tests/settings.rs`).
+//! checked against [`ALL`] by a test (`tests/tests/suite/settings.rs`).
 
 /// A program that reads settings.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -143,6 +143,8 @@ settings! {
     SES_CONNECT_TIMEOUT_MS = Some("3000"), &[Poller];
     /// read timeout of one SES call; with the connect timeout, one send's worst case
     SES_READ_TIMEOUT_MS = Some("10000"), &[Poller];
+    /// the only AWS account (12 digits) whose SES events are read, with the function's `AWS_REGION`; any other event is refused (the template passes its own account)
+    SES_EVENTS_ACCOUNT = None, &[Reader::SesEvents];
     /// a PROCESSING row older than this is presumed abandoned; must exceed `POLLER_TIMEOUT_SECS`
     SWEEP_STUCK_AFTER_SECS = Some("300"), &[Sweeper, Outboxctl];
     /// rows per sweep statement

@@ -19,6 +19,12 @@
 //!   to it are settled FAILED without calling SES.
 //! - An event for mail this service did not tag, or for a claim retention
 //!   has already deleted, is acknowledged and logged, never retried.
+//! - Nothing is trusted before it is checked: the envelope must come from
+//!   SES in the stack's own account and region ([`Origin`]), and the
+//!   event must be about the claim's own message (the message id SES gave
+//!   the send, when it answered; the claim's recipient as the only
+//!   destination). A complaint or bounce suppresses the claim's recipient
+//!   alone, whatever else it lists.
 
 use chrono::{DateTime, Utc};
 use deadpool_postgres::GenericClient;
@@ -27,6 +33,8 @@ use serde_json::Value;
 use uuid::Uuid;
 
 use super::sends::{self, ConfirmedBy};
+use crate::config::settings::SES_EVENTS_ACCOUNT;
+use crate::config::ConfigError;
 use crate::db::DbResult;
 use crate::telemetry::emf::{self, Unit};
 use crate::telemetry::mask_email;
@@ -73,6 +81,45 @@ impl Kind {
     }
 }
 
+/// The account and region whose SES events are accepted: the stack's own.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Origin {
+    pub account: String,
+    pub region: String,
+}
+
+impl Origin {
+    /// `SES_EVENTS_ACCOUNT` and the function's `AWS_REGION` (the Lambda
+    /// runtime's), checked at cold start.
+    pub fn from_env() -> Result<Origin, ConfigError> {
+        let name = SES_EVENTS_ACCOUNT.name;
+        let account = SES_EVENTS_ACCOUNT.value().ok_or_else(|| {
+            ConfigError::new(name, "is not set", "set it to the AWS account whose SES publishes the events (12 digits)")
+        })?;
+        if !(account.len() == 12 && account.bytes().all(|b| b.is_ascii_digit())) {
+            return Err(ConfigError::new(name, format!("{account:?} is not an AWS account id"), "use the 12 digits"));
+        }
+        // AWS_REGION is the Lambda runtime's, not a setting of ours.
+        let region = std::env::var("AWS_REGION")
+            .ok()
+            .filter(|r| !r.is_empty())
+            .ok_or_else(|| ConfigError::new("AWS_REGION", "is not set", "set it to the region SES publishes in"))?;
+        Ok(Origin { account, region })
+    }
+}
+
+/// Why an event was not read.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, thiserror::Error)]
+pub enum Refusal {
+    /// Not published by SES in this function's account and region: never
+    /// trusted, whatever it says (it could be forged).
+    #[error("not from this account's SES: {0}")]
+    Foreign(String),
+    /// From this account's SES, in a shape this service does not read.
+    #[error("malformed SES event: {0}")]
+    Malformed(String),
+}
+
 /// One SES event, read from its JSON.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SesEvent {
@@ -82,22 +129,86 @@ pub struct SesEvent {
     pub claim: Option<Uuid>,
     /// When SES says it happened.
     pub occurred_at: DateTime<Utc>,
+    /// The addresses the message was sent to (`mail.destination`).
+    pub destination: Vec<String>,
     /// The recipients the event is about (bounced, complained, delivered).
     pub recipients: Vec<String>,
 }
 
-/// Reads an SES event: the EventBridge envelope (`detail` holds the
-/// event), or the event itself (an SNS message or a test). The error says
-/// what is missing; such an event is logged and dropped, never retried.
-pub fn parse(value: &Value) -> Result<SesEvent, String> {
-    let event = value.get("detail").filter(|d| d.is_object()).unwrap_or(value);
-    let type_name = event
-        .get("eventType")
-        .or_else(|| event.get("notificationType"))
-        .and_then(Value::as_str)
-        .ok_or("no eventType")?;
-    let mail = event.get("mail").ok_or("no mail object")?;
-    let message_id = mail.get("messageId").and_then(Value::as_str).ok_or("no mail.messageId")?.to_string();
+/// A value from an event, for a log line or a refusal: quoted, and cut
+/// short (the event is untrusted until it is read).
+fn shown(value: Option<&str>) -> String {
+    match value {
+        None => "(none)".to_string(),
+        Some(v) if v.chars().count() > 64 => format!("{:?}...", v.chars().take(64).collect::<String>()),
+        Some(v) => format!("{v:?}"),
+    }
+}
+
+/// The event type an EventBridge `detail-type` names (the template's rule
+/// lists the same ones).
+fn type_of_detail_type(detail_type: &str) -> Option<&'static str> {
+    Some(match detail_type {
+        "Email Sent" => "Send",
+        "Email Delivered" => "Delivery",
+        "Email Bounced" => "Bounce",
+        "Email Complaint Received" => "Complaint",
+        "Email Rejected" => "Reject",
+        "Email Delivery Delayed" => "DeliveryDelay",
+        "Email Rendering Failed" => "RenderingFailure",
+        _ => return None,
+    })
+}
+
+/// The address in `Name <address>` or a bare address, lower-cased.
+fn address_of(entry: &str) -> String {
+    let inner = match (entry.rfind('<'), entry.rfind('>')) {
+        (Some(open), Some(close)) if open < close => &entry[open + 1..close],
+        _ => entry,
+    };
+    inner.trim().to_lowercase()
+}
+
+/// Reads an SES event as EventBridge delivers it. The envelope must say
+/// it comes from SES (`source: aws.ses`) in `origin`'s account and region,
+/// and the mail's sending account must be the same: anything else is
+/// [`Refusal::Foreign`]. The type is the record's `eventType`, or, where
+/// that is absent, the envelope's `detail-type` (the two must agree when
+/// both are there). A refused event is logged and dropped, never retried.
+pub fn parse(value: &Value, origin: &Origin) -> Result<SesEvent, Refusal> {
+    let malformed = |what: String| Refusal::Malformed(what);
+    let envelope = |name: &str| value.get(name).and_then(Value::as_str);
+    for (name, expected) in [("source", "aws.ses"), ("account", &origin.account), ("region", &origin.region)] {
+        if envelope(name) != Some(expected) {
+            return Err(Refusal::Foreign(format!("{name} {} (expected {expected:?})", shown(envelope(name)))));
+        }
+    }
+    let event = value.get("detail").filter(|d| d.is_object()).ok_or_else(|| malformed("no detail object".into()))?;
+    let mail = event.get("mail").ok_or_else(|| malformed("no mail object".into()))?;
+    if let Some(sender) = mail.get("sendingAccountId") {
+        if sender.as_str() != Some(&origin.account) {
+            let sender = shown(sender.as_str());
+            return Err(Refusal::Foreign(format!("mail.sendingAccountId {sender} (expected {:?})", origin.account)));
+        }
+    }
+    let by_envelope = match envelope("detail-type") {
+        None => None,
+        Some(t) => {
+            Some(type_of_detail_type(t).ok_or_else(|| malformed(format!("unhandled detail-type {}", shown(Some(t)))))?)
+        }
+    };
+    let by_record = event.get("eventType").or_else(|| event.get("notificationType")).and_then(Value::as_str);
+    let type_name =
+        match (by_record.map(|t| if t == "Rendering Failure" { "RenderingFailure" } else { t }), by_envelope) {
+            (Some(record), Some(envelope)) if record != envelope => {
+                return Err(malformed(format!("eventType {} under detail-type of {envelope}", shown(Some(record)))));
+            }
+            (Some(record), _) => record,
+            (None, Some(envelope)) => envelope,
+            (None, None) => return Err(malformed("no eventType and no detail-type".into())),
+        };
+    let message_id =
+        mail.get("messageId").and_then(Value::as_str).ok_or_else(|| malformed("no mail.messageId".into()))?.to_string();
     let section = |name: &str| event.get(name).cloned().unwrap_or(Value::Null);
     let (kind, body) = match type_name {
         "Send" => (Kind::Send, section("send")),
@@ -111,28 +222,38 @@ pub fn parse(value: &Value) -> Result<SesEvent, String> {
         "Complaint" => (Kind::Complaint, section("complaint")),
         "Reject" => (Kind::Reject, section("reject")),
         "DeliveryDelay" => (Kind::DeliveryDelay, section("deliveryDelay")),
-        "Rendering Failure" | "RenderingFailure" => (Kind::RenderingFailure, section("failure")),
-        other => return Err(format!("unhandled eventType {other:?}")),
+        "RenderingFailure" => (Kind::RenderingFailure, section("failure")),
+        other => return Err(malformed(format!("unhandled eventType {}", shown(Some(other))))),
     };
-    let stamp =
-        body.get("timestamp").or_else(|| mail.get("timestamp")).and_then(Value::as_str).ok_or("no timestamp")?;
-    let occurred_at =
-        DateTime::parse_from_rfc3339(stamp).map_err(|e| format!("timestamp {stamp:?}: {e}"))?.with_timezone(&Utc);
+    let stamp = body
+        .get("timestamp")
+        .or_else(|| mail.get("timestamp"))
+        .and_then(Value::as_str)
+        .ok_or_else(|| malformed("no timestamp".into()))?;
+    let occurred_at = DateTime::parse_from_rfc3339(stamp)
+        .map_err(|e| malformed(format!("timestamp {}: {e}", shown(Some(stamp)))))?
+        .with_timezone(&Utc);
     let claim = match mail.get("tags").and_then(|t| t.get(TAG_CLAIM)) {
         None => None,
         Some(v) => {
-            let raw = v.get(0).or(Some(v)).and_then(Value::as_str).ok_or("the claim tag is not a string")?;
-            Some(Uuid::parse_str(raw).map_err(|e| format!("the claim tag {raw:?}: {e}"))?)
+            let raw = v
+                .get(0)
+                .or(Some(v))
+                .and_then(Value::as_str)
+                .ok_or_else(|| malformed("the claim tag is not a string".into()))?;
+            Some(Uuid::parse_str(raw).map_err(|e| malformed(format!("the claim tag {}: {e}", shown(Some(raw)))))?)
         }
     };
+    let destination = mail
+        .get("destination")
+        .and_then(Value::as_array)
+        .map(|a| a.iter().filter_map(Value::as_str).map(address_of).collect())
+        .unwrap_or_default();
     let addresses = |list: &str, field: &str| -> Vec<String> {
         body.get(list)
             .and_then(Value::as_array)
             .map(|a| {
-                a.iter()
-                    .filter_map(|r| r.get(field).or(Some(r)).and_then(Value::as_str))
-                    .map(str::to_lowercase)
-                    .collect()
+                a.iter().filter_map(|r| r.get(field).or(Some(r)).and_then(Value::as_str)).map(address_of).collect()
             })
             .unwrap_or_default()
     };
@@ -143,7 +264,21 @@ pub fn parse(value: &Value) -> Result<SesEvent, String> {
         Kind::DeliveryDelay => addresses("delayedRecipients", "emailAddress"),
         _ => Vec::new(),
     };
-    Ok(SesEvent { kind, message_id, claim, occurred_at, recipients })
+    Ok(SesEvent { kind, message_id, claim, occurred_at, destination, recipients })
+}
+
+/// Why an event about a claim is not about that claim's message: the
+/// message id SES gave the send differs, or the message did not go to the
+/// claim's recipient alone. None: it matches.
+fn mismatch(target: &sends::outcome::FeedbackTarget, event: &SesEvent) -> Option<&'static str> {
+    if target.message_id.as_deref().is_some_and(|id| id != event.message_id) {
+        return Some("its message id is not the one SES gave the send");
+    }
+    let recipient = target.recipient.to_lowercase();
+    if event.destination.is_empty() || event.destination.iter().any(|d| *d != recipient) {
+        return Some("its message was not sent to the claim's recipient alone");
+    }
+    None
 }
 
 /// What recording an event did.
@@ -155,6 +290,9 @@ pub enum Recorded {
     Duplicate,
     /// Not our mail, or its claim is gone: acknowledged, nothing to do.
     Unmatched,
+    /// It names a claim but not that claim's message (another message id,
+    /// another recipient): dropped with a warning, nothing changed.
+    Mismatched,
 }
 
 /// Records one event in one transaction: the feedback row, the
@@ -165,9 +303,14 @@ pub async fn record(client: &mut deadpool_postgres::Client, event: &SesEvent) ->
         return Ok(Recorded::Unmatched);
     };
     let tx = client.transaction().await?;
-    if sends::outcome::lock_for_feedback(&tx, claim).await?.is_none() {
+    let Some(target) = sends::outcome::lock_for_feedback(&tx, claim).await? else {
         tracing::info!(%claim, kind = event.kind.name(), "SES event for a claim that no longer exists ignored");
         return Ok(Recorded::Unmatched);
+    };
+    if let Some(reason) = mismatch(&target, event) {
+        tracing::warn!(%claim, kind = event.kind.name(), message_id = %shown(Some(&event.message_id)), reason,
+            "SES event that does not match its claim dropped");
+        return Ok(Recorded::Mismatched);
     }
     let subtype = match &event.kind {
         Kind::Bounce { permanent, subtype } => {
@@ -193,15 +336,20 @@ pub async fn record(client: &mut deadpool_postgres::Client, event: &SesEvent) ->
             Some(subtype) => format!("bounced ({subtype})"),
             None => "complained".to_string(),
         };
-        for address in &event.recipients {
+        // Only the claim's own recipient, and only when the event names it:
+        // whatever other addresses an event lists are never suppressed.
+        let recipient = target.recipient.to_lowercase();
+        if event.recipients.contains(&recipient) {
             suppressed += tx
                 .execute(
                     "INSERT INTO suppressed_addresses (email, reason, send_id) VALUES ($1, $2, $3) \
                      ON CONFLICT (email) DO NOTHING",
-                    &[address, &reason, &claim],
+                    &[&recipient, &reason, &claim],
                 )
                 .await? as u32;
-            tracing::warn!(recipient = %mask_email(address), kind = event.kind.name(), "address suppressed");
+            tracing::warn!(recipient = %mask_email(&recipient), kind = event.kind.name(), "address suppressed");
+        } else {
+            tracing::warn!(%claim, kind = event.kind.name(), "the event does not name the claim's recipient; nothing suppressed");
         }
     }
     tx.commit().await?;
@@ -289,20 +437,26 @@ pub async fn of_send(
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub enum Handled {
     Recorded(Recorded),
-    /// Not an SES event this service can read: logged and acknowledged, so
-    /// it never poisons a batch or loops through retries.
-    Malformed(String),
+    /// Not an event this service reads, or not from this account's SES:
+    /// logged and acknowledged, so it never poisons a batch or loops
+    /// through retries, and changes nothing.
+    Refused(Refusal),
 }
 
-/// Reads and records one delivered event. Only a database error is an
-/// error (the invocation fails and EventBridge retries it).
-pub async fn handle(pool: &deadpool_postgres::Pool, value: &Value) -> DbResult<Handled> {
-    let event = match parse(value) {
+/// Reads and records one delivered event, accepted only from `origin`'s
+/// SES. Only a database error is an error (the invocation fails and
+/// EventBridge retries it).
+pub async fn handle(pool: &deadpool_postgres::Pool, origin: &Origin, value: &Value) -> DbResult<Handled> {
+    let event = match parse(value, origin) {
         Ok(event) => event,
-        Err(reason) => {
-            tracing::error!(%reason, "malformed SES event acknowledged and dropped");
-            emf::emit("ses-events", &[("MalformedSesEvents", 1.0, Unit::Count)]);
-            return Ok(Handled::Malformed(reason));
+        Err(refusal) => {
+            let metric = match refusal {
+                Refusal::Foreign(_) => "ForeignSesEvents",
+                Refusal::Malformed(_) => "MalformedSesEvents",
+            };
+            tracing::error!(reason = %refusal, "SES event refused: acknowledged and dropped");
+            emf::emit("ses-events", &[(metric, 1.0, Unit::Count)]);
+            return Ok(Handled::Refused(refusal));
         }
     };
     let mut client = pool.get().await?;
@@ -319,6 +473,7 @@ pub fn metrics(kind: &Kind, recorded: &Recorded) -> Vec<(&'static str, f64, Unit
         Recorded::Recorded { confirmed, suppressed } => (confirmed, suppressed),
         Recorded::Duplicate => return vec![("RepeatedSesEvents", 1.0, Unit::Count)],
         Recorded::Unmatched => return vec![("UnmatchedSesEvents", 1.0, Unit::Count)],
+        Recorded::Mismatched => return vec![("MismatchedSesEvents", 1.0, Unit::Count)],
     };
     let one = |yes: bool| if yes { 1.0 } else { 0.0 };
     vec![

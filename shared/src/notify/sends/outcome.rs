@@ -82,12 +82,22 @@ pub enum Settled {
     Unknown,
 }
 
-/// Locks one send for recording feedback about it; returns its recipient,
-/// or None when retention has deleted it.
-pub async fn lock_for_feedback(tx: &impl GenericClient, id: Uuid) -> DbResult<Option<String>> {
-    let row =
-        tx.query_opt("SELECT recipient_email FROM booking_notification_sends WHERE id = $1 FOR UPDATE", &[&id]).await?;
-    Ok(row.map(|r| r.get(0)))
+/// What feedback about a send is checked against.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FeedbackTarget {
+    /// The one address the send mailed.
+    pub recipient: String,
+    /// The provider's id for the message, once it answered (or an earlier
+    /// event confirmed it); None for a send that never answered.
+    pub message_id: Option<String>,
+}
+
+/// Locks one send for recording feedback about it; None when retention has
+/// deleted it.
+pub async fn lock_for_feedback(tx: &impl GenericClient, id: Uuid) -> DbResult<Option<FeedbackTarget>> {
+    let sql = "SELECT recipient_email, provider_message_id FROM booking_notification_sends WHERE id = $1 FOR UPDATE";
+    let row = tx.query_opt(sql, &[&id]).await?;
+    Ok(row.map(|r| FeedbackTarget { recipient: r.get(0), message_id: r.get(1) }))
 }
 
 /// SES's own event proved it accepted the message: a claim still CLAIMED

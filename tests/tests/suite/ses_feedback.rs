@@ -8,7 +8,7 @@ use outbox_tests::outbox::*;
 use outbox_tests::ses_events::*;
 use outbox_tests::TestDb;
 use serde_json::{json, Value};
-use shared::notify::feedback::{self, Handled, Recorded};
+use shared::notify::feedback::{self, Handled, Recorded, Refusal};
 use shared::notify::mailer::SendOutcome;
 use shared::notify::sends::ConfirmedBy;
 use shared::relay::PollerConfig;
@@ -17,7 +17,7 @@ use uuid::Uuid;
 const CAROL: &str = "carol@example.com";
 
 async fn handle(db: &TestDb, event: &Value) -> Handled {
-    feedback::handle(&db.pool, event).await.unwrap()
+    feedback::handle(&db.pool, &origin(), event).await.unwrap()
 }
 
 async fn send_state(db: &TestDb, claim: Uuid) -> (SendStatus, Option<ConfirmedBy>) {
@@ -82,10 +82,8 @@ async fn a_confirmed_send_keeps_the_message_id_the_poller_recorded() {
     let db = TestDb::create().await;
     let (claim, _) = one_send(&db, ALICE, None).await;
     assert_eq!(send_state(&db, claim).await, (SendStatus::Sent, None));
-    assert_eq!(
-        handle(&db, &send_event(claim)).await,
-        Handled::Recorded(Recorded::Recorded { confirmed: false, suppressed: 0 })
-    );
+    let send = with_message_id(send_event(claim), &message_id_of(&db, claim).await);
+    assert_eq!(handle(&db, &send).await, Handled::Recorded(Recorded::Recorded { confirmed: false, suppressed: 0 }));
     assert_eq!(send_state(&db, claim).await, (SendStatus::Sent, None), "already settled by the poller");
 }
 
@@ -93,7 +91,7 @@ async fn a_confirmed_send_keeps_the_message_id_the_poller_recorded() {
 async fn the_same_permanent_bounce_twice_is_recorded_once_and_the_address_is_never_mailed_again() {
     let db = TestDb::create().await;
     let (claim, mailer) = one_send(&db, ALICE, None).await;
-    let bounce = bounce_event(claim, "Permanent", "General");
+    let bounce = with_message_id(bounce_event(claim, "Permanent", "General"), &message_id_of(&db, claim).await);
     assert_eq!(handle(&db, &bounce).await, Handled::Recorded(Recorded::Recorded { confirmed: false, suppressed: 1 }));
     assert_eq!(handle(&db, &bounce).await, Handled::Recorded(Recorded::Duplicate));
     assert_eq!(feedback_kinds(&db, claim).await, vec!["Bounce Permanent/General"]);
@@ -119,7 +117,8 @@ async fn the_same_permanent_bounce_twice_is_recorded_once_and_the_address_is_nev
 async fn a_complaint_suppresses_the_address_and_a_transient_bounce_does_not() {
     let db = TestDb::create().await;
     let (claim, _) = one_send(&db, ALICE, None).await;
-    let transient = bounce_event(claim, "Transient", "MailboxFull");
+    let id = message_id_of(&db, claim).await;
+    let transient = with_message_id(bounce_event(claim, "Transient", "MailboxFull"), &id);
     assert_eq!(
         handle(&db, &transient).await,
         Handled::Recorded(Recorded::Recorded { confirmed: false, suppressed: 0 })
@@ -137,6 +136,7 @@ async fn a_complaint_suppresses_the_address_and_a_transient_bounce_does_not() {
                    "arrivalDate": "2026-11-30T12:59:00.000Z"}),
         )),
     );
+    let complaint = with_message_id(complaint, &id);
     assert_eq!(
         handle(&db, &complaint).await,
         Handled::Recorded(Recorded::Recorded { confirmed: false, suppressed: 1 })
@@ -190,29 +190,128 @@ async fn events_for_untagged_mail_or_a_deleted_claim_are_acknowledged() {
     assert_eq!(db.count("send_feedback").await, 0);
 }
 
+/// `detail` in the envelope of this account's SES.
+fn from_ses(detail: Value) -> Value {
+    let o = origin();
+    json!({"version": "0", "source": "aws.ses", "account": o.account, "region": o.region, "detail": detail})
+}
+
 #[tokio::test]
 async fn malformed_events_are_dropped_with_a_reason_and_never_retried() {
     let db = TestDb::create().await;
+    let mail = json!({"messageId": "m", "timestamp": "2026-11-30T12:00:00Z", "destination": [ALICE]});
+    let mut bad_tag = mail.clone();
+    bad_tag["tags"] = json!({"claim": ["not-a-uuid"]});
+    let mut mixed = from_ses(json!({"eventType": "Send", "mail": mail}));
+    mixed["detail-type"] = json!("Email Bounced");
     for (event, why) in [
-        (json!({"hello": "world"}), "no eventType"),
-        (json!({"detail": {"eventType": "Send"}}), "no mail object"),
-        (
-            json!({"eventType": "Open", "mail": {"messageId": "m", "timestamp": "2026-11-30T12:00:00Z"}}),
-            "unhandled eventType",
-        ),
-        (json!({"eventType": "Send", "mail": {"messageId": "m", "timestamp": "yesterday"}}), "timestamp"),
-        (
-            json!({"eventType": "Send", "mail": {"messageId": "m", "timestamp": "2026-11-30T12:00:00Z", "tags": {"claim": ["not-a-uuid"]}}}),
-            "claim tag",
-        ),
+        (from_ses(json!({"hello": "world"})), "no mail object"),
+        (from_ses(json!({"mail": mail})), "no eventType and no detail-type"),
+        (from_ses(json!({"eventType": "Open", "mail": mail})), "unhandled eventType"),
+        (from_ses(json!({"eventType": "Send", "mail": {"messageId": "m", "timestamp": "yesterday"}})), "timestamp"),
+        (from_ses(json!({"eventType": "Send", "mail": bad_tag})), "claim tag"),
+        (mixed, "under detail-type of Bounce"),
     ] {
         match handle(&db, &event).await {
-            Handled::Malformed(reason) => {
+            Handled::Refused(Refusal::Malformed(reason)) => {
                 assert!(reason.contains(why), "{reason} should mention {why}")
             }
             other => panic!("{event} → {other:?}"),
         }
     }
+}
+
+fn complaint_event(claim: Uuid, complained: &[&str]) -> Value {
+    let complained: Vec<Value> = complained.iter().map(|a| json!({"emailAddress": a})).collect();
+    ses_event(
+        "Complaint",
+        "Email Complaint Received",
+        Some(claim),
+        Some((
+            "complaint",
+            json!({"complainedRecipients": complained, "timestamp": "2026-11-30T12:05:00.000Z",
+                   "feedbackId": "0100015e3a9c3d1e-example", "complaintFeedbackType": "abuse"}),
+        )),
+    )
+}
+
+#[tokio::test]
+async fn forged_complaint_from_another_account_suppresses_no_one() {
+    let db = TestDb::create().await;
+    let (claim, _) = one_send(&db, ALICE, None).await;
+    let genuine = with_message_id(complaint_event(claim, &[ALICE]), &message_id_of(&db, claim).await);
+    let forged = |field: &str, value: Value| {
+        let mut event = genuine.clone();
+        event[field] = value;
+        event
+    };
+    let mut other_sender = genuine.clone();
+    other_sender["detail"]["mail"]["sendingAccountId"] = json!("999999999999");
+    let bare = genuine["detail"].clone();
+    for (event, why) in [
+        (forged("account", json!("999999999999")), "account \"999999999999\""),
+        (forged("region", json!("eu-west-1")), "region \"eu-west-1\""),
+        (forged("source", json!("my.app")), "source \"my.app\""),
+        (other_sender, "mail.sendingAccountId"),
+        (bare, "source (none)"),
+    ] {
+        match handle(&db, &event).await {
+            Handled::Refused(Refusal::Foreign(reason)) => assert!(reason.contains(why), "{reason} should name {why}"),
+            other => panic!("{event} → {other:?}"),
+        }
+    }
+    assert_eq!(db.count("suppressed_addresses").await, 0, "no one suppressed");
+    assert_eq!(db.count("send_feedback").await, 0, "nothing recorded");
+    // The genuine one still works.
+    assert_eq!(handle(&db, &genuine).await, Handled::Recorded(Recorded::Recorded { confirmed: false, suppressed: 1 }));
+}
+
+#[tokio::test]
+async fn a_complaint_listing_other_addresses_suppresses_only_the_claims_recipient() {
+    let db = TestDb::create().await;
+    let (claim, _) = one_send(&db, ALICE, None).await;
+    let event = complaint_event(claim, &[ALICE, CAROL, "dave@example.com"]);
+    let event = with_message_id(event, &message_id_of(&db, claim).await);
+    assert_eq!(handle(&db, &event).await, Handled::Recorded(Recorded::Recorded { confirmed: false, suppressed: 1 }));
+    let client = db.pool.get().await.unwrap();
+    let suppressed: Vec<String> =
+        feedback::suppressions(&client, 10).await.unwrap().into_iter().map(|s| s.email).collect();
+    assert_eq!(suppressed, vec![ALICE]);
+}
+
+#[tokio::test]
+async fn an_event_about_another_message_confirms_nothing_and_suppresses_no_one() {
+    let db = TestDb::create().await;
+    // A send that answered: the event must carry the id SES gave it.
+    let (sent, _) = one_send(&db, ALICE, None).await;
+    let other_message = complaint_event(sent, &[ALICE]);
+    assert_eq!(handle(&db, &other_message).await, Handled::Recorded(Recorded::Mismatched));
+    // A send that never answered (UNKNOWN): matched on the claim and its
+    // recipient; a Send event for a message to someone else proves nothing.
+    let db = TestDb::create().await;
+    let (unknown, _) = one_send(&db, ALICE, Some(SendOutcome::Unknown { reason: "read timeout".into() })).await;
+    let mut elsewhere = send_event(unknown);
+    elsewhere["detail"]["mail"]["destination"] = json!([CAROL]);
+    assert_eq!(handle(&db, &elsewhere).await, Handled::Recorded(Recorded::Mismatched));
+    let mut also_elsewhere = send_event(unknown);
+    also_elsewhere["detail"]["mail"]["destination"] = json!([ALICE, CAROL]);
+    assert_eq!(handle(&db, &also_elsewhere).await, Handled::Recorded(Recorded::Mismatched));
+    assert_eq!(send_state(&db, unknown).await, (SendStatus::Unknown, None), "still for an operator to judge");
+    assert_eq!(db.count("send_feedback").await, 0);
+    // Its own Send event (display name and case as SES may write them) confirms it.
+    let mut own = send_event(unknown);
+    own["detail"]["mail"]["destination"] = json!(["Alice <ALICE@example.com>"]);
+    assert_eq!(handle(&db, &own).await, Handled::Recorded(Recorded::Recorded { confirmed: true, suppressed: 0 }));
+}
+
+#[tokio::test]
+async fn an_event_without_an_event_type_is_read_from_its_detail_type() {
+    let db = TestDb::create().await;
+    let (claim, _) = one_send(&db, ALICE, Some(SendOutcome::Unknown { reason: "read timeout".into() })).await;
+    let mut event = delivery_event(claim);
+    event["detail"].as_object_mut().unwrap().remove("eventType");
+    assert_eq!(handle(&db, &event).await, Handled::Recorded(Recorded::Recorded { confirmed: true, suppressed: 0 }));
+    assert_eq!(feedback_kinds(&db, claim).await, vec!["Delivery"]);
 }
 
 /// A mailer whose answer is lost, while SES's Send event arrives first.
@@ -224,7 +323,7 @@ struct ConfirmedWhileWaiting {
 impl shared::notify::mailer::Mailer for ConfirmedWhileWaiting {
     async fn send(&self, n: &shared::notify::Notification) -> SendOutcome {
         let claim = n.claim.expect("the claim is committed before the call");
-        feedback::handle(&self.pool, &send_event(claim)).await.unwrap();
+        feedback::handle(&self.pool, &origin(), &send_event(claim)).await.unwrap();
         SendOutcome::Unknown { reason: "read timeout".into() }
     }
 }

@@ -52,7 +52,7 @@ fn auto_resend_after(secs: u64) -> SweeperConfig {
 }
 
 async fn confirm(db: &TestDb, claim: Uuid) {
-    let handled = feedback::handle(&db.pool, &send_event(claim)).await.unwrap();
+    let handled = feedback::handle(&db.pool, &origin(), &send_event(claim)).await.unwrap();
     assert!(matches!(handled, Handled::Recorded(Recorded::Recorded { confirmed: true, .. })), "{handled:?}");
 }
 
@@ -206,7 +206,8 @@ async fn outboxctl_shows_confirmed_and_unconfirmed_and_resends_only_the_unconfir
 async fn outboxctl_lists_and_removes_suppressions() {
     let db = TestDb::create().await;
     let (claim, _) = one_send(&db, ALICE, None).await;
-    feedback::handle(&db.pool, &bounce_event(claim, "Permanent", "General")).await.unwrap();
+    let bounce = with_message_id(bounce_event(claim, "Permanent", "General"), &message_id_of(&db, claim).await);
+    feedback::handle(&db.pool, &origin(), &bounce).await.unwrap();
 
     let list = ctl(&db, &["suppression", "list", "--json"]).json();
     assert_eq!(list[0]["email"], ALICE);

@@ -48,7 +48,7 @@ impl Stack {
         let mut confirmed = 0;
         for event in self.publisher.settled_events(at_least, Duration::from_millis(500)).await {
             if let feedback::Handled::Recorded(feedback::Recorded::Recorded { confirmed: true, .. }) =
-                feedback::handle(&self.db.pool, &event).await.unwrap()
+                feedback::handle(&self.db.pool, &outbox_tests::ses_events::origin(), &event).await.unwrap()
             {
                 confirmed += 1;
             }

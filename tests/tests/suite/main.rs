@@ -1,0 +1,30 @@
+//! The end-to-end suite, one test binary: each module was a file of its own
+//! under `tests/tests/` (one binary each, linked 25 times). Run one module
+//! with `./scripts/test.sh --test suite -- send_rate::`.
+
+mod abuse_limits;
+mod bad_input;
+mod booking_api;
+mod booking_lifecycle;
+mod booking_lifecycle_soak;
+mod booking_updates;
+mod database_config;
+mod deadline;
+mod identity;
+mod layers;
+mod least_privilege;
+mod migrations;
+mod observability;
+mod openapi;
+mod outbox_poller;
+mod outbox_scenarios;
+mod outboxctl;
+mod recovery;
+mod release_build;
+mod schema_migration;
+mod send_rate;
+mod ses_feedback;
+mod ses_feedback_end_to_end;
+mod ses_mailer;
+mod settings;
+mod unknown_reconciliation;
