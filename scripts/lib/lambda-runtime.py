@@ -398,6 +398,11 @@ def check(args, result, log_path):
         return
     where = f"\n--- {log_path} (tail)\n{tail(log_path)}"
     response = result.get("response")
+    if args.expect_error is not None:
+        if result.get("outcome") != "error" or args.expect_error not in json.dumps(response):
+            fail(f"{args.function}: expected an invocation error with {args.expect_error!r}, "
+                 f"got {result.get('outcome')}: {json.dumps(response)[:500]}{where}")
+        return
     if result.get("outcome") != "response":
         fail(f"{args.function}: the invocation failed: {json.dumps(response)[:500]}{where}")
     if args.expect_status is not None:
@@ -501,6 +506,7 @@ def main():
     m.add_argument("--log", help="keep the function's output here (default: dropped on success)")
     m.add_argument("--expect-status", type=int, help="the API Gateway response's statusCode")
     m.add_argument("--expect-cfn", help="the Status PUT to the ResponseURL (SUCCESS)")
+    m.add_argument("--expect-error", help="the invocation must fail, its error containing this text")
     m.set_defaults(func=measure)
     t = sub.add_parser("table", help="the table of measure results")
     t.add_argument("files", nargs="*")

@@ -30,6 +30,12 @@ impl ConfigError {
     }
 }
 
+/// The function's region: `AWS_REGION`, which the Lambda runtime sets (not a
+/// setting of ours, so not in [`settings`]); None when unset or empty.
+pub fn lambda_region() -> Option<String> {
+    std::env::var("AWS_REGION").ok().filter(|r| !r.is_empty())
+}
+
 impl Setting {
     /// The value set in the environment (trimmed), if any: unset and empty
     /// are the same.

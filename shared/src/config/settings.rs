@@ -145,6 +145,8 @@ settings! {
     SES_READ_TIMEOUT_MS = Some("10000"), &[Poller];
     /// the only AWS account (12 digits) whose SES events are read, with the function's `AWS_REGION`; any other event is refused (the template passes its own account)
     SES_EVENTS_ACCOUNT = None, &[Reader::SesEvents];
+    /// the only CloudFormation stack (its ARN) whose custom-resource requests are served, answered only to CloudFormation's response bucket of the function's `AWS_REGION` (the template passes its own stack)
+    CUSTOM_RESOURCE_STACK_ID = None, &[Reader::Migrate];
     /// a PROCESSING row older than this is presumed abandoned; must exceed `POLLER_TIMEOUT_SECS`
     SWEEP_STUCK_AFTER_SECS = Some("300"), &[Sweeper, Outboxctl];
     /// rows per sweep statement

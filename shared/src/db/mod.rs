@@ -1,5 +1,7 @@
-//! The Postgres connection pool, its settings, the schema migrations, and
-//! the one error type every statement in the library returns ([`DbError`]).
+//! The Postgres connection pool, its settings, the schema migrations (and,
+//! with feature `custom-resource`, `custom_resource`: the migrations on
+//! deploy, as a CloudFormation custom resource), and the one error type
+//! every statement in the library returns ([`DbError`]).
 //!
 //! A Lambda container builds its pool once, at cold start, and reuses it for
 //! every invocation: connections survive between invocations while the
@@ -13,6 +15,8 @@ use tokio_postgres::NoTls;
 use crate::config::settings as S;
 use crate::config::ConfigError;
 
+#[cfg(feature = "custom-resource")]
+pub mod custom_resource;
 mod error;
 mod listen;
 mod migrate;

@@ -99,10 +99,7 @@ impl Origin {
         if !(account.len() == 12 && account.bytes().all(|b| b.is_ascii_digit())) {
             return Err(ConfigError::new(name, format!("{account:?} is not an AWS account id"), "use the 12 digits"));
         }
-        // AWS_REGION is the Lambda runtime's, not a setting of ours.
-        let region = std::env::var("AWS_REGION")
-            .ok()
-            .filter(|r| !r.is_empty())
+        let region = crate::config::lambda_region()
             .ok_or_else(|| ConfigError::new("AWS_REGION", "is not set", "set it to the region SES publishes in"))?;
         Ok(Origin { account, region })
     }

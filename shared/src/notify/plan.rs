@@ -19,6 +19,13 @@
 //! event of the booking is still stored (retention has not deleted the
 //! proof); otherwise the recipient is presumed told. Each decision is
 //! itself a claim, so a later attempt never revisits it.
+//!
+//! An event can also run again after later ones settled: an operator's
+//! resend of one recipient, or a replay of a dead letter. Then a later
+//! event already DONE (it told them the newer state) or DEAD (replaying it
+//! will) supersedes this one just the same, whatever `skip_superseded`
+//! says, and an invitation is never sent for a booking that is cancelled
+//! now: an old message never overtakes a newer one.
 
 use deadpool_postgres::GenericClient;
 use uuid::Uuid;
@@ -26,8 +33,9 @@ use uuid::Uuid;
 use super::sends;
 use super::Notification;
 use crate::booking::events::{BookingEvent, EventType, Notice};
+use crate::booking::store;
 use crate::db::DbResult;
-use crate::outbox::events;
+use crate::outbox::events::{self, EventStatus};
 
 /// One recipient's message, to send or to record as superseded.
 #[derive(Debug, Clone)]
@@ -63,8 +71,9 @@ pub async fn plan_many(
     skip_superseded: bool,
 ) -> DbResult<Vec<Vec<Planned>>> {
     let of: Vec<(Uuid, i32)> = batch.iter().map(|e| (e.payload.booking.id, e.payload.booking.version)).collect();
-    let mut later =
-        if skip_superseded { events::later_unfinished_many(client, &of).await? } else { Default::default() };
+    let mut later = events::later_many(client, &of).await?;
+    let ids: Vec<Uuid> = of.iter().map(|(id, _)| *id).collect();
+    let cancelled = store::cancelled_among(client, &ids).await?;
     // Only updates and cancellations need to know who was told before.
     let asks: Vec<(Uuid, i32)> = batch.iter().zip(&of).filter(|(e, _)| !first_event(e)).map(|(_, a)| *a).collect();
     let whole = events::history_complete_many(client, &asks).await?;
@@ -82,27 +91,54 @@ pub async fn plan_many(
             } else {
                 Told::Everyone
             };
-            plan_with(event, &later, &told, skip_superseded)
+            plan_with(event, &later, &told, cancelled.contains(&id), skip_superseded)
         })
         .collect())
 }
 
-/// The later events that tell anyone anything: an unreadable one will be
-/// dead-lettered and tells no one.
-fn readable(stored: &[events::StoredEvent]) -> Vec<BookingEvent> {
-    stored.iter().filter_map(|e| BookingEvent::from_stored(e).ok()).collect()
+/// A later event of the booking, and whether it has settled (DONE, or DEAD
+/// for a replay): this event then runs again after it.
+struct Later {
+    event: BookingEvent,
+    settled: bool,
 }
 
-fn plan_with(event: &BookingEvent, later: &[BookingEvent], told: &Told, skip_superseded: bool) -> Vec<Planned> {
+/// The later events that tell anyone anything: an unreadable one will be
+/// dead-lettered and tells no one.
+fn readable(stored: &[events::StoredEvent]) -> Vec<Later> {
+    stored
+        .iter()
+        .filter_map(|e| {
+            let settled = matches!(e.status, EventStatus::Done | EventStatus::Dead);
+            BookingEvent::from_stored(e).ok().map(|event| Later { event, settled })
+        })
+        .collect()
+}
+
+fn plan_with(
+    event: &BookingEvent,
+    later: &[Later],
+    told: &Told,
+    cancelled: bool,
+    skip_superseded: bool,
+) -> Vec<Planned> {
     let mut plan = Vec::new();
     for (person, notice) in event.audience() {
         let email = person.email.as_str().to_string();
         let introduces = !told.may_have_told(&email);
         let n = Notification::new(event, person, notice, introduces);
-        if let Some(last) = later.iter().rev().find(|l| l.notice_for(&email).is_some()) {
+        let mut telling = later.iter().rev().filter(|l| l.event.notice_for(&email).is_some());
+        // The newest later event that tells them supersedes this message,
+        // if it has settled (always) or is still to run (when skipping).
+        let superseding = telling.clone().find(|l| l.settled || skip_superseded);
+        let still_to_tell = telling.any(|l| !l.settled);
+        if let Some(Later { event: last, .. }) = superseding {
             let reason =
                 format!("superseded by the later {} (version {})", last.event_type, last.payload.booking.version);
             plan.push(Planned::Superseded { notification: n, by: last.id, reason });
+        } else if cancelled && notice == Notice::Request && !still_to_tell {
+            let reason = "the booking is cancelled: no invitation to a meeting that no longer exists".to_string();
+            plan.push(Planned::Superseded { notification: n, by: event.id, reason });
         } else if skip_superseded && notice != Notice::Request && introduces {
             let reason = "never told of this meeting: nothing to cancel".to_string();
             plan.push(Planned::Superseded { notification: n, by: event.id, reason });

@@ -7,8 +7,6 @@
 //!   recipient through `notify` and settling the event by the outcomes.
 //! - [`sweeper`]: resets rows stuck in PROCESSING, applies [`retention`],
 //!   reports metrics.
-//! - `schema` (feature `custom-resource`): the migrations on deploy, as
-//!   a CloudFormation custom resource.
 //! - [`config`]: their settings, validated at cold start; [`summary`]: what
 //!   a run did; [`status`]: how the pipeline stands (operators).
 
@@ -16,8 +14,6 @@ pub mod config;
 pub mod event;
 pub mod poller;
 pub mod retention;
-#[cfg(feature = "custom-resource")]
-pub mod schema;
 pub mod status;
 pub mod summary;
 pub mod sweeper;

@@ -52,9 +52,7 @@ impl SesConfig {
                 "use the verified sender, e.g. \"Bookings <bookings@example.com>\"",
             )
         })?;
-        // AWS_REGION is the Lambda runtime's, not a setting of ours.
-        let region = match S::SES_REGION.value().or_else(|| std::env::var("AWS_REGION").ok().filter(|r| !r.is_empty()))
-        {
+        let region = match S::SES_REGION.value().or_else(crate::config::lambda_region) {
             Some(r) => r,
             None => {
                 return Err(ConfigError::new("SES_REGION", "is not set, and neither is AWS_REGION", "set SES_REGION"))

@@ -137,10 +137,11 @@ pub async fn of_aggregate(client: &impl GenericClient, aggregate_id: Uuid) -> Db
     client.query(sql, &[&aggregate_id]).await?.iter().map(stored).collect()
 }
 
-/// For each `(aggregate, version)`, the aggregate's unfinished (PENDING or
-/// PROCESSING) events after that version, oldest first: what is still to
-/// be told about it. One statement; aggregates with none are absent.
-pub async fn later_unfinished_many(
+/// For each `(aggregate, version)`, the aggregate's stored events after
+/// that version, whatever their status, oldest first: still to be told
+/// (PENDING, PROCESSING), told (DONE) or to be replayed (DEAD). One
+/// statement; aggregates with none are absent.
+pub async fn later_many(
     client: &impl GenericClient,
     of: &[(Uuid, i32)],
 ) -> DbResult<std::collections::HashMap<Uuid, Vec<StoredEvent>>> {
@@ -149,7 +150,7 @@ pub async fn later_unfinished_many(
     let sql = formatcp!(
         "SELECT {COLUMNS} FROM outbox_events \
            JOIN unnest($1::uuid[], $2::int4[]) AS a(agg, ver) ON aggregate_id = a.agg \
-          WHERE aggregate_version > a.ver AND status IN ({PENDING}, {PROCESSING}) \
+          WHERE aggregate_version > a.ver \
           ORDER BY aggregate_version"
     );
     let mut later: std::collections::HashMap<Uuid, Vec<StoredEvent>> = Default::default();

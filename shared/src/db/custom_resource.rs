@@ -1,0 +1,310 @@
+//! Migrations on deploy: the CloudFormation custom resource
+//! `SchemaMigration` invokes the migration function on every deploy whose
+//! code changed (the migrations are compiled in), so a stack update brings
+//! its schema with it, with no bastion host to reach a database in a VPC.
+//!
+//! CloudFormation waits for an answer PUT to the request's pre-signed
+//! `ResponseURL`. Every outcome is answered, failures included (a bad
+//! setting, an unreachable database, a failing migration), so a failed
+//! migration fails the deploy at once instead of leaving the stack waiting
+//! for an hour. Delete answers SUCCESS without touching the database: the
+//! schema and its data outlive the stack.
+//!
+//! The function runs as the schema owner inside the VPC, so it serves only
+//! what CloudFormation sends for its own stack ([`Trust`]): a request of
+//! another stack, or whose `ResponseURL` is not CloudFormation's response
+//! bucket over HTTPS, is refused before anything runs or is sent. The
+//! reason CloudFormation is told names the kind of failure, never its
+//! detail (a host, an error text), which goes to the function's log.
+
+use std::future::Future;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::config::settings::CUSTOM_RESOURCE_STACK_ID;
+use crate::config::ConfigError;
+use crate::db::{self, DbConfig};
+
+/// The resource's one physical id: stable, so an update never looks like
+/// a replacement (which would send a Delete for the "old" one).
+pub const PHYSICAL_ID: &str = "booking-outbox-schema";
+
+/// Whom the function serves: CloudFormation, for one stack.
+#[derive(Debug, Clone)]
+pub struct Trust {
+    stack_id: String,
+    answers: Answers,
+}
+
+#[derive(Debug, Clone)]
+enum Answers {
+    /// CloudFormation's response bucket of this region, over HTTPS.
+    CloudFormation { region: String },
+    /// Tests only: a plain-HTTP server at this loopback `host:port`.
+    #[cfg(feature = "dev")]
+    Loopback { authority: String },
+}
+
+/// Why a request was not served (nothing ran, nothing was sent).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("custom-resource request refused: {0}")]
+pub struct Refused(String);
+
+impl Trust {
+    /// `CUSTOM_RESOURCE_STACK_ID` (the template passes its own stack) and
+    /// the function's `AWS_REGION`, checked at cold start.
+    pub fn from_env() -> Result<Trust, ConfigError> {
+        let name = CUSTOM_RESOURCE_STACK_ID.name;
+        let stack_id = CUSTOM_RESOURCE_STACK_ID
+            .value()
+            .ok_or_else(|| ConfigError::new(name, "is not set", "set it to the stack's id (`!Ref AWS::StackId`)"))?;
+        if !stack_id.starts_with("arn:") || !stack_id.contains(":cloudformation:") {
+            return Err(ConfigError::new(name, format!("{stack_id:?} is not a stack ARN"), "use `!Ref AWS::StackId`"));
+        }
+        let region = crate::config::lambda_region()
+            .ok_or_else(|| ConfigError::new("AWS_REGION", "is not set", "set it to the stack's region"))?;
+        Ok(Trust { stack_id, answers: Answers::CloudFormation { region } })
+    }
+
+    /// CloudFormation in `region`, for `stack_id`.
+    pub fn cloudformation(stack_id: &str, region: &str) -> Trust {
+        Trust { stack_id: stack_id.to_string(), answers: Answers::CloudFormation { region: region.to_string() } }
+    }
+
+    /// Tests only (`dev` builds): answers go to plain HTTP at `authority`
+    /// (`127.0.0.1:PORT`), in place of the pre-signed S3 URL.
+    #[cfg(feature = "dev")]
+    pub fn loopback_for_tests(stack_id: &str, authority: &str) -> Trust {
+        Trust { stack_id: stack_id.to_string(), answers: Answers::Loopback { authority: authority.to_string() } }
+    }
+
+    /// Whether `req` is CloudFormation's, for this stack, answered where
+    /// CloudFormation listens.
+    pub fn check(&self, req: &CustomResourceRequest) -> Result<(), Refused> {
+        if req.stack_id != self.stack_id {
+            return Err(Refused(format!("the request is for stack {:?}, not this one", shorten(&req.stack_id))));
+        }
+        let uri: hyper::Uri =
+            req.response_url.parse().map_err(|_| Refused("the ResponseURL is not a URL".to_string()))?;
+        let authority = uri.authority().map(|a| a.as_str()).unwrap_or("");
+        let (scheme, allowed) = match &self.answers {
+            Answers::CloudFormation { region } => {
+                ("https", response_hosts(region).contains(&authority.to_ascii_lowercase()))
+            }
+            #[cfg(feature = "dev")]
+            Answers::Loopback { authority: expected } => ("http", authority == expected),
+        };
+        if uri.scheme_str() != Some(scheme) || !allowed || uri.path().len() < 2 {
+            return Err(Refused(format!(
+                "the ResponseURL {:?} is not CloudFormation's response bucket over {scheme}",
+                shorten(&req.response_url)
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// The hosts of CloudFormation's custom-resource response bucket in
+/// `region` (the pre-signed URLs use each form), exactly: no port, no user.
+fn response_hosts(region: &str) -> Vec<String> {
+    let bucket = format!("cloudformation-custom-resource-response-{}", region.replace('-', ""));
+    let domain = if region.starts_with("cn-") { "amazonaws.com.cn" } else { "amazonaws.com" };
+    vec![
+        format!("{bucket}.s3.{domain}"),
+        format!("{bucket}.s3-{region}.{domain}"),
+        format!("{bucket}.s3.{region}.{domain}"),
+    ]
+}
+
+/// An untrusted value for a log line or a refusal: cut short.
+fn shorten(value: &str) -> String {
+    value.chars().take(120).collect()
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+pub enum RequestType {
+    Create,
+    Update,
+    Delete,
+}
+
+/// The fields of a custom-resource request this handler uses.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct CustomResourceRequest {
+    pub request_type: RequestType,
+    #[serde(rename = "ResponseURL")]
+    pub response_url: String,
+    pub stack_id: String,
+    pub request_id: String,
+    pub logical_resource_id: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum Status {
+    Success,
+    Failed,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct CustomResourceResponse {
+    pub status: Status,
+    pub reason: String,
+    pub physical_resource_id: String,
+    pub stack_id: String,
+    pub request_id: String,
+    pub logical_resource_id: String,
+    /// `Applied`: the migrations this run applied.
+    pub data: serde_json::Value,
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("cannot answer CloudFormation at the ResponseURL: {0}")]
+pub struct RespondError(String);
+
+/// Why [`handle`] could not answer.
+#[derive(Debug, thiserror::Error)]
+pub enum HandleError {
+    #[error(transparent)]
+    Refused(#[from] Refused),
+    #[error(transparent)]
+    Respond(#[from] RespondError),
+}
+
+/// What went wrong, as CloudFormation is told it: the kind, never the
+/// detail (which is logged).
+#[derive(Debug)]
+enum Failure {
+    Settings(String),
+    Database(String),
+    Migration(String),
+}
+
+impl Failure {
+    fn reason(&self, request_id: &str) -> String {
+        let kind = match self {
+            Failure::Settings(_) => "the migration function's settings are invalid",
+            Failure::Database(_) => "the database could not be reached",
+            Failure::Migration(_) => "a migration failed",
+        };
+        format!("schema migration failed: {kind}; the migration function's log has the cause (request {request_id})")
+    }
+
+    fn detail(&self) -> &str {
+        match self {
+            Failure::Settings(d) | Failure::Database(d) | Failure::Migration(d) => d,
+        }
+    }
+}
+
+/// An answer, and the cause of a failure for the log.
+#[derive(Debug)]
+pub struct Answer {
+    pub response: CustomResourceResponse,
+    /// What failed, in full (settings, connection or migration error);
+    /// logged, never sent.
+    pub cause: Option<String>,
+}
+
+/// Runs the request: migrations for Create and Update, nothing for Delete.
+/// `load_db` reads the settings (the migration role's secret) only when
+/// they are needed, so a Delete never fails on them.
+pub async fn apply<F, Fut>(req: &CustomResourceRequest, load_db: F) -> Answer
+where
+    F: FnOnce() -> Fut,
+    Fut: Future<Output = Result<DbConfig, ConfigError>>,
+{
+    let outcome = match req.request_type {
+        RequestType::Delete => Ok((String::from("the schema and its data are kept"), Vec::new())),
+        RequestType::Create | RequestType::Update => migrate(load_db).await,
+    };
+    let (status, reason, applied, cause) = match outcome {
+        Ok((reason, applied)) => (Status::Success, reason, applied, None),
+        Err(failure) => {
+            tracing::error!(cause = %failure.detail(), request_id = %req.request_id, "schema migration failed");
+            (Status::Failed, failure.reason(&req.request_id), Vec::new(), Some(failure.detail().to_string()))
+        }
+    };
+    let response = CustomResourceResponse {
+        status,
+        reason,
+        physical_resource_id: PHYSICAL_ID.to_string(),
+        stack_id: req.stack_id.clone(),
+        request_id: req.request_id.clone(),
+        logical_resource_id: req.logical_resource_id.clone(),
+        data: serde_json::json!({ "Applied": applied }),
+    };
+    Answer { response, cause }
+}
+
+async fn migrate<F, Fut>(load_db: F) -> Result<(String, Vec<String>), Failure>
+where
+    F: FnOnce() -> Fut,
+    Fut: Future<Output = Result<DbConfig, ConfigError>>,
+{
+    let pool = load_db().await.and_then(|c| c.build_pool()).map_err(|e| Failure::Settings(e.to_string()))?;
+    let applied = db::migrate(&pool).await.map_err(|e| match e {
+        db::MigrateError::Db(e) => Failure::Database(e.to_string()),
+        e => Failure::Migration(e.to_string()),
+    })?;
+    tracing::info!(?applied, "schema migrated");
+    let reason = match applied.len() {
+        0 => "the schema is up to date".to_string(),
+        n => format!("applied {n} migration(s): {}", applied.join(", ")),
+    };
+    Ok((reason, applied))
+}
+
+/// Checks the request against `trust`, runs it and PUTs the answer to its
+/// `ResponseURL`. A refused request runs nothing and is answered nowhere.
+pub async fn handle<F, Fut>(trust: &Trust, req: &CustomResourceRequest, load_db: F) -> Result<Answer, HandleError>
+where
+    F: FnOnce() -> Fut,
+    Fut: Future<Output = Result<DbConfig, ConfigError>>,
+{
+    if let Err(refused) = trust.check(req) {
+        tracing::error!(reason = %refused, request_id = %shorten(&req.request_id), "custom-resource request refused");
+        return Err(refused.into());
+    }
+    let answer = apply(req, load_db).await;
+    respond(&req.response_url, &answer.response).await?;
+    Ok(answer)
+}
+
+/// PUTs `response` as JSON to `url` (a pre-signed S3 URL: no content type,
+/// which its signature does not cover).
+pub async fn respond(url: &str, response: &CustomResourceResponse) -> Result<(), RespondError> {
+    use bytes::Bytes;
+    use http_body_util::Full;
+    use hyper_util::client::legacy::Client;
+    use hyper_util::rt::TokioExecutor;
+
+    let err = |e: &dyn std::fmt::Display| RespondError(e.to_string());
+    let provider = std::sync::Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+    let roots = rustls::RootCertStore { roots: webpki_roots::TLS_SERVER_ROOTS.to_vec() };
+    let tls = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| err(&e))?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    let connector =
+        hyper_rustls::HttpsConnectorBuilder::new().with_tls_config(tls).https_or_http().enable_http1().build();
+    // (Plain http is reachable only through a `dev` build's loopback Trust.)
+    let client: Client<_, Full<Bytes>> = Client::builder(TokioExecutor::new()).build(connector);
+    let body = serde_json::to_vec(response).expect("response serialises");
+    let request = hyper::Request::put(url)
+        .header(hyper::header::CONTENT_LENGTH, body.len())
+        .body(Full::new(Bytes::from(body)))
+        .map_err(|e| err(&e))?;
+    let answer = tokio::time::timeout(Duration::from_secs(30), client.request(request))
+        .await
+        .map_err(|_| RespondError("no answer within 30 s".into()))?
+        .map_err(|e| err(&e))?;
+    if !answer.status().is_success() {
+        return Err(RespondError(format!("HTTP {}", answer.status())));
+    }
+    Ok(())
+}

@@ -1,0 +1,222 @@
+//! The migration function's handler, driven with CloudFormation's
+//! custom-resource requests against a real Postgres, answering a real HTTP
+//! server on loopback in place of the pre-signed S3 URL (a `dev` build's
+//! loopback `Trust`); and, with the production `Trust`, every request that
+//! is not CloudFormation's for this stack refused before anything runs.
+
+use std::time::Duration;
+
+use outbox_tests::TestDb;
+use serde_json::{json, Value};
+use shared::config::ConfigError;
+use shared::db::custom_resource::{self as schema, CustomResourceRequest, HandleError, Status, Trust};
+use shared::db::DbConfig;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+/// A one-shot HTTP server: answers 200 to one request and hands back its
+/// method, path, headers and JSON body.
+/// Also the `Trust` that answers there, for this stack.
+async fn response_catcher() -> (String, Trust, tokio::task::JoinHandle<(String, String, Value)>) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap().to_string();
+    let url = format!("http://{address}/cfn-response/stack?X-Amz-Signature=abc");
+    let trust = Trust::loopback_for_tests(STACK, &address);
+    let task = tokio::spawn(async move {
+        let (mut sock, _) = tokio::time::timeout(Duration::from_secs(30), listener.accept()).await.unwrap().unwrap();
+        let mut buf = Vec::new();
+        let (head, body) = loop {
+            let mut chunk = [0u8; 4096];
+            let n = sock.read(&mut chunk).await.unwrap();
+            assert!(n > 0, "connection closed early");
+            buf.extend_from_slice(&chunk[..n]);
+            let text = String::from_utf8_lossy(&buf).to_string();
+            if let Some(end) = text.find("\r\n\r\n") {
+                let head = text[..end].to_string();
+                let len: usize = head
+                    .lines()
+                    .find_map(|l| {
+                        l.to_ascii_lowercase().strip_prefix("content-length:").map(|v| v.trim().parse().unwrap())
+                    })
+                    .expect("content-length");
+                if buf.len() >= end + 4 + len {
+                    break (head, buf[end + 4..end + 4 + len].to_vec());
+                }
+            }
+        };
+        sock.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\nconnection: close\r\n\r\n").await.unwrap();
+        let request_line = head.lines().next().unwrap().to_string();
+        (request_line, head, serde_json::from_slice(&body).unwrap())
+    });
+    (url, trust, task)
+}
+
+const STACK: &str = "arn:aws:cloudformation:us-east-1:123456789012:stack/booking/1";
+
+fn request(kind: &str, response_url: &str) -> CustomResourceRequest {
+    serde_json::from_value(json!({
+        "RequestType": kind,
+        "ResponseURL": response_url,
+        "StackId": STACK,
+        "RequestId": format!("req-{kind}"),
+        "ResourceType": "Custom::SchemaMigration",
+        "LogicalResourceId": "SchemaMigration",
+        "PhysicalResourceId": schema::PHYSICAL_ID,
+        "ResourceProperties": {"ServiceToken": "arn:aws:lambda:us-east-1:123456789012:function:migrate:live", "MigrateFunctionVersion": "3"}
+    }))
+    .unwrap()
+}
+
+fn migrations() -> usize {
+    std::fs::read_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/../migrations")).unwrap().count()
+}
+
+async fn config(db: &TestDb) -> Result<DbConfig, ConfigError> {
+    DbConfig::from_url(&db.url, 1, Duration::from_secs(5))
+}
+
+#[tokio::test]
+async fn create_and_update_migrate_and_answer_success() {
+    let db = TestDb::create_unmigrated().await;
+    let (url, trust, answer) = response_catcher().await;
+    let response = schema::handle(&trust, &request("Create", &url), || config(&db)).await.unwrap().response;
+    assert_eq!(response.status, Status::Success, "{}", response.reason);
+    let (line, head, body) = answer.await.unwrap();
+    assert!(line.starts_with("PUT /cfn-response/stack?X-Amz-Signature=abc "), "{line}");
+    assert!(!head.to_ascii_lowercase().contains("content-type"), "the pre-signed URL does not sign a content type");
+    assert_eq!(body["Status"], "SUCCESS");
+    assert_eq!(body["PhysicalResourceId"], schema::PHYSICAL_ID);
+    assert_eq!(body["RequestId"], "req-Create");
+    assert_eq!(body["LogicalResourceId"], "SchemaMigration");
+    assert_eq!(body["StackId"], "arn:aws:cloudformation:us-east-1:123456789012:stack/booking/1");
+    assert_eq!(body["Data"]["Applied"].as_array().unwrap().len(), migrations());
+    assert_eq!(db.count("refinery_schema_history").await, migrations() as i64);
+
+    let (url, trust, answer) = response_catcher().await;
+    let response = schema::handle(&trust, &request("Update", &url), || config(&db)).await.unwrap().response;
+    assert_eq!(response.status, Status::Success);
+    let (_, _, body) = answer.await.unwrap();
+    assert_eq!(body["Data"]["Applied"], json!([]), "an update with nothing new applies nothing");
+    assert_eq!(body["Reason"], "the schema is up to date");
+}
+
+#[tokio::test]
+async fn delete_answers_success_and_never_touches_the_database() {
+    let (url, trust, answer) = response_catcher().await;
+    let never = || async { panic!("Delete must not read the database settings") };
+    let response = schema::handle(&trust, &request("Delete", &url), never).await.unwrap().response;
+    assert_eq!(response.status, Status::Success);
+    assert_eq!(answer.await.unwrap().2["Status"], "SUCCESS");
+}
+
+#[tokio::test]
+async fn a_failing_migration_answers_failed_at_once() {
+    let db = TestDb::create_unmigrated().await;
+    // A table in the way: V1 cannot create `bookings`.
+    db.pool.get().await.unwrap().batch_execute("CREATE TABLE bookings (id int)").await.unwrap();
+    let (url, trust, answer) = response_catcher().await;
+    let answered = schema::handle(&trust, &request("Create", &url), || config(&db)).await.unwrap();
+    assert_eq!(answered.response.status, Status::Failed);
+    let (_, _, body) = answer.await.unwrap();
+    assert_eq!(body["Status"], "FAILED");
+    let reason = body["Reason"].as_str().unwrap();
+    assert!(reason.contains("a migration failed") && reason.contains("req-Create"), "{reason}");
+    assert!(!reason.contains("bookings"), "CloudFormation is told the kind, not the detail: {reason}");
+    let cause = answered.cause.unwrap();
+    assert!(cause.contains("bookings"), "the log has the cause: {cause}");
+    assert_eq!(db.scalar::<i64>("SELECT count(*) FROM pg_tables WHERE tablename = 'outbox_events'").await, 0);
+}
+
+#[tokio::test]
+async fn bad_settings_or_no_database_answer_failed_naming_the_kind_and_logging_the_cause() {
+    let (url, trust, answer) = response_catcher().await;
+    let bad = || async { Err(ConfigError::new("DATABASE_SECRET_ARN", "is not set", "set it to the migration secret")) };
+    let answered = schema::handle(&trust, &request("Update", &url), bad).await.unwrap();
+    assert_eq!(answered.response.status, Status::Failed);
+    let reason = answer.await.unwrap().2["Reason"].as_str().unwrap().to_string();
+    assert!(reason.contains("settings are invalid"), "{reason}");
+    assert!(answered.cause.unwrap().contains("DATABASE_SECRET_ARN"));
+
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let (url, trust, answer) = response_catcher().await;
+    let unreachable = || async move {
+        DbConfig::from_url(&format!("postgres://postgres:hunter2@127.0.0.1:{port}/x"), 1, Duration::from_secs(2))
+    };
+    let answered = schema::handle(&trust, &request("Create", &url), unreachable).await.unwrap();
+    assert_eq!(answered.response.status, Status::Failed);
+    let body = answer.await.unwrap().2;
+    assert_eq!(body["Status"], "FAILED");
+    let reason = body["Reason"].as_str().unwrap();
+    assert!(reason.contains("the database could not be reached"), "{reason}");
+    for secret in ["hunter2", &port.to_string(), "127.0.0.1"] {
+        assert!(!reason.contains(secret), "no host, port or password in what CloudFormation is told: {reason}");
+        assert!(!answered.cause.as_deref().unwrap().contains("hunter2"), "no password in the log either");
+    }
+}
+
+#[tokio::test]
+async fn an_unreachable_response_url_is_an_error_for_the_lambda_log() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let address = format!("127.0.0.1:{port}");
+    let req = request("Delete", &format!("http://{address}/gone"));
+    let err = schema::handle(&Trust::loopback_for_tests(STACK, &address), &req, || async { unreachable!() })
+        .await
+        .unwrap_err();
+    assert!(matches!(err, HandleError::Respond(_)), "{err}");
+    assert!(err.to_string().contains("cannot answer CloudFormation"), "{err}");
+}
+
+/// Nothing connects to `listener` within a second.
+async fn nothing_arrives(listener: &tokio::net::TcpListener) {
+    let accepted = tokio::time::timeout(Duration::from_secs(1), listener.accept()).await;
+    assert!(accepted.is_err(), "something was sent to {:?}", listener.local_addr());
+}
+
+#[tokio::test]
+async fn response_url_to_a_private_address_is_refused() {
+    // The production Trust: CloudFormation's response bucket of us-east-1.
+    let trust = Trust::cloudformation(STACK, "us-east-1");
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let local = listener.local_addr().unwrap();
+    let bucket = "cloudformation-custom-resource-response-useast1";
+    for url in [
+        format!("http://{local}/cfn-response"),
+        format!("https://{local}/cfn-response"),
+        "https://169.254.169.254/latest/meta-data".to_string(),
+        "https://10.0.0.5/x".to_string(),
+        format!("http://{bucket}.s3.amazonaws.com/arn%3Aaws/x"),
+        format!("https://{bucket}.s3.amazonaws.com.evil.example/arn%3Aaws/x"),
+        format!("https://user@{bucket}.s3.amazonaws.com/arn%3Aaws/x"),
+        format!("https://{bucket}.s3.amazonaws.com:8443/arn%3Aaws/x"),
+        "https://cloudformation-custom-resource-response-euwest1.s3.amazonaws.com/arn%3Aaws/x".to_string(),
+        format!("https://{bucket}.s3.amazonaws.com/"),
+        "not a url".to_string(),
+    ] {
+        for kind in ["Create", "Delete"] {
+            let never = || async { panic!("a refused request must not read the database settings ({url})") };
+            let err = schema::handle(&trust, &request(kind, &url), never).await.unwrap_err();
+            assert!(matches!(err, HandleError::Refused(_)), "{url}: {err}");
+        }
+    }
+    nothing_arrives(&listener).await;
+    // What CloudFormation really sends passes the same check.
+    for host in [
+        format!("{bucket}.s3.amazonaws.com"),
+        format!("{bucket}.s3-us-east-1.amazonaws.com"),
+        format!("{bucket}.s3.us-east-1.amazonaws.com"),
+    ] {
+        let url = format!("https://{host}/arn%3Aaws%3Acloudformation%3Aus-east-1/req?X-Amz-Signature=abc");
+        assert_eq!(trust.check(&request("Create", &url)), Ok(()), "{url}");
+    }
+}
+
+#[tokio::test]
+async fn a_request_for_another_stack_is_refused_and_answered_nowhere() {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap().to_string();
+    let other = Trust::loopback_for_tests("arn:aws:cloudformation:us-east-1:123456789012:stack/other/2", &address);
+    let never = || async { panic!("another stack's request must not read the database settings") };
+    let url = format!("http://{address}/cfn-response");
+    let err = schema::handle(&other, &request("Create", &url), never).await.unwrap_err();
+    assert!(matches!(err, HandleError::Refused(_)) && err.to_string().contains("stack"), "{err}");
+    nothing_arrives(&listener).await;
+}

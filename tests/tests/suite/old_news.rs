@@ -1,0 +1,123 @@
+//! No path mails old news: an operator's resend of one recipient and a
+//! replay of a dead letter run an event again after later ones of its
+//! booking settled. The plan decides from every later event, whatever its
+//! status, and from the booking as it stands now, so an invitation never
+//! follows its meeting's cancellation.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use outbox_tests::outbox::*;
+use outbox_tests::TestDb;
+use shared::booking::events::{EventType, Notice};
+use shared::booking::limits::Limits;
+use shared::booking::service::BookingService;
+use shared::fault::Faults;
+use shared::notify::mailer::recording::RecordingMailer;
+use shared::notify::mailer::SendOutcome;
+use shared::notify::unknown;
+use shared::outbox::events::transitions::{self, ReplaySelection};
+use shared::outbox::events::EventStatus;
+use shared::relay::PollerConfig;
+use uuid::Uuid;
+
+const ALICE: &str = "alice@example.com";
+const CAROL: &str = "carol@example.com";
+
+fn unknown_outcome() -> SendOutcome {
+    SendOutcome::Unknown { reason: "read timeout".into() }
+}
+
+fn misconfigured() -> SendOutcome {
+    SendOutcome::Misconfigured { reason: "MailFromDomainNotVerified".into() }
+}
+
+async fn cancel(db: &TestDb, booking: Uuid) {
+    let service = BookingService::new(db.pool.clone(), Faults::none(), Limits::UNLIMITED);
+    service.cancel(&organizer(), booking).await.unwrap();
+}
+
+/// Alice's invitation went UNKNOWN; the booking was cancelled and the
+/// CANCEL delivered to her (she may have been told). Returns the booking
+/// and the UNKNOWN invitation's send.
+async fn unknown_invite_then_delivered_cancel(db: &TestDb, mailer: &Arc<RecordingMailer>) -> (Uuid, Uuid) {
+    let booking = create_booking(db, 1, &[ALICE]).await;
+    mailer.script(ALICE, unknown_outcome(), 1);
+    poller(db, mailer.clone(), PollerConfig::for_tests("w")).drain().await.unwrap();
+    let invite: Uuid = db.scalar("SELECT id FROM booking_notification_sends WHERE status = 'UNKNOWN'").await;
+    cancel(db, booking.id).await;
+    poller(db, mailer.clone(), PollerConfig::for_tests("w")).drain().await.unwrap();
+    let told: Vec<Notice> = mailer.deliveries().iter().filter(|d| d.recipient == ALICE).map(|d| d.notice).collect();
+    assert_eq!(told, vec![Notice::Cancel], "the cancellation reached her");
+    (booking.id, invite)
+}
+
+/// What was mailed to anyone after `before` deliveries.
+fn mailed_since(mailer: &RecordingMailer, before: usize) -> Vec<(String, EventType)> {
+    mailer.deliveries()[before..].iter().map(|d| (d.recipient.clone(), d.event_type)).collect()
+}
+
+#[tokio::test]
+async fn resend_after_cancel_sends_nothing() {
+    let db = TestDb::create().await;
+    let mailer = Arc::new(RecordingMailer::new());
+    let (_, invite) = unknown_invite_then_delivered_cancel(&db, &mailer).await;
+    let before = mailer.count();
+    let mut client = db.pool.get().await.unwrap();
+    unknown::resend(&mut client, invite, "operator").await.unwrap();
+    poller(&db, mailer.clone(), PollerConfig::for_tests("w")).drain().await.unwrap();
+    assert_eq!(mailed_since(&mailer, before), vec![], "no invitation to a cancelled meeting");
+    let reason: String =
+        db.scalar("SELECT last_error FROM booking_notification_sends WHERE event_type = 'BOOKING_CONFIRMED'").await;
+    assert!(reason.contains("superseded by the later BOOKING_CANCELLED"), "{reason}");
+    assert_eq!(event_counts(&db).await.get(&EventStatus::Done), Some(&2), "the resend is settled, not retried");
+}
+
+#[tokio::test]
+async fn resend_of_the_unconfirmed_after_cancel_sends_nothing() {
+    let db = TestDb::create().await;
+    let mailer = Arc::new(RecordingMailer::new());
+    unknown_invite_then_delivered_cancel(&db, &mailer).await;
+    let before = mailer.count();
+    let mut client = db.pool.get().await.unwrap();
+    // `outboxctl unknown resend --unconfirmed`, and the sweeper's opt-in
+    // auto resend, both decide through this.
+    let report = unknown::resend_unconfirmed(&mut client, Duration::ZERO, "operator", 10, false).await.unwrap();
+    assert_eq!(report.resent.len(), 1, "{report:?}");
+    poller(&db, mailer.clone(), PollerConfig::for_tests("w")).drain().await.unwrap();
+    assert_eq!(mailed_since(&mailer, before), vec![], "no invitation to a cancelled meeting");
+}
+
+#[tokio::test]
+async fn replay_of_an_invite_whose_cancel_is_dead_sends_nothing() {
+    let db = TestDb::create().await;
+    let mailer = Arc::new(RecordingMailer::new());
+    let booking = create_booking(&db, 1, &[ALICE, CAROL]).await;
+    // The invitation reaches Alice; Carol's send finds the mailer
+    // misconfigured: the event is dead-lettered.
+    mailer.script(CAROL, misconfigured(), 1);
+    poller(&db, mailer.clone(), PollerConfig::for_tests("w")).drain().await.unwrap();
+    cancel(&db, booking.id).await;
+    // The CANCEL to Alice dies the same way (Carol was never told: nothing
+    // to cancel for her).
+    mailer.script(ALICE, misconfigured(), 1);
+    poller(&db, mailer.clone(), PollerConfig::for_tests("w")).drain().await.unwrap();
+    let statuses: Vec<EventStatus> = events_of(&db, booking.id).await.iter().map(|e| e.status).collect();
+    assert_eq!(statuses, vec![EventStatus::Dead, EventStatus::Dead]);
+    let invite = events_of(&db, booking.id).await[0].id;
+
+    let before = mailer.count();
+    let mut client = db.pool.get().await.unwrap();
+    let report =
+        transitions::replay(&mut client, ReplaySelection::Ids(&[invite]), "operator", 10, false).await.unwrap();
+    assert_eq!(report.replayed, vec![invite]);
+    poller(&db, mailer.clone(), PollerConfig::for_tests("w")).drain().await.unwrap();
+    assert_eq!(mailed_since(&mailer, before), vec![], "Carol is not invited to a meeting that no longer exists");
+
+    // Replaying the cancellation then tells Alice, the one who was told.
+    let cancel_event = events_of(&db, booking.id).await[1].id;
+    let mut client = db.pool.get().await.unwrap();
+    transitions::replay(&mut client, ReplaySelection::Ids(&[cancel_event]), "operator", 10, false).await.unwrap();
+    poller(&db, mailer.clone(), PollerConfig::for_tests("w")).drain().await.unwrap();
+    assert_eq!(mailed_since(&mailer, before), vec![(ALICE.to_string(), EventType::BookingCancelled)]);
+}
