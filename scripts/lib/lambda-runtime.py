@@ -425,6 +425,8 @@ def describe(r):
     if answers:
         applied = len((answers[-1].get("Data") or {}).get("Applied") or [])
         detail = f"{answers[-1].get('Status')}, {applied} migration(s) applied"
+    elif r.get("outcome") == "error" and isinstance(resp, dict):
+        detail = f"error: {resp.get('errorMessage') or resp.get('errorType')}"
     elif isinstance(resp, dict) and "statusCode" in resp:
         detail = f"HTTP {resp['statusCode']}"
     elif isinstance(resp, dict) and isinstance(resp.get("summary"), dict):

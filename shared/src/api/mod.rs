@@ -65,7 +65,8 @@ pub const OPERATIONS: [Operation; 4] = [
         id: "cancelBooking",
         method: "POST",
         path: "/bookings/{id}/cancel",
-        statuses: &[200, 401, 403, 404, 429, 500, 503],
+        // No 429 of its own: a cancel is never refused by a daily limit.
+        statuses: &[200, 401, 403, 404, 500, 503],
     },
 ];
 

@@ -128,6 +128,38 @@ pub async fn count_change(
     booking: &Booking,
     recipients: usize,
 ) -> Result<(), BookingError> {
+    let (changes, mailed) = record_change(tx, organizer, booking, recipients).await?;
+    if changes > limits.changes_per_booking_per_day {
+        return Err(over(Limit::ChangesPerBookingPerDay, limits.changes_per_booking_per_day));
+    }
+    if mailed > limits.recipients_per_day {
+        return Err(over(Limit::RecipientsPerDay, limits.recipients_per_day));
+    }
+    Ok(())
+}
+
+/// Counts a cancellation like any change, but never refuses it: an
+/// organizer at a limit can always call a meeting off, and its CANCEL
+/// mails go out. A booking is cancelled once, so this adds at most one
+/// round of mails per booking created, which the create limits bound.
+pub async fn count_cancel(
+    tx: &impl GenericClient,
+    organizer: &Caller,
+    booking: &Booking,
+    recipients: usize,
+) -> Result<(), BookingError> {
+    record_change(tx, organizer, booking, recipients).await?;
+    Ok(())
+}
+
+/// Adds one change of `booking` and `recipients` mails of its organizer
+/// to today's counters; returns both counts after it.
+async fn record_change(
+    tx: &impl GenericClient,
+    organizer: &Caller,
+    booking: &Booking,
+    recipients: usize,
+) -> Result<(i32, i32), BookingError> {
     let changes: i32 = tx
         .query_one(
             &tx.prepare_cached(
@@ -141,14 +173,8 @@ pub async fn count_change(
         )
         .await?
         .get(0);
-    if changes > limits.changes_per_booking_per_day {
-        return Err(over(Limit::ChangesPerBookingPerDay, limits.changes_per_booking_per_day));
-    }
     let (_, mailed) = add_usage(tx, &organizer_key(organizer), 0, recipients as i32).await?;
-    if mailed > limits.recipients_per_day {
-        return Err(over(Limit::RecipientsPerDay, limits.recipients_per_day));
-    }
-    Ok(())
+    Ok((changes, mailed))
 }
 
 /// Retention: deletes up to `limit` rows of each counter table whose day is

@@ -101,13 +101,13 @@ impl BookingService {
         if current.status == BookingStatus::Cancelled {
             return Ok(Changed { booking: current, changed: false });
         }
-        limits::count_change(&tx, &self.limits, caller, &current, current.attendees.len()).await?;
+        limits::count_cancel(&tx, caller, &current, current.attendees.len()).await?;
         let booking = store::mark_cancelled(&tx, id).await?;
         self.faults.hit(FAULT_CHANGE_BETWEEN_WRITES)?;
         let payload = EventPayload::of(booking);
         let event_id = outbox::events::insert(&tx, &payload.to_outbox(EventType::BookingCancelled)).await?;
         tx.commit().await?;
-        tracing::info!(%event_id, "booking cancelled");
+        tracing::info!(%event_id, sub = caller.subject.as_deref().unwrap_or("-"), "booking cancelled");
         Ok(Changed { booking: payload.booking, changed: true })
     }
 
@@ -145,7 +145,7 @@ impl BookingService {
         let payload = EventPayload::update(&current, booking);
         let event_id = outbox::events::insert(&tx, &payload.to_outbox(EventType::BookingUpdated)).await?;
         tx.commit().await?;
-        tracing::info!(%event_id, "booking updated");
+        tracing::info!(%event_id, sub = caller.subject.as_deref().unwrap_or("-"), "booking updated");
         Ok(Changed { booking: payload.booking, changed: true })
     }
 

@@ -52,9 +52,42 @@ async fn daily_limits_refuse_with_429_and_retry_after_and_write_nothing() {
         let r = api.send("PATCH", &path, Some(BOB), &[], Some(&body.to_string())).await;
         assert_eq!(r.status, 200, "{}", r.body);
     }
-    assert_limited(&api.post(&format!("{path}/cancel"), BOB, &json!({})).await, "2 times per day");
-    assert_eq!(api.get(&path, BOB).await.body["status"], "CONFIRMED", "the refused cancel changed nothing");
+    let body = json!({"start": "2026-12-01T16:00:00Z", "end": "2026-12-01T16:30:00Z", "version": 3});
+    let refused = api.send("PATCH", &path, Some(BOB), &[], Some(&body.to_string())).await;
+    assert_limited(&refused, "2 times per day");
+    assert_eq!(api.get(&path, BOB).await.body["version"], 3, "the refused change changed nothing");
     assert_eq!(db.count("outbox_events").await, 5);
+}
+
+#[tokio::test]
+async fn cancel_at_a_limit_still_cancels_and_its_cancel_mails_go_out() {
+    let db = TestDb::create().await;
+    // One booking whose two attendees use up the day's recipients.
+    let api = limited(&db, 1, 2, 1);
+    let mut two = booking_body(9);
+    two["attendees"] =
+        json!([{"email": "carol@example.com", "name": "Carol"}, {"email": "dave@example.com", "name": "Dave"}]);
+    let created = api.post("/bookings", BOB, &two).await;
+    assert_eq!(created.status, 201, "{}", created.body);
+    let path = format!("/bookings/{}", created.body["id"].as_str().unwrap());
+    let mailer = std::sync::Arc::new(shared::notify::mailer::recording::RecordingMailer::new());
+    let config = shared::relay::PollerConfig::for_tests("w");
+    outbox_tests::outbox::poller(&db, mailer.clone(), config.clone()).drain().await.unwrap();
+    let body = json!({"start": "2026-12-01T14:00:00Z", "end": "2026-12-01T14:30:00Z", "version": 1});
+    let refused = api.send("PATCH", &path, Some(BOB), &[], Some(&body.to_string())).await;
+    assert_limited(&refused, "2 recipients per day");
+    // At both limits, the cancel still goes through, and is mailed.
+    let cancelled = api.post(&format!("{path}/cancel"), BOB, &json!({})).await;
+    assert_eq!(cancelled.status, 200, "{}", cancelled.body);
+    assert_eq!(cancelled.body["status"], "CANCELLED");
+    outbox_tests::outbox::poller(&db, mailer.clone(), config).drain().await.unwrap();
+    let cancels: Vec<String> = mailer
+        .deliveries()
+        .iter()
+        .filter(|d| d.event_type == shared::booking::events::EventType::BookingCancelled)
+        .map(|d| d.recipient.clone())
+        .collect();
+    assert_eq!(cancels, vec!["carol@example.com", "dave@example.com"]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
