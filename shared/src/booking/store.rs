@@ -117,19 +117,6 @@ pub async fn insert(
     })
 }
 
-/// Of `ids`, the bookings cancelled now. One statement.
-pub async fn cancelled_among(
-    client: &impl GenericClient,
-    ids: &[Uuid],
-) -> Result<std::collections::HashSet<Uuid>, DbError> {
-    if ids.is_empty() {
-        return Ok(Default::default());
-    }
-    let sql = formatcp!("SELECT id FROM bookings WHERE id = ANY($1) AND status = {CANCELLED}");
-    let rows = client.query(&client.prepare_cached(sql).await?, &[&ids]).await?;
-    Ok(rows.iter().map(|r| r.get(0)).collect())
-}
-
 pub async fn get(client: &impl GenericClient, id: Uuid) -> Result<Option<Booking>, BookingError> {
     const SQL: &str = formatcp!("SELECT {COLUMNS} FROM bookings WHERE id = $1");
     client.query_opt(&client.prepare_cached(SQL).await?, &[&id]).await?.as_ref().map(from_row).transpose()

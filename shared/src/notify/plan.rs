@@ -33,7 +33,6 @@ use uuid::Uuid;
 use super::sends;
 use super::Notification;
 use crate::booking::events::{BookingEvent, EventType, Notice};
-use crate::booking::store;
 use crate::db::DbResult;
 use crate::outbox::events::{self, EventStatus};
 
@@ -72,8 +71,6 @@ pub async fn plan_many(
 ) -> DbResult<Vec<Vec<Planned>>> {
     let of: Vec<(Uuid, i32)> = batch.iter().map(|e| (e.payload.booking.id, e.payload.booking.version)).collect();
     let mut later = events::later_many(client, &of).await?;
-    let ids: Vec<Uuid> = of.iter().map(|(id, _)| *id).collect();
-    let cancelled = store::cancelled_among(client, &ids).await?;
     // Only updates and cancellations need to know who was told before.
     let asks: Vec<(Uuid, i32)> = batch.iter().zip(&of).filter(|(e, _)| !first_event(e)).map(|(_, a)| *a).collect();
     let whole = events::history_complete_many(client, &asks).await?;
@@ -91,7 +88,7 @@ pub async fn plan_many(
             } else {
                 Told::Everyone
             };
-            plan_with(event, &later, &told, cancelled.contains(&id), skip_superseded)
+            plan_with(event, &later, &told, skip_superseded)
         })
         .collect())
 }
@@ -103,8 +100,8 @@ struct Later {
     settled: bool,
 }
 
-/// The later events that tell anyone anything: an unreadable one will be
-/// dead-lettered and tells no one.
+/// The later events that tell anyone anything (an unreadable one will be
+/// dead-lettered and tells no one), whatever their status.
 fn readable(stored: &[events::StoredEvent]) -> Vec<Later> {
     stored
         .iter()
@@ -115,13 +112,10 @@ fn readable(stored: &[events::StoredEvent]) -> Vec<Later> {
         .collect()
 }
 
-fn plan_with(
-    event: &BookingEvent,
-    later: &[Later],
-    told: &Told,
-    cancelled: bool,
-    skip_superseded: bool,
-) -> Vec<Planned> {
+fn plan_with(event: &BookingEvent, later: &[Later], told: &Told, skip_superseded: bool) -> Vec<Planned> {
+    // A cancellation writes its event in the same transaction as the
+    // booking's status: the booking is cancelled now if a later event is.
+    let cancelled = later.iter().any(|l| l.event.event_type == EventType::BookingCancelled);
     let mut plan = Vec::new();
     for (person, notice) in event.audience() {
         let email = person.email.as_str().to_string();
