@@ -74,6 +74,16 @@ assert polls >= 60 + 5, f"a run polls {polls:.0f}s, not past the next run's star
 reserved = int(p["PollerReservedConcurrency"]["Default"])
 assert reserved >= 2 and int(p["PollerReservedConcurrency"]["MinValue"]) >= 2, "two runs must be allowed at once"
 print(f"    a run polls {polls:.0f}s of each 60s period: {polls - 60:.0f}s of overlap, {reserved} runs at once")
+# A queue policy that lets an AWS service send names whose behalf: its
+# source (aws:SourceArn) or at least this account (aws:SourceAccount).
+for name, r in fns.items():
+    if r["Type"] != "AWS::SQS::QueuePolicy":
+        continue
+    for st in r["Properties"]["PolicyDocument"]["Statement"]:
+        if "Service" in st.get("Principal", {}):
+            keys = {k for cond in st.get("Condition", {}).values() for k in cond}
+            assert keys & {"aws:SourceArn", "aws:SourceAccount"}, f"{name} {st.get('Sid')}: no aws:SourceArn/SourceAccount condition"
+print("    every queue policy for an AWS service is scoped to its source or this account")
 PY
 
 echo "==> sam build (the five functions, exactly as a deploy builds them)"
