@@ -61,7 +61,7 @@ bench_peers() {
   url="$(bench_db_url "$DATABASE_URL" bench_peers)"
   bench_recreate_db "$DATABASE_URL" bench_peers
   out="$(mktemp)"
-  echo "==> graphile-worker, its own perf method (${BENCH_PEER_JOBS:-50000} jobs per preset)" >&2
+  echo "==> graphile-worker, its own perf method (${BENCH_PEER_JOBS:-450000} jobs per preset)" >&2
   # perf.js stops itself after BENCH_PEER_TIMEOUT_S; `timeout` is the backstop.
   if DATABASE_URL="$url" timeout -k 10 $((${BENCH_PEER_TIMEOUT_S:-600} + 30)) \
       node "$BENCH_PEERS_DIR/perf.js" >"$out"; then

@@ -32,6 +32,8 @@ def fmt(value, unit):
         return "-"
     if unit == "ms":
         return f"{value:,.1f} ms" if value >= 10 else f"{value:,.2f} ms"
+    if unit == "s":
+        return f"{value:,.1f} s"
     return f"{value:,.0f}/s"
 
 
@@ -43,12 +45,20 @@ def main():
     get = r.get
 
     # (what, project key, project label, peer key, peer label, unit, note)
-    # unit "/s": ratio project/peer; unit "ms": ratio peer/project.
+    # unit "/s": ratio project/peer; units "ms" and "s": ratio peer/project.
     rows = [
         ("throughput, 1 process", "project.poller1", "1 poller, notifications",
+         "graphile.batched.p1c4", "graphile batched, 1 proc x 4", "/s", "target >= 1.00"),
+        ("drain, 1 process", "project.poller1.drain_s", "1 poller, 256/256",
+         "graphile.batched.p1c4.drain_s", "graphile batched, 1 proc x 4", "s", ""),
+        ("throughput, 1 proc, 32/64", "project.poller1.b32g64", "production defaults",
          "graphile.batched.p1c4", "graphile batched, 1 proc x 4", "/s", ""),
+        ("drain, 1 proc, 32/64", "project.poller1.b32g64.drain_s", "production defaults",
+         "graphile.batched.p1c4.drain_s", "graphile batched, 1 proc x 4", "s", ""),
         ("throughput, 4 processes", "project.poller4", "4 pollers, notifications",
          "graphile.batched.p4c24", "graphile batched, 4 procs x 24", "/s", ""),
+        ("drain, 4 processes", "project.poller4.drain_s", "4 pollers, 256/256",
+         "graphile.batched.p4c24.drain_s", "graphile batched, 4 procs x 24", "s", ""),
         ("throughput, per-job mode", "project.poller1", "1 poller, notifications",
          "graphile.perjob.c4", "graphile per-job, 1 proc x 4", "/s", ""),
         ("latency p50", "project.latency.p50_ms", "commit-to-send",

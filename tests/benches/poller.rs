@@ -5,11 +5,13 @@
 //! the script compares with the same SQL run by pgbench. Machines here are
 //! noisy; the ratios are what to read.
 //!
-//! Sizes: BENCH_EVENTS (default 30000) events × BENCH_RECIPIENTS (default 3);
-//! BENCH_BATCH events claimed per poll (default 256, the production
-//! default is 32); POLLER_CLAIM_GROUP sends claimed per statement (default
-//! 256 here, 64 in production): an instant mailer rewards large batches,
-//! SES's send rate does not.
+//! Sizes: BENCH_EVENTS (default 150000) events × BENCH_RECIPIENTS (default
+//! 3): 450,000 notifications, as many as graphile-worker's 450,000 jobs, so
+//! both drains last 10 s and more and startup weighs little. BENCH_BATCH
+//! events claimed per poll (default 256) and POLLER_CLAIM_GROUP sends
+//! claimed per statement (default 256): an instant mailer rewards large
+//! batches, SES's send rate does not; one more drain runs at the
+//! production defaults (batches of 32, claim groups of 64).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -59,7 +61,18 @@ async fn baseline(db: &TestDb, rows: usize, conns: usize) -> f64 {
     rows as f64 / started.elapsed().as_secs_f64()
 }
 
-async fn throughput(pollers: usize, events: usize, recipients: usize) -> (f64, f64) {
+/// The drain's shape: pollers, events claimed per poll, sends per claim group.
+#[derive(Clone, Copy)]
+struct Shape {
+    pollers: usize,
+    batch: usize,
+    group: usize,
+}
+
+/// Drains `events` × `recipients` seeded notifications; returns
+/// notifications/s, the drain's seconds, and the insert baseline.
+async fn throughput(shape: Shape, events: usize, recipients: usize) -> (f64, f64, f64) {
+    let Shape { pollers, batch, group } = shape;
     let db = TestDb::create().await;
     let base = baseline(&db, 5000, pollers).await;
     seed_events(&db.pool, events, recipients).await;
@@ -71,8 +84,8 @@ async fn throughput(pollers: usize, events: usize, recipients: usize) -> (f64, f
     for i in 0..pollers {
         let pool = TestDb::pool_for(&db.url, 9);
         let mut config = PollerConfig::for_tests(&format!("bench-{i}"));
-        config.batch_size = env_usize("BENCH_BATCH", 256) as i64;
-        config.claim_group = env_usize("POLLER_CLAIM_GROUP", 256);
+        config.batch_size = batch as i64;
+        config.claim_group = group;
         config.batches_in_flight = env_usize("POLLER_BATCHES_IN_FLIGHT", 2);
         config.concurrency = 4;
         let p = Poller::new(pool, mailer.clone(), Faults::none(), config);
@@ -83,7 +96,7 @@ async fn throughput(pollers: usize, events: usize, recipients: usize) -> (f64, f
     }
     let elapsed = started.elapsed().as_secs_f64();
     assert_eq!(mailer.count(), events * recipients, "every notification sent exactly once");
-    ((events * recipients) as f64 / elapsed, base)
+    ((events * recipients) as f64 / elapsed, elapsed, base)
 }
 
 /// `POST /bookings` through the real handler (an API Gateway v2 event in,
@@ -210,28 +223,38 @@ async fn main() {
     if std::env::args().any(|a| a == "--list") {
         return; // `cargo bench -- --list` probes harness=false benches
     }
-    // BENCH_ONLY=api runs the API write path alone (for profiling it).
-    let only_api = std::env::var("BENCH_ONLY").is_ok_and(|v| v == "api");
-    let events = env_usize("BENCH_EVENTS", 30_000);
+    // BENCH_ONLY=api runs the API write path alone (for profiling it);
+    // BENCH_ONLY=throughput the drains alone.
+    let only = std::env::var("BENCH_ONLY").unwrap_or_default();
+    let only_api = only == "api";
+    let only_throughput = only == "throughput";
+    let events = env_usize("BENCH_EVENTS", 150_000);
     let recipients = env_usize("BENCH_RECIPIENTS", 3);
+    let (batch, group) = (env_usize("BENCH_BATCH", 256), env_usize("POLLER_CLAIM_GROUP", 256));
     println!(
-        "poller benchmark: {events} events x {recipients} recipients, instant mailer; batches of {} events, claim groups of {}",
-        env_usize("BENCH_BATCH", 256),
-        env_usize("POLLER_CLAIM_GROUP", 256)
+        "poller benchmark: {events} events x {recipients} recipients, instant mailer; batches of {batch} events, \
+         claim groups of {group}, then 1 poller at the production defaults (32, 64)"
     );
-    println!("{:<34} {:>14} {:>18} {:>8}", "measure", "value", "baseline ins+commit/s", "ratio");
-    for pollers in if only_api { &[][..] } else { &[1, 4][..] } {
-        let pollers = *pollers;
-        let (rate, base) = throughput(pollers, events, recipients).await;
-        println!(
-            "{:<34} {:>12.0}/s {:>18.0}/s {:>8.2}",
-            format!("notifications/s, {pollers} poller(s)"),
-            rate,
-            base,
-            rate / base
-        );
-        record(&format!("project.poller{pollers}"), rate);
-        record(&format!("baseline.insert{pollers}"), base);
+    println!("{:<34} {:>14} {:>8} {:>18} {:>8}", "measure", "value", "drain", "baseline ins+commit/s", "ratio");
+    // BENCH_POLLERS: the drains' poller counts (default 1,4).
+    let counts: Vec<usize> = std::env::var("BENCH_POLLERS")
+        .unwrap_or_else(|_| "1,4".into())
+        .split(',')
+        .map(|n| n.trim().parse().expect("BENCH_POLLERS is a comma list of counts"))
+        .collect();
+    let mut shapes: Vec<(Shape, String)> =
+        counts.iter().map(|&pollers| (Shape { pollers, batch, group }, format!("project.poller{pollers}"))).collect();
+    shapes.push((Shape { pollers: 1, batch: 32, group: 64 }, "project.poller1.b32g64".into()));
+    for (shape, key) in if only_api { &[][..] } else { &shapes[..] } {
+        let (rate, drain, base) = throughput(*shape, events, recipients).await;
+        let what = format!("notifications/s, {} poller(s), {}/{}", shape.pollers, shape.batch, shape.group);
+        println!("{what:<34} {rate:>12.0}/s {drain:>7.1}s {base:>16.0}/s {:>8.2}", rate / base);
+        record(key, rate);
+        record(&format!("{key}.drain_s"), drain);
+        record(&format!("baseline.insert{}", shape.pollers), base);
+    }
+    if only_throughput {
+        return;
     }
     let bookings = env_usize("BENCH_LATENCY_BOOKINGS", 200);
     for listen in if only_api { &[][..] } else { &[false, true][..] } {

@@ -12,6 +12,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use deadpool_postgres::Pool;
+use futures_util::future::BoxFuture;
 use futures_util::stream::{self, StreamExt};
 use tracing::Instrument;
 use uuid::Uuid;
@@ -136,8 +137,10 @@ pub struct Gate<'a> {
 ///    that finished together, again on a fresh connection if that fails
 ///    ([`RECORD_RETRIES`]).
 ///
-/// A crash between 1 and 4 leaves the group's claims CLAIMED, which the next
-/// attempt marks UNKNOWN: up to a group of emails lost, none duplicated. The
+/// A database error in 1 or 2, before any send, releases the claims this
+/// call made (the retry sends them). A crash between 1 and 4 leaves the
+/// group's claims CLAIMED, which the next attempt marks UNKNOWN: up to a
+/// group of emails lost, none duplicated. The
 /// caller must hold the events' `processed_events` row locks, so no other
 /// attempt on them is live and a claim still CLAIMED belongs to an attempt
 /// that died. Returns one [`Delivery`] per item, in order.
@@ -150,7 +153,6 @@ pub async fn deliver(
     gate: &Gate<'_>,
     group: &[Planned],
 ) -> Result<Vec<Delivery>, DeliverError> {
-    let client = pool.get().await?;
     let claims: Vec<GroupClaim> = group
         .iter()
         .map(|p| match p {
@@ -160,43 +162,14 @@ pub async fn deliver(
             }
         })
         .collect();
-    let claimed = sends::claim(&client, &claims, worker).await?;
-    let mut out: Vec<Option<Delivery>> = vec![None; group.len()];
-    let (mut orphans, mut to_send) = (Vec::new(), Vec::new());
-    for (i, (p, claim)) in group.iter().zip(claimed).enumerate() {
-        out[i] = match (p, claim) {
-            (_, Claim::Exists { id, status: SendStatus::Claimed }) => {
-                orphans.push(id);
-                Some(Delivery::Orphaned)
-            }
-            (_, Claim::Exists { .. }) => Some(Delivery::AlreadyClaimed),
-            (Planned::Superseded { by, .. }, Claim::Won(_)) => Some(Delivery::Superseded { by: *by }),
-            (Planned::Send(_), Claim::Won(id)) => {
-                to_send.push((i, id));
-                None
-            }
-        };
-    }
-    if !orphans.is_empty() {
-        sends::outcome::mark_orphans_unknown(&client, &orphans).await?;
-        tracing::warn!(count = orphans.len(), "orphaned claims marked UNKNOWN; not re-sent");
-    }
-    // An address that bounced permanently or complained is never mailed.
-    let emails: Vec<&str> = to_send.iter().map(|(i, _)| group[*i].notification().recipient.email.as_str()).collect();
-    let suppressed = feedback::suppressions_of(&client, &emails).await?;
-    let mut refused = Vec::new();
-    to_send.retain(|(i, id)| match suppressed.get(group[*i].notification().recipient.email.as_str()) {
-        Some(why) => {
-            let reason = format!("suppressed: the address {why} earlier");
-            tracing::warn!(%reason, "not sent to a suppressed address");
-            refused.push((*id, Outcome::Settled(Settled::Failed, reason.clone())));
-            out[*i] = Some(Delivery::Rejected { reason });
-            false
+    let ids = sends::claim::new_ids(&claims);
+    let (mut out, to_send) = match claim_group(pool, group, &claims, &ids, worker).await {
+        Ok(claimed) => claimed,
+        Err(e) => {
+            release_unsent(pool, &ids, &e).await;
+            return Err(e.into());
         }
-        None => true,
-    });
-    sends::outcome::record(&client, &refused).await?;
-    drop(client); // don't hold a connection across the network calls
+    };
     if !to_send.is_empty() {
         faults.hit(FAULT_AFTER_SEND_CLAIM)?;
     }
@@ -258,22 +231,110 @@ pub async fn deliver(
             }
             .instrument(span)
         })
-        .buffer_unordered(concurrently.max(1))
-        .ready_chunks(concurrently.max(1));
+        .buffer_unordered(concurrently.max(1));
     tokio::pin!(sent);
-    // Each outcome is recorded as soon as its send ends (with the others
-    // that ended meanwhile), not after the group's slowest send: a crash
-    // leaves fewer accepted sends unrecorded.
-    while let Some(finished) = sent.next().await {
-        let mut outcomes = Vec::with_capacity(finished.len());
-        for result in finished {
-            let (i, id, outcome, delivery) = result?;
-            outcomes.push((id, outcome));
-            out[i] = Some(delivery);
+    // Each outcome is recorded as soon as its send ends, not after the
+    // group's slowest send, so a crash leaves fewer accepted sends
+    // unrecorded. One write is in flight at a time, and it takes every
+    // outcome that ended while the previous one ran (a group commit): the
+    // sends go on meanwhile, and a fast mailer costs a few writes a group,
+    // not one per send.
+    let mut ended: Vec<(Uuid, Outcome)> = Vec::new();
+    let mut writing: Option<BoxFuture<'_, Result<(), DbError>>> = None;
+    let mut sending = true;
+    loop {
+        if writing.is_none() && !ended.is_empty() {
+            let outcomes = std::mem::take(&mut ended);
+            writing = Some(Box::pin(async move { record_durably(pool, &outcomes).await }));
         }
-        record_durably(pool, &outcomes).await?;
+        if !sending && writing.is_none() {
+            break;
+        }
+        tokio::select! {
+            next = sent.next(), if sending => match next {
+                Some(Ok((i, id, outcome, delivery))) => {
+                    ended.push((id, outcome));
+                    out[i] = Some(delivery);
+                }
+                // As a crash there would: nothing more is recorded.
+                Some(Err(fault)) => return Err(fault.into()),
+                None => sending = false,
+            },
+            written = async { writing.as_mut().expect("a write in flight").await }, if writing.is_some() => {
+                written?;
+                writing = None;
+            }
+        }
     }
     Ok(out.into_iter().map(|d| d.expect("every item of the group has a delivery")).collect())
+}
+
+/// Claims a group (step 1) and settles the claims that are not to be sent
+/// (step 2). Returns each item's delivery where it is already known, and
+/// the claims to send.
+#[allow(clippy::type_complexity)]
+async fn claim_group(
+    pool: &Pool,
+    group: &[Planned],
+    claims: &[GroupClaim<'_>],
+    ids: &[Uuid],
+    worker: &str,
+) -> Result<(Vec<Option<Delivery>>, Vec<(usize, Uuid)>), DbError> {
+    let client = pool.get().await?;
+    let claimed = sends::claim(&client, claims, ids, worker).await?;
+    let mut out: Vec<Option<Delivery>> = vec![None; group.len()];
+    let (mut orphans, mut to_send) = (Vec::new(), Vec::new());
+    for (i, (p, claim)) in group.iter().zip(claimed).enumerate() {
+        out[i] = match (p, claim) {
+            (_, Claim::Exists { id, status: SendStatus::Claimed }) => {
+                orphans.push(id);
+                Some(Delivery::Orphaned)
+            }
+            (_, Claim::Exists { .. }) => Some(Delivery::AlreadyClaimed),
+            (Planned::Superseded { by, .. }, Claim::Won(_)) => Some(Delivery::Superseded { by: *by }),
+            (Planned::Send(_), Claim::Won(id)) => {
+                to_send.push((i, id));
+                None
+            }
+        };
+    }
+    if !orphans.is_empty() {
+        sends::outcome::mark_orphans_unknown(&client, &orphans).await?;
+        tracing::warn!(count = orphans.len(), "orphaned claims marked UNKNOWN; not re-sent");
+    }
+    // An address that bounced permanently or complained is never mailed.
+    let emails: Vec<&str> = to_send.iter().map(|(i, _)| group[*i].notification().recipient.email.as_str()).collect();
+    let suppressed = feedback::suppressions_of(&client, &emails).await?;
+    let mut refused = Vec::new();
+    to_send.retain(|(i, id)| match suppressed.get(group[*i].notification().recipient.email.as_str()) {
+        Some(why) => {
+            let reason = format!("suppressed: the address {why} earlier");
+            tracing::warn!(%reason, "not sent to a suppressed address");
+            refused.push((*id, Outcome::Settled(Settled::Failed, reason.clone())));
+            out[*i] = Some(Delivery::Rejected { reason });
+            false
+        }
+        None => true,
+    });
+    sends::outcome::record(&client, &refused).await?;
+    Ok((out, to_send))
+}
+
+/// Nothing of a group whose claim failed was sent: the claims the statement
+/// may have committed before its answer was lost (the connection cut, the
+/// server restarted), or that a later statement of step 2 left CLAIMED, are
+/// released on a fresh connection ([`RECORD_RETRIES`]), so the batch's retry
+/// sends them instead of finding them CLAIMED and marking them UNKNOWN. A
+/// release deletes only CLAIMED rows with this call's own new ids.
+async fn release_unsent(pool: &Pool, ids: &[Uuid], cause: &DbError) {
+    let released: Vec<(Uuid, Outcome)> = ids.iter().map(|id| (*id, Outcome::Released)).collect();
+    match record_durably(pool, &released).await {
+        Ok(()) => {
+            tracing::warn!(error = %cause, count = ids.len(), "claiming a group failed; its claims were released unsent")
+        }
+        Err(e) => tracing::error!(error = %cause, release_error = %e, count = ids.len(),
+            "claiming a group failed and its claims could not be released; a retry will mark them UNKNOWN"),
+    }
 }
 
 /// Records outcomes; when that fails, again on a fresh connection after

@@ -80,7 +80,7 @@ async fn the_app_role_runs_every_function_and_operator_command() {
               WHERE id = (SELECT id FROM outbox_events LIMIT 1); \
              UPDATE outbox_events SET completed_at = now() - interval '30 days' WHERE status = 'DONE'; \
              UPDATE processed_events SET processed_at = now() - interval '30 days'; \
-             UPDATE booking_notification_sends SET completed_at = now() - interval '30 days'; \
+             UPDATE booking_notification_sends SET claimed_at = now() - interval '30 days', completed_at = now() - interval '30 days'; \
              UPDATE idempotency_keys SET created_at = now() - interval '30 days'; \
              UPDATE organizer_daily_usage SET day = day - 30; UPDATE booking_daily_changes SET day = day - 30;",
         )

@@ -1,5 +1,6 @@
-//! The migrate command: history table, idempotent re-runs, and an advisory
-//! lock so concurrent runs do not race.
+//! The migrate command (history table, idempotent re-runs, an advisory
+//! lock so concurrent runs do not race), and what the schema promises the
+//! hot path.
 
 use outbox_tests::TestDb;
 
@@ -23,4 +24,40 @@ async fn concurrent_migrations_apply_once_under_the_advisory_lock() {
     assert!(shared::db::migrate(&db.pool).await.unwrap().is_empty(), "a re-run applies nothing");
     let locks: i64 = db.scalar("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'").await;
     assert_eq!(locks, 0, "the lock is released");
+}
+
+/// A SENT outcome must stay a HOT update (no new index entry, its old
+/// version pruned in the page): no index of the sends table may read a
+/// column it writes, in its keys, its expressions or its predicate, and the
+/// table's pages keep room for the outcomes.
+#[tokio::test]
+async fn a_send_outcome_writes_no_indexed_column() {
+    let db = TestDb::create().await;
+    let indexed: Vec<String> = db
+        .pool
+        .get()
+        .await
+        .unwrap()
+        .query(
+            "SELECT DISTINCT i.indexrelid::regclass::text || '.' || a.attname \
+               FROM pg_index i JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum > 0 \
+              WHERE i.indrelid = 'booking_notification_sends'::regclass \
+                AND (a.attnum = ANY (i.indkey) \
+                     OR coalesce(pg_get_expr(i.indpred, i.indrelid), '') ~ ('\\m' || a.attname || '\\M') \
+                     OR coalesce(pg_get_expr(i.indexprs, i.indrelid), '') ~ ('\\m' || a.attname || '\\M'))",
+            &[],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert!(indexed.iter().any(|c| c.ends_with(".claimed_at")), "the query reads the indexes: {indexed:?}");
+    for written in ["status", "provider_message_id", "completed_at", "updated_at"] {
+        let hit: Vec<_> = indexed.iter().filter(|c| c.ends_with(&format!(".{written}"))).collect();
+        assert!(hit.is_empty(), "an outcome writes {written}, which {hit:?} reads: outcomes are no longer HOT");
+    }
+    let options: Option<Vec<String>> =
+        db.scalar("SELECT reloptions FROM pg_class WHERE oid = 'booking_notification_sends'::regclass").await;
+    assert_eq!(options, Some(vec!["fillfactor=50".to_string()]), "pages keep room for the outcomes");
 }

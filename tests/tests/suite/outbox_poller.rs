@@ -219,7 +219,7 @@ async fn retention_deletes_only_finished_rows_in_bounded_batches() {
               WHERE aggregate_id = '{}'; \
              UPDATE outbox_events SET completed_at = now() - interval '30 days' WHERE status = 'DONE'; \
              UPDATE processed_events SET processed_at = now() - interval '30 days'; \
-             UPDATE booking_notification_sends SET completed_at = now() - interval '30 days';",
+             UPDATE booking_notification_sends SET claimed_at = now() - interval '30 days', completed_at = now() - interval '30 days';",
             pending.id
         ))
         .await
@@ -374,7 +374,7 @@ async fn retention_keeps_a_send_while_its_event_exists() {
     // (a resend), so the claim that stops a second email must stay.
     client
         .batch_execute(
-            "UPDATE booking_notification_sends SET completed_at = now() - interval '30 days'; \
+            "UPDATE booking_notification_sends SET claimed_at = now() - interval '30 days', completed_at = now() - interval '30 days'; \
              UPDATE outbox_events SET completed_at = now() - interval '1 day';",
         )
         .await

@@ -299,7 +299,7 @@ async fn unknown_resend_of_a_dead_event_asks_for_a_replay_first() {
     // Carol's event is DEAD; mark Alice's send on it UNKNOWN to ask for it.
     let dead = dead_id(&db).await;
     db.scalar::<i64>(&format!(
-        "WITH u AS (UPDATE booking_notification_sends SET status = 'UNKNOWN' WHERE outbox_event_id = '{dead}' RETURNING 1) \
+        "WITH u AS (UPDATE booking_notification_sends SET status = 'UNKNOWN', last_error = 'the mailer timed out' WHERE outbox_event_id = '{dead}' RETURNING 1) \
          SELECT count(*) FROM u"
     ))
     .await;

@@ -66,3 +66,38 @@ async fn killed_connections_mid_batch_are_recovered_in_place_with_no_duplicate()
     // Moments after the reconnect, not the sweeper's stuck timeout (300 s).
     assert!(took < Duration::from_secs(15), "drained in {took:?}");
 }
+
+/// The group's claim statement committed, then the next statement of the
+/// same step failed on the database (here: the suppression list is briefly
+/// missing). Nothing of the group was sent, so the poller releases the
+/// claims it made itself and its in-place retry sends them; before, the
+/// retry found them CLAIMED and marked them UNKNOWN, and those emails were
+/// lost though nobody had sent them.
+#[tokio::test]
+async fn a_group_claimed_before_a_database_error_is_released_and_sent_by_the_retry() {
+    let db = TestDb::create().await;
+    seed_events(&db.pool, 6, 2).await;
+    let admin = db.pool.get().await.unwrap();
+    admin.batch_execute("ALTER TABLE suppressed_addresses RENAME TO suppressed_addresses_away").await.unwrap();
+    let mailer = Arc::new(RecordingMailer::new());
+    let poller = Poller::new(db.pool.clone(), mailer.clone(), Faults::none(), PollerConfig::for_tests("release"));
+    let run = tokio::spawn(async move { poller.drain().await });
+    // The first attempt claims and fails; the retries come 100 ms and
+    // 600 ms after it (BATCH_RETRIES): the table is back for the second.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    admin.batch_execute("ALTER TABLE suppressed_addresses_away RENAME TO suppressed_addresses").await.unwrap();
+    let summary = run.await.unwrap().expect("the run goes on after the retry");
+
+    assert!(summary.recovered >= 1, "the batch failed and was processed again in place: {summary:?}");
+    let events = event_counts(&db).await;
+    assert_eq!((events[&EventStatus::Done], events[&EventStatus::Processing]), (6, 0), "{events:?}");
+    let sends = send_counts(&db).await;
+    assert_eq!(
+        (sends[&SendStatus::Sent], sends.get(&SendStatus::Unknown).copied().unwrap_or(0)),
+        (12, 0),
+        "every claim was released and sent, none left UNKNOWN: {sends:?}"
+    );
+    let deliveries = mailer.deliveries();
+    let distinct: HashSet<_> = deliveries.iter().map(|d| (d.event_id, d.recipient.clone())).collect();
+    assert_eq!((deliveries.len(), distinct.len()), (12, 12), "each recipient mailed exactly once");
+}

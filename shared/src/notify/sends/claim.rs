@@ -28,12 +28,25 @@ pub struct GroupClaim<'a> {
     pub superseded: Option<(Uuid, &'a str)>,
 }
 
+/// New claims' ids, one per item of a group, for [`claim`]: the caller
+/// knows them before the statement runs, so it can release what the
+/// statement may have committed when its answer is lost.
+pub fn new_ids(group: &[GroupClaim<'_>]) -> Vec<Uuid> {
+    group.iter().map(|_| Uuid::now_v7()).collect()
+}
+
 /// Claims a group of sends in one statement, committed before it returns
 /// (autocommit): every send of the group is durable before any is made.
-/// Returns one [`Claim`] per item, in order; finding the existing claims
-/// costs a second statement only when some were claimed before.
-pub async fn claim(client: &impl GenericClient, group: &[GroupClaim<'_>], worker: &str) -> DbResult<Vec<Claim>> {
-    let ids: Vec<Uuid> = group.iter().map(|_| Uuid::now_v7()).collect();
+/// `ids` ([`new_ids`]) name the claims this call makes. Returns one
+/// [`Claim`] per item, in order; finding the existing claims costs a second
+/// statement only when some were claimed before.
+pub async fn claim(
+    client: &impl GenericClient,
+    group: &[GroupClaim<'_>],
+    ids: &[Uuid],
+    worker: &str,
+) -> DbResult<Vec<Claim>> {
+    assert_eq!(ids.len(), group.len(), "one new id per claim");
     let events: Vec<Uuid> = group.iter().map(|c| c.notification.event_id).collect();
     let bookings: Vec<Uuid> = group.iter().map(|c| c.notification.payload.booking.id).collect();
     let recipients: Vec<&str> = group.iter().map(|c| c.notification.recipient.email.as_str()).collect();

@@ -75,7 +75,8 @@ pub async fn counts(client: &impl GenericClient) -> DbResult<BTreeMap<SendStatus
 }
 
 /// Retention: deletes up to `limit` SENT/FAILED/SUPERSEDED sends completed more than
-/// `max_age` ago whose event no longer exists. A claim of an event that
+/// `max_age` ago whose event no longer exists (found by `claimed_at`, which
+/// the outcome never changes: a send is claimed before it completes). A claim of an event that
 /// exists is kept, even a DONE one: the event may be reopened (a retry, a
 /// replay or an operator's resend), and without its claim it would send
 /// that email twice.
@@ -83,7 +84,8 @@ pub async fn purge(client: &impl GenericClient, max_age: Duration, limit: i64) -
     const SQL: &str = formatcp!(
         "DELETE FROM booking_notification_sends WHERE id IN ( \
              SELECT s.id FROM booking_notification_sends s \
-              WHERE s.status IN ({SENT}, {FAILED}, {SUPERSEDED}) \
+              WHERE s.claimed_at < now() - make_interval(secs => $1) \
+                AND s.status IN ({SENT}, {FAILED}, {SUPERSEDED}) \
                 AND s.completed_at < now() - make_interval(secs => $1) \
                 AND NOT EXISTS ({EVENT_WITH_ID}s.outbox_event_id) LIMIT $2)"
     );

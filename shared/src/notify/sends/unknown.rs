@@ -117,12 +117,13 @@ pub async fn list_unknown(
 
 /// Stamps UNKNOWN sends claimed more than `grace` ago, with no SES event
 /// yet, as reported not confirmed; returns the ones stamped now (each is
-/// reported once).
+/// reported once). `last_error IS NOT NULL` (every UNKNOWN send says why)
+/// reads the index of the sends that were not SENT, not the whole table.
 pub async fn mark_unconfirmed(client: &impl GenericClient, grace: Duration, limit: i64) -> DbResult<Vec<UnknownSend>> {
     let sql = formatcp!(
         "UPDATE booking_notification_sends s SET unconfirmed_at = now() \
           WHERE s.id IN (SELECT id FROM booking_notification_sends \
-                          WHERE status = {UNKNOWN} AND unconfirmed_at IS NULL \
+                          WHERE last_error IS NOT NULL AND status = {UNKNOWN} AND unconfirmed_at IS NULL \
                             AND claimed_at < now() - make_interval(secs => $1) \
                           ORDER BY claimed_at LIMIT $2) \
       RETURNING {UNKNOWN_COLUMNS}"
@@ -132,11 +133,12 @@ pub async fn mark_unconfirmed(client: &impl GenericClient, grace: Duration, limi
 }
 
 /// UNKNOWN sends claimed more than `older_than` ago and still not confirmed
-/// by SES, oldest first.
+/// by SES, oldest first (read from the index of the sends not SENT, as
+/// [`mark_unconfirmed`]).
 pub async fn unconfirmed_ids(client: &impl GenericClient, older_than: Duration, limit: i64) -> DbResult<Vec<Uuid>> {
     let sql = formatcp!(
         "SELECT id FROM booking_notification_sends \
-          WHERE status = {UNKNOWN} AND claimed_at < now() - make_interval(secs => $1) \
+          WHERE last_error IS NOT NULL AND status = {UNKNOWN} AND claimed_at < now() - make_interval(secs => $1) \
           ORDER BY claimed_at LIMIT $2"
     );
     let rows = client.query(sql, &[&older_than.as_secs_f64(), &limit]).await?;
