@@ -9,9 +9,12 @@
 //! 3): 450,000 notifications, as many as graphile-worker's 450,000 jobs, so
 //! both drains last 10 s and more and startup weighs little. BENCH_BATCH
 //! events claimed per poll (default 256) and POLLER_CLAIM_GROUP sends
-//! claimed per statement (default 256): an instant mailer rewards large
-//! batches, SES's send rate does not; one more drain runs at the
-//! production defaults (batches of 32, claim groups of 64).
+//! claimed per statement (default 256), POLLER_BATCHES_IN_FLIGHT (default
+//! 4, as graphile-worker's batched preset runs 4 workers): an instant
+//! mailer rewards large batches, SES's send rate does not; one more drain
+//! runs at the production defaults (batches of 32, claim groups of 64, 2
+//! in flight) unless BENCH_PRODUCTION_DRAIN=0. Each poller's pool is built
+//! as the poller Lambda builds it.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -61,18 +64,33 @@ async fn baseline(db: &TestDb, rows: usize, conns: usize) -> f64 {
     rows as f64 / started.elapsed().as_secs_f64()
 }
 
-/// The drain's shape: pollers, events claimed per poll, sends per claim group.
+/// The drain's shape: pollers, events claimed per poll, sends per claim
+/// group, batches each poller has in flight.
 #[derive(Clone, Copy)]
 struct Shape {
     pollers: usize,
     batch: usize,
     group: usize,
+    in_flight: usize,
+}
+
+impl Shape {
+    /// The poller Lambda's defaults (the settings' own).
+    fn production() -> Self {
+        use shared::config::settings as S;
+        Shape {
+            pollers: 1,
+            batch: S::POLLER_BATCH_SIZE.default_value(),
+            group: S::POLLER_CLAIM_GROUP.default_value(),
+            in_flight: S::POLLER_BATCHES_IN_FLIGHT.default_value(),
+        }
+    }
 }
 
 /// Drains `events` × `recipients` seeded notifications; returns
 /// notifications/s, the drain's seconds, and the insert baseline.
 async fn throughput(shape: Shape, events: usize, recipients: usize) -> (f64, f64, f64) {
-    let Shape { pollers, batch, group } = shape;
+    let Shape { pollers, batch, group, in_flight } = shape;
     let db = TestDb::create().await;
     let base = baseline(&db, 5000, pollers).await;
     seed_events(&db.pool, events, recipients).await;
@@ -82,11 +100,17 @@ async fn throughput(shape: Shape, events: usize, recipients: usize) -> (f64, f64
     let started = Instant::now();
     let mut tasks = Vec::new();
     for i in 0..pollers {
-        let pool = TestDb::pool_for(&db.url, 9);
+        // The pool as the poller Lambda builds it.
+        let size = PollerConfig::min_pool_size(in_flight);
+        let pool = DbConfig::from_url(&db.url, size, Duration::from_secs(5))
+            .unwrap()
+            .with_custom_plans()
+            .build_pool()
+            .unwrap();
         let mut config = PollerConfig::for_tests(&format!("bench-{i}"));
         config.batch_size = batch as i64;
         config.claim_group = group;
-        config.batches_in_flight = env_usize("POLLER_BATCHES_IN_FLIGHT", 2);
+        config.batches_in_flight = in_flight;
         config.concurrency = 4;
         let p = Poller::new(pool, mailer.clone(), Faults::none(), config);
         tasks.push(tokio::spawn(async move { p.drain().await.unwrap() }));
@@ -230,10 +254,16 @@ async fn main() {
     let only_throughput = only == "throughput";
     let events = env_usize("BENCH_EVENTS", 150_000);
     let recipients = env_usize("BENCH_RECIPIENTS", 3);
-    let (batch, group) = (env_usize("BENCH_BATCH", 256), env_usize("POLLER_CLAIM_GROUP", 256));
+    // As many batches in flight as graphile-worker's batched preset has
+    // workers (concurrency 4).
+    let (batch, group, in_flight) =
+        (env_usize("BENCH_BATCH", 256), env_usize("POLLER_CLAIM_GROUP", 256), env_usize("POLLER_BATCHES_IN_FLIGHT", 4));
+    let production = Shape::production();
     println!(
         "poller benchmark: {events} events x {recipients} recipients, instant mailer; batches of {batch} events, \
-         claim groups of {group}, then 1 poller at the production defaults (32, 64)"
+         claim groups of {group}, {in_flight} batches in flight; then 1 poller at the production defaults \
+         ({}/{}, {} in flight)",
+        production.batch, production.group, production.in_flight
     );
     println!("{:<34} {:>14} {:>8} {:>18} {:>8}", "measure", "value", "drain", "baseline ins+commit/s", "ratio");
     // BENCH_POLLERS: the drains' poller counts (default 1,4).
@@ -242,12 +272,19 @@ async fn main() {
         .split(',')
         .map(|n| n.trim().parse().expect("BENCH_POLLERS is a comma list of counts"))
         .collect();
-    let mut shapes: Vec<(Shape, String)> =
-        counts.iter().map(|&pollers| (Shape { pollers, batch, group }, format!("project.poller{pollers}"))).collect();
-    shapes.push((Shape { pollers: 1, batch: 32, group: 64 }, "project.poller1.b32g64".into()));
+    let mut shapes: Vec<(Shape, String)> = counts
+        .iter()
+        .map(|&pollers| (Shape { pollers, batch, group, in_flight }, format!("project.poller{pollers}")))
+        .collect();
+    if std::env::var("BENCH_PRODUCTION_DRAIN").as_deref() != Ok("0") {
+        shapes.push((production, "project.poller1.b32g64".into()));
+    }
     for (shape, key) in if only_api { &[][..] } else { &shapes[..] } {
         let (rate, drain, base) = throughput(*shape, events, recipients).await;
-        let what = format!("notifications/s, {} poller(s), {}/{}", shape.pollers, shape.batch, shape.group);
+        let what = format!(
+            "notifications/s, {} poller(s), {}/{}/{}",
+            shape.pollers, shape.batch, shape.group, shape.in_flight
+        );
         println!("{what:<34} {rate:>12.0}/s {drain:>7.1}s {base:>16.0}/s {:>8.2}", rate / base);
         record(key, rate);
         record(&format!("{key}.drain_s"), drain);

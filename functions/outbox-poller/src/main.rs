@@ -21,7 +21,7 @@ use tracing::Instrument;
 async fn main() -> Result<(), Error> {
     shared::telemetry::init();
     let batches = PollerConfig::batches_in_flight_from_env()?;
-    let db = DbConfig::from_env_with_pool_default(PollerConfig::min_pool_size(batches)).await?;
+    let db = DbConfig::from_env_with_pool_default(PollerConfig::min_pool_size(batches)).await?.with_custom_plans();
     let config = PollerConfig::from_env(db.pool_size)?;
     let ses = SesConfig::from_env()?;
     let cap = ses.max_send_rate;

@@ -153,3 +153,53 @@ fn database_host_replaces_the_secret_host_for_rds_proxy() {
     assert_eq!(proxied.pg.get_hosts(), &[Host::Tcp("proxy.rds.example".into())]);
     assert_eq!(proxied.tls, DbTls::Require { ca_file: None });
 }
+
+/// Tuples sequential scans have read from `table` so far (the backend's
+/// pending counts are flushed first).
+async fn seq_tuples_read(db: &TestDb, table: &str) -> i64 {
+    let client = db.pool.get().await.unwrap();
+    client.batch_execute("SELECT pg_stat_force_next_flush()").await.unwrap();
+    client.batch_execute("SELECT pg_stat_clear_snapshot()").await.unwrap();
+    let sql = format!("SELECT coalesce(seq_tup_read, 0) FROM pg_stat_user_tables WHERE relname = '{table}'");
+    client.query_one(&sql, &[]).await.unwrap().get(0)
+}
+
+/// How many tuples one outcome write reads by sequential scan on a session
+/// whose statement was prepared (and run 10 times) while the sends table
+/// was empty, once 20,000 sends exist.
+async fn outcome_write_scans(custom_plans: bool) -> i64 {
+    use shared::notify::sends::outcome::{record, Outcome};
+    let db = TestDb::create().await;
+    let config = DbConfig::from_url(&db.url, 1, Duration::from_secs(5)).unwrap();
+    let pool = if custom_plans { config.with_custom_plans() } else { config }.build_pool().unwrap();
+    let session = pool.get().await.unwrap();
+    let nobody = [(uuid::Uuid::now_v7(), Outcome::Sent("m".into()))];
+    for _ in 0..10 {
+        record(&session, &nobody).await.unwrap();
+    }
+    db.pool
+        .get()
+        .await
+        .unwrap()
+        .batch_execute(
+            "INSERT INTO booking_notification_sends (id, outbox_event_id, booking_id, recipient_email, event_type) \
+             SELECT gen_random_uuid(), gen_random_uuid(), gen_random_uuid(), 'a' || i || '@example.com', \
+                    'BOOKING_CONFIRMED' FROM generate_series(1, 20000) i",
+        )
+        .await
+        .unwrap();
+    let before = seq_tuples_read(&db, "booking_notification_sends").await;
+    record(&session, &nobody).await.unwrap();
+    session.batch_execute("SELECT pg_stat_force_next_flush()").await.unwrap();
+    drop(session);
+    seq_tuples_read(&db, "booking_notification_sends").await - before
+}
+
+#[tokio::test]
+async fn a_poller_session_plans_each_array_statement_for_the_table_as_it_is_now() {
+    // The hazard: a plan cached while the table was empty scans all of it.
+    let cached = outcome_write_scans(false).await;
+    assert!(cached >= 20_000, "a generic plan made on an empty table reads it whole ({cached} tuples)");
+    let custom = outcome_write_scans(true).await;
+    assert_eq!(custom, 0, "with custom plans, one outcome reads one row by its key, not {custom} by a scan");
+}

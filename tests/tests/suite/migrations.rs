@@ -22,7 +22,12 @@ async fn concurrent_migrations_apply_once_under_the_advisory_lock() {
     assert_eq!(applied.len(), files, "exactly one run applied each migration once: {applied:?}");
     assert_eq!(db.count("refinery_schema_history").await, files as i64);
     assert!(shared::db::migrate(&db.pool).await.unwrap().is_empty(), "a re-run applies nothing");
-    let locks: i64 = db.scalar("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'").await;
+    let locks: i64 = db
+        .scalar(
+            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' \
+         AND database = (SELECT oid FROM pg_database WHERE datname = current_database())",
+        )
+        .await;
     assert_eq!(locks, 0, "the lock is released");
 }
 
@@ -60,4 +65,47 @@ async fn a_send_outcome_writes_no_indexed_column() {
     let options: Option<Vec<String>> =
         db.scalar("SELECT reloptions FROM pg_class WHERE oid = 'booking_notification_sends'::regclass").await;
     assert_eq!(options, Some(vec!["fillfactor=50".to_string()]), "pages keep room for the outcomes");
+}
+
+/// Each index of the delivery path's tables costs every claim (and every
+/// non-HOT transition) a write: these are the ones something reads. A new
+/// index here is a cost on every event and every send; add it to this list
+/// with what reads it.
+#[tokio::test]
+async fn the_delivery_path_writes_only_the_indexes_something_reads() {
+    let db = TestDb::create().await;
+    let client = db.pool.get().await.unwrap();
+    let indexes = |table: &'static str| {
+        let client = &client;
+        async move {
+            let rows = client
+                .query(
+                    "SELECT indexrelid::regclass::text FROM pg_index WHERE indrelid = $1::text::regclass ORDER BY 1",
+                    &[&table],
+                )
+                .await
+                .unwrap();
+            rows.iter().map(|r| r.get::<_, String>(0)).collect::<Vec<_>>()
+        }
+    };
+    assert_eq!(
+        indexes("outbox_events").await,
+        [
+            "outbox_events_dead",            // outboxctl's dead letters
+            "outbox_events_done",            // retention
+            "outbox_events_due",             // the claim
+            "outbox_events_one_per_version", // uniqueness; the claim's ordering probe; a booking's events
+            "outbox_events_pkey",            // every transition by id
+            "outbox_events_processing",      // the stuck-row sweep
+        ]
+    );
+    assert_eq!(
+        indexes("booking_notification_sends").await,
+        [
+            "booking_notification_sends_claimed_at",        // retention
+            "booking_notification_sends_one_per_recipient", // the claim's conflict; an event's sends
+            "booking_notification_sends_pkey",              // outcomes by id
+            "booking_notification_sends_with_error",        // unconfirmed UNKNOWN sends
+        ]
+    );
 }

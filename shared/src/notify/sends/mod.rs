@@ -28,12 +28,14 @@ pub use status::{ConfirmedBy, SendStatus};
 pub use unknown::{Confirmation, UnknownCounts, UnknownSend};
 
 use crate::db::DbResult;
-use crate::outbox::events::EVENT_WITH_ID;
+use crate::outbox::events::{EVENTS_OF_BOOKINGS, EVENT_WITH_ID};
 use status::send_sql::{CLAIMED, FAILED, SENT, SUPERSEDED, UNKNOWN};
 
 /// For each booking, the recipients that may have been told something
 /// about it: a send SENT, UNKNOWN, or still CLAIMED (an attempt may be
-/// sending it). One statement for all of them.
+/// sending it). One statement for all of them. The sends are found through
+/// the bookings' events (every send names its event): the planner asks
+/// only for a booking whose every earlier event still exists.
 pub async fn possibly_told_many(
     client: &impl GenericClient,
     booking_ids: &[Uuid],
@@ -43,8 +45,9 @@ pub async fn possibly_told_many(
         return Ok(told);
     }
     let sql = formatcp!(
-        "SELECT DISTINCT booking_id, recipient_email FROM booking_notification_sends \
-          WHERE booking_id = ANY($1) AND status IN ({SENT}, {UNKNOWN}, {CLAIMED})"
+        "SELECT DISTINCT e.aggregate_id, s.recipient_email FROM ({EVENTS_OF_BOOKINGS}) e \
+           JOIN booking_notification_sends s ON s.outbox_event_id = e.id \
+          WHERE s.status IN ({SENT}, {UNKNOWN}, {CLAIMED})"
     );
     for row in client.query(&client.prepare_cached(sql).await?, &[&booking_ids]).await? {
         told.entry(row.get(0)).or_default().push(row.get(1));

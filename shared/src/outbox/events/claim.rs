@@ -24,15 +24,19 @@ pub struct ClaimedEvent {
     pub attempts: i32,
 }
 
-/// The claim statement ($1 = limit, $2 = worker id). It reads only the
-/// partial indexes over unfinished rows (`outbox_events_due`,
-/// `outbox_events_unfinished_by_aggregate`), so millions of DONE rows do not
-/// slow it down. `OFFSET 0` keeps the ordering check a per-row probe of
-/// that index by `aggregate_id`: without it, a planner with stale statistics
-/// turns it into an anti-join that scans every unfinished row per candidate.
+/// The claim statement ($1 = limit, $2 = worker id). It reads the partial
+/// index over due rows (`outbox_events_due`), so millions of DONE rows do
+/// not slow it down, and probes each candidate's booking through
+/// `outbox_events_one_per_version` (a booking has a handful of events).
+/// `OFFSET 0` keeps the ordering check a per-row probe by `aggregate_id`:
+/// without it, a planner with stale statistics turns it into an anti-join
+/// that scans every unfinished row per candidate. The update finds each
+/// locked row by its `ctid` (the version this statement locked, which
+/// nobody else can change before it commits), not by a second descent of
+/// the primary key.
 pub const CLAIM_DUE: &str = formatcp!(
     "WITH due AS ( \
-         SELECT e.id FROM outbox_events e \
+         SELECT e.ctid, e.id FROM outbox_events e \
          WHERE e.status = {PENDING} AND e.next_attempt_at <= now() \
            AND NOT EXISTS ( \
                SELECT 1 FROM outbox_events earlier \
@@ -46,7 +50,7 @@ pub const CLAIM_DUE: &str = formatcp!(
      UPDATE outbox_events o \
         SET status = {PROCESSING}, locked_at = now(), locked_by = $2, \
             attempts = o.attempts + 1, updated_at = now() \
-       FROM due WHERE o.id = due.id \
+       FROM due WHERE o.ctid = due.ctid AND o.id = due.id \
      RETURNING o.id, o.aggregate_id, o.aggregate_version, o.event_type, o.payload, o.attempts"
 );
 

@@ -247,6 +247,11 @@ pub const UNFINISHED_EVENT_WITH_ID: &str =
 /// whose rows stop a second send keeps them until the event itself is gone.
 pub const EVENT_WITH_ID: &str = "SELECT 1 FROM outbox_events e WHERE e.id = ";
 
+/// The events (`id`, `aggregate_id`) of the bookings in `$1` (a uuid
+/// array), as a subquery for a table keyed by event: it reads
+/// `outbox_events_one_per_version`.
+pub const EVENTS_OF_BOOKINGS: &str = "SELECT e.id, e.aggregate_id FROM outbox_events e WHERE e.aggregate_id = ANY($1)";
+
 /// `… <id expression>)` completes a subquery that finds the event while a
 /// worker holds it (PROCESSING): a claim of such an event may still be
 /// being sent, so it is not an orphan.
