@@ -17,3 +17,8 @@ DROP INDEX outbox_events_unfinished_by_aggregate;
 -- outbox_events_one_per_version, then
 -- booking_notification_sends_one_per_recipient (outbox_event_id first).
 DROP INDEX booking_notification_sends_booking;
+
+-- One more per send: retention finds old sends by their ids, UUIDv7s made
+-- at the claim (their first 48 bits are its time in milliseconds), through
+-- the primary key, and still checks claimed_at itself.
+DROP INDEX booking_notification_sends_claimed_at;

@@ -8,7 +8,8 @@
 # BENCH_STREAMS, BENCH_FULL, BENCH_ONLY=trickle|burst, BENCH_KEEP).
 # Postgres: a throwaway cluster with durable settings (fsync on, as in
 # production), unless DATABASE_URL is set. Loopback only; every run ends by
-# itself.
+# itself. It ends with the continuous comparison against graphile-worker
+# (scripts/bench.sh, BENCH_ONLY=comparison; BENCH_COMPARISON=0 skips it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib/postgres.sh
@@ -34,3 +35,10 @@ if [ -z "${DATABASE_URL:-}" ]; then
   export DATABASE_URL="postgres://postgres@127.0.0.1:$PG_PORT/postgres"
 fi
 RUST_LOG="${RUST_LOG:-error}" ./target/debug/bench-production
+# Then the continuous comparison (a poller that never stops, against
+# graphile-worker batched 1 x 4 at equal drain lengths), on its own cluster
+# with the bench's settings; BENCH_COMPARISON=0 skips it.
+if [ "${BENCH_COMPARISON:-1}" != "0" ]; then
+  echo "==> the continuous comparison: scripts/bench.sh with BENCH_ONLY=comparison"
+  env -u DATABASE_URL BENCH_ONLY=comparison ./scripts/bench.sh
+fi

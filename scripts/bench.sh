@@ -6,7 +6,10 @@
 # Then, on the same cluster (each in a database of its own): graphile-worker
 # with its own perf method (BENCH_PEERS=0 skips it, BENCH_PEERS=required
 # fails without node/npm) and the SQL of POST /bookings with pgbench; see
-# scripts/lib/bench-peers.sh. All figures go to $BENCH_RESULTS (key<TAB>value;
+# scripts/lib/bench-peers.sh. The 1-poller drain and graphile-worker's
+# batched 1 x 4 preset run again, interleaved (BENCH_ROUNDS rounds in all,
+# default 2), and each side's best round counts; BENCH_ONLY=comparison runs
+# only those rounds. All figures go to $BENCH_RESULTS (key<TAB>value;
 # a temporary file unless set) and are printed as one table at the end.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -36,7 +39,21 @@ if [ -z "${BENCH_RESULTS:-}" ]; then
   export BENCH_RESULTS="$RESULTS_TMP"
 fi
 : >"$BENCH_RESULTS"
-RUST_LOG="${RUST_LOG:-error}" cargo bench --locked -p outbox-tests --bench poller
-bench_peers
-bench_api_sql
+# BENCH_ONLY=comparison: only the interleaved rounds below.
+first_round=1
+if [ "${BENCH_ONLY:-}" != "comparison" ]; then
+  RUST_LOG="${RUST_LOG:-error}" cargo bench --locked -p outbox-tests --bench poller
+  bench_peers
+  first_round=2
+fi
+# The 1-process comparison (again), interleaved with its peer: BENCH_ROUNDS
+# rounds in all (default 2). The table takes each side's best round, so one
+# slow minute of this shared machine does not decide the ratio.
+for _ in $(seq "$first_round" "${BENCH_ROUNDS:-2}"); do
+  echo "==> again, interleaved: the project's 1-poller drain, then graphile-worker batched 1 x 4" >&2
+  BENCH_ONLY=throughput BENCH_POLLERS=1 BENCH_PRODUCTION_DRAIN=0 RUST_LOG="${RUST_LOG:-error}" \
+    cargo bench --locked -p outbox-tests --bench poller
+  BENCH_PEER_PRESETS=batched.p1c4 bench_peers
+done
+[ "${BENCH_ONLY:-}" = "comparison" ] || bench_api_sql
 python3 scripts/lib/bench-table.py "$BENCH_RESULTS"

@@ -65,6 +65,18 @@ pub async fn status(out: Output, client: &Client) -> anyhow::Result<()> {
             "unknown: awaiting SES feedback {}  not confirmed by SES {}  (confirmed by SES events: {})",
             s.unknown.awaiting_feedback, s.unknown.not_confirmed, s.unknown.confirmed_by_ses
         );
+        match &s.vacuum_horizon.holder {
+            Some(h) => println!(
+                "oldest snapshot (vacuum keeps what it can see): {} {}{}{}, {} transactions old{}",
+                h.kind.replace('_', " "),
+                h.name.as_deref().map(|n| format!("{n:?}")).unwrap_or_else(|| "(unnamed)".into()),
+                h.pid.map(|p| format!(" pid {p}")).unwrap_or_default(),
+                h.state.as_deref().map(|st| format!(" ({st})")).unwrap_or_default(),
+                h.xmin_age,
+                h.age_secs.map(|a| format!(", for {a:.0}s")).unwrap_or_default(),
+            ),
+            None => println!("oldest snapshot (vacuum keeps what it can see): none"),
+        }
     });
     Ok(())
 }

@@ -4,8 +4,10 @@
 $BENCH_RESULTS holds `key<TAB>value` lines written in one run on one
 cluster: project.* and baseline.* by the Rust bench (tests/benches/poller.rs),
 graphile.* by bench/peers/perf.js, sql.* by bench_api_sql
-(scripts/lib/bench-peers.sh). A key written twice counts with its last value;
-a missing key prints as "-".
+(scripts/lib/bench-peers.sh). A key written more than once (scripts/bench.sh
+runs the 1-process comparison in interleaved rounds) counts with its best
+value: the most per second, the fewest milliseconds or seconds. A missing
+key prints as "-".
 
 Every ratio reads the same way: above 1 the project is better (more per
 second, or fewer milliseconds). Usage: bench-table.py [RESULTS_FILE].
@@ -21,9 +23,13 @@ def load(path):
             key, sep, value = line.rstrip("\n").partition("\t")
             if sep and key.strip():
                 try:
-                    results[key.strip()] = float(value)
+                    figure = float(value)
                 except ValueError:
-                    pass  # not a figure
+                    continue  # not a figure
+                key = key.strip()
+                fewer_is_better = key.endswith("_ms") or key.endswith("_s")
+                best = min if fewer_is_better else max
+                results[key] = best(results[key], figure) if key in results else figure
     return results
 
 
@@ -49,15 +55,15 @@ def main():
     rows = [
         ("throughput, 1 process", "project.poller1", "1 poller, notifications",
          "graphile.batched.p1c4", "graphile batched, 1 proc x 4", "/s", "target >= 1.00"),
-        ("drain, 1 process", "project.poller1.drain_s", "1 poller, 256/256",
+        ("drain, 1 process", "project.poller1.drain_s", "1 poller, 256/256, 4 in flight",
          "graphile.batched.p1c4.drain_s", "graphile batched, 1 proc x 4", "s", ""),
-        ("throughput, 1 proc, 32/64", "project.poller1.b32g64", "production defaults",
+        ("throughput, 1 proc, 32/64", "project.poller1.b32g64", "production defaults 32/64/2",
          "graphile.batched.p1c4", "graphile batched, 1 proc x 4", "/s", ""),
-        ("drain, 1 proc, 32/64", "project.poller1.b32g64.drain_s", "production defaults",
+        ("drain, 1 proc, 32/64", "project.poller1.b32g64.drain_s", "production defaults 32/64/2",
          "graphile.batched.p1c4.drain_s", "graphile batched, 1 proc x 4", "s", ""),
         ("throughput, 4 processes", "project.poller4", "4 pollers, notifications",
          "graphile.batched.p4c24", "graphile batched, 4 procs x 24", "/s", ""),
-        ("drain, 4 processes", "project.poller4.drain_s", "4 pollers, 256/256",
+        ("drain, 4 processes", "project.poller4.drain_s", "4 pollers, 256/256, 4 in flight",
          "graphile.batched.p4c24.drain_s", "graphile batched, 4 procs x 24", "s", ""),
         ("throughput, per-job mode", "project.poller1", "1 poller, notifications",
          "graphile.perjob.c4", "graphile per-job, 1 proc x 4", "/s", ""),
@@ -79,7 +85,7 @@ def main():
 
     durable = os.environ.get("BENCH_DURABLE", "0") == "1"
     print()
-    print("comparison, one cluster, one run: "
+    print("comparison, one cluster, one run (the 1-process rows: each side's best of the interleaved rounds): "
           + ("fsync=on (BENCH_DURABLE=1)" if durable
              else "fsync=off, synchronous_commit=off, full_page_writes=off (BENCH_DURABLE=1 for fsync=on)"))
     jobs = get("graphile.jobs")
@@ -96,6 +102,8 @@ def main():
     print(line(tuple("-" * w for w in widths[:-1]) + ("",)))
     for what, pkey, plabel, qkey, qlabel, unit, note in rows:
         p, q = get(pkey), get(qkey)
+        if p is None and q is None:
+            continue  # not measured in this run (BENCH_ONLY)
         ratio = "-"
         if p and q:
             value = p / q if unit == "/s" else q / p

@@ -98,6 +98,17 @@ impl TestDb {
         Self { name, url, pool, admin_url }
     }
 
+    /// A pool of a fresh login role that is a member of `booking_app`, as
+    /// the functions connect in production (not the schema owner).
+    pub async fn app_role_pool(&self) -> Pool {
+        let login = format!("app_{}", &uuid::Uuid::new_v4().simple().to_string()[..12]);
+        let admin = self.pool.get().await.unwrap();
+        admin.batch_execute(&format!("CREATE ROLE {login} LOGIN IN ROLE booking_app")).await.unwrap();
+        let mut cfg = DbConfig::from_url(&self.url, 16, Duration::from_secs(5)).unwrap();
+        cfg.pg.user(&login);
+        cfg.build_pool().unwrap()
+    }
+
     pub fn pool_for(url: &str, size: usize) -> Pool {
         DbConfig::from_url(url, size, Duration::from_secs(5)).unwrap().build_pool().unwrap()
     }

@@ -95,6 +95,14 @@ pub async fn seed_events(pool: &deadpool_postgres::Pool, events: usize, recipien
     ids
 }
 
+/// Makes every send look claimed and completed 30 days ago, its id
+/// included: a send's id is a UUIDv7 whose first 48 bits are its claim's
+/// time, and retention finds old sends by it.
+pub const AGE_SENDS_30_DAYS: &str = "UPDATE booking_notification_sends \
+     SET claimed_at = now() - interval '30 days', completed_at = now() - interval '30 days', \
+         id = (lpad(to_hex(floor(extract(epoch FROM now() - interval '30 days') * 1000)::bigint), 12, '0') \
+               || substr(replace(id::text, '-', ''), 13))::uuid";
+
 pub fn poller(db: &TestDb, mailer: Arc<RecordingMailer>, config: PollerConfig) -> Poller<RecordingMailer> {
     Poller::new(db.pool.clone(), mailer, Faults::none(), config)
 }

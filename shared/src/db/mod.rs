@@ -18,6 +18,7 @@ use crate::config::ConfigError;
 #[cfg(feature = "custom-resource")]
 pub mod custom_resource;
 mod error;
+pub mod horizon;
 mod listen;
 mod migrate;
 mod stored;

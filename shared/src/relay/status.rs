@@ -1,6 +1,6 @@
 //! How the whole pipeline stands, for `outboxctl status`: events by status,
-//! lag, stuck rows, sends by status, and how the ambiguous sends stand
-//! against SES's feedback.
+//! lag, stuck rows, sends by status, how the ambiguous sends stand against
+//! SES's feedback, and what holds back vacuum.
 
 use std::collections::BTreeMap;
 
@@ -8,6 +8,7 @@ use deadpool_postgres::GenericClient;
 use serde::Serialize;
 
 use super::config::SweeperConfig;
+use crate::db::horizon::{self, Horizon};
 use crate::db::DbResult;
 use crate::notify::sends::{self, SendStatus};
 use crate::notify::unknown::{self, UnknownCounts};
@@ -26,6 +27,8 @@ pub struct Status {
     pub sends: BTreeMap<SendStatus, i64>,
     /// The ambiguous sends against SES's feedback (`FEEDBACK_GRACE_SECS`).
     pub unknown: UnknownCounts,
+    /// What holds back vacuum, and for how long.
+    pub vacuum_horizon: Horizon,
 }
 
 pub async fn fetch(client: &impl GenericClient, config: &SweeperConfig) -> DbResult<Status> {
@@ -37,5 +40,6 @@ pub async fn fetch(client: &impl GenericClient, config: &SweeperConfig) -> DbRes
         processing_past_sweep_timeout: events::count_stuck(client, config.stuck_after).await?,
         sends: sends::counts(client).await?,
         unknown: unknown::counts(client, config.feedback.grace).await?,
+        vacuum_horizon: horizon::fetch(client).await?,
     })
 }

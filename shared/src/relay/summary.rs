@@ -3,6 +3,7 @@
 
 use serde::Serialize;
 
+use crate::db::horizon::Horizon;
 use crate::notify::deliver::Delivery;
 use crate::notify::unknown::UnknownCounts;
 use crate::outbox::events::transitions::Reset;
@@ -113,6 +114,8 @@ pub struct SweepRun {
     pub feedback: FeedbackReport,
     pub retention: RetentionReport,
     pub oldest_due_pending_age_secs: f64,
+    /// What holds back vacuum in the database, and for how long.
+    pub vacuum_horizon: Horizon,
 }
 
 impl SweepRun {
@@ -131,6 +134,8 @@ impl SweepRun {
             ("Swept", self.reset as f64, Unit::Count),
             ("DeadLettered", self.dead_lettered as f64, Unit::Count),
             ("OldestPendingAgeSeconds", self.oldest_due_pending_age_secs, Unit::Seconds),
+            ("OldestXminAgeSeconds", self.vacuum_horizon.oldest_age_secs, Unit::Seconds),
+            ("OldestXminAgeTransactions", self.vacuum_horizon.oldest_xmin_age as f64, Unit::Count),
             ("UnconfirmedSends", self.feedback.counts.not_confirmed as f64, Unit::Count),
             ("AwaitingSesFeedback", self.feedback.counts.awaiting_feedback as f64, Unit::Count),
             ("AutoResent", self.feedback.auto_resent as f64, Unit::Count),

@@ -8,7 +8,7 @@ use deadpool_postgres::{GenericClient, Pool};
 use super::config::SweeperConfig;
 use super::retention;
 use super::summary::{FeedbackReport, SweepRun};
-use crate::db::DbResult;
+use crate::db::{horizon, DbResult};
 use crate::notify::{sends, unknown};
 use crate::outbox::events;
 use crate::outbox::events::transitions::{self, Reset};
@@ -76,9 +76,24 @@ async fn reconcile(client: &mut deadpool_postgres::Client, config: &SweeperConfi
     Ok(report)
 }
 
-/// Step 4: how far behind the outbox is, as EMF metrics.
+/// A snapshot held this long is named in the log at each run (the
+/// template's alarm on `OldestXminAgeSeconds` has its own threshold).
+const HELD_SNAPSHOT_WARN_SECS: f64 = 600.0;
+
+/// Step 4: how far behind the outbox is, and what holds back vacuum, as
+/// EMF metrics.
 async fn report(client: &impl GenericClient, out: &mut SweepRun) -> DbResult<()> {
     out.oldest_due_pending_age_secs = events::oldest_due_age(client).await?.unwrap_or(0.0);
+    out.vacuum_horizon = horizon::fetch(client).await?;
+    if let Some(h) =
+        out.vacuum_horizon.holder.as_ref().filter(|_| out.vacuum_horizon.oldest_age_secs > HELD_SNAPSHOT_WARN_SECS)
+    {
+        tracing::warn!(
+            kind = %h.kind, pid = ?h.pid, name = ?h.name, state = ?h.state, age_secs = ?h.age_secs,
+            xmin_age = h.xmin_age,
+            "an old snapshot holds back vacuum: the outbox slows down until it ends (outboxctl status)"
+        );
+    }
     emf::emit("outbox-sweeper", &out.metrics());
     Ok(())
 }

@@ -6,11 +6,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use outbox_tests::api::{booking_body, test_config, TestApi, BOB};
-use outbox_tests::outbox::{age_processing_rows, sweeper_config};
+use outbox_tests::outbox::{age_processing_rows, sweeper_config, AGE_SENDS_30_DAYS};
 use outbox_tests::TestDb;
 use serde_json::json;
 use shared::api::Api;
-use shared::db::DbConfig;
 use shared::fault::Faults;
 use shared::notify::mailer::recording::RecordingMailer;
 use shared::notify::mailer::SendOutcome;
@@ -19,19 +18,10 @@ use shared::outbox::events::transitions::{self, ReplaySelection};
 use shared::relay::{status, sweeper, FeedbackConfig, Poller, PollerConfig};
 use tokio_postgres::error::SqlState;
 
-async fn app_role_pool(db: &TestDb) -> deadpool_postgres::Pool {
-    let login = format!("app_{}", &uuid::Uuid::new_v4().simple().to_string()[..12]);
-    let admin = db.pool.get().await.unwrap();
-    admin.batch_execute(&format!("CREATE ROLE {login} LOGIN IN ROLE booking_app")).await.unwrap();
-    let mut cfg = DbConfig::from_url(&db.url, 16, std::time::Duration::from_secs(5)).unwrap();
-    cfg.pg.user(&login);
-    cfg.build_pool().unwrap()
-}
-
 #[tokio::test]
 async fn the_app_role_runs_every_function_and_operator_command() {
     let db = TestDb::create().await;
-    let pool = app_role_pool(&db).await;
+    let pool = db.app_role_pool().await;
     let who: String = pool.get().await.unwrap().query_one("SELECT current_user", &[]).await.unwrap().get(0);
     assert!(who.starts_with("app_"), "connected as the app role, not the owner: {who}");
 
@@ -75,15 +65,15 @@ async fn the_app_role_runs_every_function_and_operator_command() {
     // The sweeper: sweep a stuck row, then retention deletes old rows.
     let admin = db.pool.get().await.unwrap();
     admin
-        .batch_execute(
+        .batch_execute(&format!(
             "UPDATE outbox_events SET status = 'PROCESSING', locked_by = 'dead', locked_at = now() \
               WHERE id = (SELECT id FROM outbox_events LIMIT 1); \
              UPDATE outbox_events SET completed_at = now() - interval '30 days' WHERE status = 'DONE'; \
              UPDATE processed_events SET processed_at = now() - interval '30 days'; \
-             UPDATE booking_notification_sends SET claimed_at = now() - interval '30 days', completed_at = now() - interval '30 days'; \
+             {AGE_SENDS_30_DAYS}; \
              UPDATE idempotency_keys SET created_at = now() - interval '30 days'; \
              UPDATE organizer_daily_usage SET day = day - 30; UPDATE booking_daily_changes SET day = day - 30;",
-        )
+        ))
         .await
         .unwrap();
     age_processing_rows(&db, 301).await;
@@ -99,7 +89,7 @@ async fn the_app_role_runs_every_function_and_operator_command() {
 #[tokio::test]
 async fn the_app_role_reconciles_unconfirmed_sends_and_manages_suppressions() {
     let db = TestDb::create().await;
-    let pool = app_role_pool(&db).await;
+    let pool = db.app_role_pool().await;
     let api = TestApi { api: Api::new(pool.clone(), Faults::none(), test_config()) };
     assert_eq!(api.post("/bookings", BOB, &booking_body(9)).await.status, 201);
     let mailer = Arc::new(RecordingMailer::new());
@@ -140,7 +130,7 @@ async fn the_app_role_reconciles_unconfirmed_sends_and_manages_suppressions() {
 #[tokio::test]
 async fn the_app_role_cannot_create_alter_drop_or_truncate() {
     let db = TestDb::create().await;
-    let pool = app_role_pool(&db).await;
+    let pool = db.app_role_pool().await;
     let client = pool.get().await.unwrap();
     for ddl in [
         "CREATE TABLE evil (id int)",

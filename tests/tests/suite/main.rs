@@ -29,3 +29,4 @@ mod ses_feedback_end_to_end;
 mod ses_mailer;
 mod settings;
 mod unknown_reconciliation;
+mod vacuum_horizon;

@@ -102,9 +102,8 @@ async fn the_delivery_path_writes_only_the_indexes_something_reads() {
     assert_eq!(
         indexes("booking_notification_sends").await,
         [
-            "booking_notification_sends_claimed_at",        // retention
             "booking_notification_sends_one_per_recipient", // the claim's conflict; an event's sends
-            "booking_notification_sends_pkey",              // outcomes by id
+            "booking_notification_sends_pkey",              // outcomes by id; retention (UUIDv7 ids)
             "booking_notification_sends_with_error",        // unconfirmed UNKNOWN sends
         ]
     );

@@ -219,7 +219,7 @@ async fn retention_deletes_only_finished_rows_in_bounded_batches() {
               WHERE aggregate_id = '{}'; \
              UPDATE outbox_events SET completed_at = now() - interval '30 days' WHERE status = 'DONE'; \
              UPDATE processed_events SET processed_at = now() - interval '30 days'; \
-             UPDATE booking_notification_sends SET claimed_at = now() - interval '30 days', completed_at = now() - interval '30 days';",
+             {AGE_SENDS_30_DAYS};",
             pending.id
         ))
         .await
@@ -373,10 +373,9 @@ async fn retention_keeps_a_send_while_its_event_exists() {
     // The send is old, its event recent: the event could still be reopened
     // (a resend), so the claim that stops a second email must stay.
     client
-        .batch_execute(
-            "UPDATE booking_notification_sends SET claimed_at = now() - interval '30 days', completed_at = now() - interval '30 days'; \
-             UPDATE outbox_events SET completed_at = now() - interval '1 day';",
-        )
+        .batch_execute(&format!(
+            "{AGE_SENDS_30_DAYS}; UPDATE outbox_events SET completed_at = now() - interval '1 day';"
+        ))
         .await
         .unwrap();
     let report = retention::run(&client, &RetentionConfig::default()).await.unwrap();

@@ -30,7 +30,8 @@ pub struct GroupClaim<'a> {
 
 /// New claims' ids, one per item of a group, for [`claim`]: the caller
 /// knows them before the statement runs, so it can release what the
-/// statement may have committed when its answer is lost.
+/// statement may have committed when its answer is lost. They are UUIDv7s,
+/// made now: retention finds old sends by them ([`super::purge`]).
 pub fn new_ids(group: &[GroupClaim<'_>]) -> Vec<Uuid> {
     group.iter().map(|_| Uuid::now_v7()).collect()
 }

@@ -77,17 +77,27 @@ pub async fn counts(client: &impl GenericClient) -> DbResult<BTreeMap<SendStatus
     Ok(counts)
 }
 
+/// The smallest send id claimed at or after `now() - $1 seconds`: a send's
+/// id is a UUIDv7 made at its claim ([`claim::new_ids`]), whose first 48
+/// bits are the claim's Unix time in milliseconds, so the primary key
+/// orders the sends by claim time and no index on `claimed_at` is needed
+/// (each claim wrote one). Clocks of different pollers may differ by
+/// seconds; what reads this bound also checks `claimed_at` itself.
+const FIRST_ID_CLAIMED_SINCE: &str = "(lpad(to_hex(floor(extract(epoch FROM now() - make_interval(secs => $1)) \
+     * 1000)::bigint), 12, '0') || '00000000000000000000')::uuid";
+
 /// Retention: deletes up to `limit` SENT/FAILED/SUPERSEDED sends completed more than
-/// `max_age` ago whose event no longer exists (found by `claimed_at`, which
-/// the outcome never changes: a send is claimed before it completes). A claim of an event that
-/// exists is kept, even a DONE one: the event may be reopened (a retry, a
-/// replay or an operator's resend), and without its claim it would send
-/// that email twice.
+/// `max_age` ago whose event no longer exists (found by their ids, which
+/// order them by claim time: a send is claimed before it completes). A
+/// claim of an event that exists is kept, even a DONE one: the event may be
+/// reopened (a retry, a replay or an operator's resend), and without its
+/// claim it would send that email twice.
 pub async fn purge(client: &impl GenericClient, max_age: Duration, limit: i64) -> DbResult<u64> {
     const SQL: &str = formatcp!(
         "DELETE FROM booking_notification_sends WHERE id IN ( \
              SELECT s.id FROM booking_notification_sends s \
-              WHERE s.claimed_at < now() - make_interval(secs => $1) \
+              WHERE s.id < {FIRST_ID_CLAIMED_SINCE} \
+                AND s.claimed_at < now() - make_interval(secs => $1) \
                 AND s.status IN ({SENT}, {FAILED}, {SUPERSEDED}) \
                 AND s.completed_at < now() - make_interval(secs => $1) \
                 AND NOT EXISTS ({EVENT_WITH_ID}s.outbox_event_id) LIMIT $2)"

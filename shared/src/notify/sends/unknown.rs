@@ -96,7 +96,8 @@ const UNKNOWN_COLUMNS: &str = formatcp!(
 /// retry has looked at it yet.
 const ORPHANED: &str = formatcp!("(s.status = {CLAIMED} AND NOT EXISTS ({IN_FLIGHT_EVENT_WITH_ID}s.outbox_event_id))");
 
-/// UNKNOWN sends and orphaned CLAIMED ones, newest first, each with its
+/// UNKNOWN sends and orphaned CLAIMED ones, newest claim first (ids are
+/// UUIDv7s made at the claim), each with its
 /// standing against the feedback `grace`; with `confirmed`, also the ones
 /// SES's event settled.
 pub async fn list_unknown(
@@ -109,7 +110,7 @@ pub async fn list_unknown(
         "SELECT {UNKNOWN_COLUMNS} FROM booking_notification_sends s \
           WHERE s.status = {UNKNOWN} OR {ORPHANED} \
              OR ($2 AND s.status = {SENT} AND s.confirmed_by = {SES_EVENT}) \
-          ORDER BY s.claimed_at DESC LIMIT $3"
+          ORDER BY s.id DESC LIMIT $3"
     );
     let rows = client.query(sql, &[&grace.as_secs_f64(), &confirmed, &limit]).await?;
     rows.iter().map(UnknownSend::of).collect()
