@@ -31,7 +31,8 @@ impl Output {
 const TIME: &str = "%Y-%m-%dT%H:%M:%SZ";
 
 pub async fn migrate(out: Output, pool: &Pool) -> anyhow::Result<()> {
-    let applied = shared::db::migrate(pool).await?;
+    let limits = shared::db::role_limits::RoleLimits::from_env()?;
+    let applied = shared::db::migrate_with(pool, shared::db::MigrationTarget::Latest, &limits).await?;
     out.print(&applied, |a| {
         if a.is_empty() {
             println!("schema is up to date");

@@ -147,6 +147,10 @@ settings! {
     SES_EVENTS_ACCOUNT = None, &[Reader::SesEvents];
     /// the only CloudFormation stack (its ARN) whose custom-resource requests are served, answered only to CloudFormation's response bucket of the function's `AWS_REGION` (the template passes its own stack)
     CUSTOM_RESOURCE_STACK_ID = None, &[Reader::Migrate];
+    /// `statement_timeout` of the functions' role (`booking_app` and each login role in it, in this database), set by every migration run; 0: none
+    APP_STATEMENT_TIMEOUT_MS = Some("30000"), &[Reader::Migrate, Outboxctl];
+    /// `idle_in_transaction_session_timeout` of the functions' role, set by every migration run: a forgotten transaction ends instead of holding back vacuum; must exceed the poller's longest batch (its timeout); 0: none
+    APP_IDLE_IN_TRANSACTION_TIMEOUT_MS = Some("300000"), &[Reader::Migrate, Outboxctl];
     /// a PROCESSING row older than this is presumed abandoned; must exceed `POLLER_TIMEOUT_SECS`
     SWEEP_STUCK_AFTER_SECS = Some("300"), &[Sweeper, Outboxctl];
     /// rows per sweep statement

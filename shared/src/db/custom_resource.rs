@@ -24,6 +24,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::config::settings::CUSTOM_RESOURCE_STACK_ID;
 use crate::config::ConfigError;
+use crate::db::role_limits::RoleLimits;
 use crate::db::{self, DbConfig};
 
 /// The resource's one physical id: stable, so an update never looks like
@@ -246,7 +247,8 @@ where
     Fut: Future<Output = Result<DbConfig, ConfigError>>,
 {
     let pool = load_db().await.and_then(|c| c.build_pool()).map_err(|e| Failure::Settings(e.to_string()))?;
-    let applied = db::migrate(&pool).await.map_err(|e| match e {
+    let limits = RoleLimits::from_env().map_err(|e| Failure::Settings(e.to_string()))?;
+    let applied = db::migrate_with(&pool, db::MigrationTarget::Latest, &limits).await.map_err(|e| match e {
         db::MigrateError::Db(e) => Failure::Database(e.to_string()),
         e => Failure::Migration(e.to_string()),
     })?;

@@ -21,12 +21,13 @@ mod error;
 pub mod horizon;
 mod listen;
 mod migrate;
+pub mod role_limits;
 mod stored;
 
 pub use deadpool_postgres::{Object as Client, Pool as DbPool, PoolError};
 pub use error::{DbError, DbResult};
 pub use listen::{Connector, Listener};
-pub use migrate::{migrate, migrate_to, MigrateError};
+pub use migrate::{migrate, migrate_to, migrate_with, MigrateError};
 pub use refinery::Target as MigrationTarget;
 pub use stored::UnknownValue;
 

@@ -153,3 +153,41 @@ async fn the_app_role_cannot_create_alter_drop_or_truncate() {
         );
     }
 }
+
+#[tokio::test]
+async fn the_app_roles_timeouts_end_an_idle_in_transaction_session_and_a_runaway_statement() {
+    use shared::db::role_limits::RoleLimits;
+    let db = TestDb::create().await;
+    // A login role created after the first migration, as operators add one:
+    // the next migration run sets it too, in this database only.
+    let app = db.app_role_pool().await;
+    let limits = RoleLimits {
+        statement_timeout: Duration::from_millis(300),
+        idle_in_transaction_timeout: Duration::from_millis(500),
+    };
+    shared::db::migrate_with(&db.pool, shared::db::MigrationTarget::Latest, &limits).await.unwrap();
+    let client = app.get().await.unwrap();
+    let shown: String = client.query_one("SHOW statement_timeout", &[]).await.unwrap().get(0);
+    assert_eq!(shown, "300ms");
+
+    let runaway = client.batch_execute("SELECT pg_sleep(2)").await.unwrap_err();
+    assert_eq!(runaway.code(), Some(&SqlState::QUERY_CANCELED), "{runaway}");
+
+    // A transaction left open (a report, a forgotten psql session) ends
+    // instead of holding back vacuum.
+    client.batch_execute("BEGIN; SELECT count(*) FROM outbox_events").await.unwrap();
+    tokio::time::sleep(Duration::from_millis(900)).await;
+    let ended = client.batch_execute("SELECT 1").await.unwrap_err();
+    assert!(
+        ended.code() == Some(&SqlState::IDLE_IN_TRANSACTION_SESSION_TIMEOUT) || client.is_closed(),
+        "the idle transaction's session was ended: {ended}"
+    );
+    let sessions: i64 = db
+        .scalar("SELECT count(*) FROM pg_stat_activity WHERE state = 'idle in transaction' AND datname = current_database()")
+        .await;
+    assert_eq!(sessions, 0);
+
+    // The schema owner (operators, migrations) is not limited.
+    let owner: String = db.pool.get().await.unwrap().query_one("SHOW statement_timeout", &[]).await.unwrap().get(0);
+    assert_eq!(owner, "0");
+}

@@ -1,0 +1,83 @@
+//! The functions' role's own limits, so that none of its sessions can hold
+//! back vacuum for long: `statement_timeout` and
+//! `idle_in_transaction_session_timeout` for `booking_app` and each login
+//! role in it, set by every migration run (`APP_STATEMENT_TIMEOUT_MS`,
+//! `APP_IDLE_IN_TRANSACTION_TIMEOUT_MS`).
+//!
+//! A role's settings apply to the role that logs in, never to the members of
+//! a group, so each login role is set by name; and only in this database
+//! (`ALTER ROLE … IN DATABASE …`), as roles are shared by the whole server.
+//! A login role added later gets them at the next migration run (every
+//! deploy runs one).
+
+use std::time::Duration;
+
+use deadpool_postgres::GenericClient;
+
+use super::DbResult;
+use crate::config::settings as S;
+use crate::config::ConfigError;
+
+/// The limits; a zero duration sets none.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RoleLimits {
+    pub statement_timeout: Duration,
+    pub idle_in_transaction_timeout: Duration,
+}
+
+impl Default for RoleLimits {
+    fn default() -> Self {
+        Self {
+            statement_timeout: Duration::from_millis(S::APP_STATEMENT_TIMEOUT_MS.default_value()),
+            idle_in_transaction_timeout: Duration::from_millis(S::APP_IDLE_IN_TRANSACTION_TIMEOUT_MS.default_value()),
+        }
+    }
+}
+
+impl RoleLimits {
+    pub fn from_env() -> Result<Self, ConfigError> {
+        Ok(Self {
+            statement_timeout: Duration::from_millis(S::APP_STATEMENT_TIMEOUT_MS.parsed()?),
+            idle_in_transaction_timeout: Duration::from_millis(S::APP_IDLE_IN_TRANSACTION_TIMEOUT_MS.parsed()?),
+        })
+    }
+}
+
+/// Sets the limits on `booking_app` and every role directly in it, in this
+/// database; returns the roles set.
+pub async fn apply(client: &impl GenericClient, limits: &RoleLimits) -> DbResult<Vec<String>> {
+    let settings = [
+        ("statement_timeout", limits.statement_timeout),
+        ("idle_in_transaction_session_timeout", limits.idle_in_transaction_timeout),
+    ];
+    let mut roles = Vec::new();
+    for row in client
+        .query(
+            "SELECT r.rolname::text FROM pg_roles r \
+              WHERE r.rolname = 'booking_app' \
+                 OR r.oid IN (SELECT m.member FROM pg_auth_members m JOIN pg_roles g ON g.oid = m.roleid \
+                               WHERE g.rolname = 'booking_app') \
+              ORDER BY 1",
+            &[],
+        )
+        .await?
+    {
+        let role: String = row.get(0);
+        for (name, value) in settings {
+            // Identifiers and the value quoted by Postgres itself.
+            let sql: String = client
+                .query_one(
+                    "SELECT CASE WHEN $3::bigint = 0 \
+                                 THEN format('ALTER ROLE %I IN DATABASE %I RESET %s', $1::text, current_database(), $2::text) \
+                                 ELSE format('ALTER ROLE %I IN DATABASE %I SET %s = %L', $1::text, current_database(), \
+                                             $2::text, $3::bigint || 'ms') END",
+                    &[&role, &name, &(value.as_millis() as i64)],
+                )
+                .await?
+                .get(0);
+            client.batch_execute(&sql).await?;
+        }
+        roles.push(role);
+    }
+    Ok(roles)
+}
