@@ -49,11 +49,21 @@ fi
 # The 1-process comparison (again), interleaved with its peer: BENCH_ROUNDS
 # rounds in all (default 2). The table takes each side's best round, so one
 # slow minute of this shared machine does not decide the ratio.
-for _ in $(seq "$first_round" "${BENCH_ROUNDS:-2}"); do
-  echo "==> again, interleaved: the project's 1-poller drain, then graphile-worker batched 1 x 4" >&2
+# Odd rounds run the project first, even rounds the peer: whichever runs
+# first on a fresh cluster also pays for creating its WAL segments.
+project_drain() {
   BENCH_ONLY=throughput BENCH_POLLERS=1 BENCH_PRODUCTION_DRAIN=0 RUST_LOG="${RUST_LOG:-error}" \
     cargo bench --locked -p outbox-tests --bench poller
-  BENCH_PEER_PRESETS=batched.p1c4 bench_peers
+}
+for round in $(seq "$first_round" "${BENCH_ROUNDS:-2}"); do
+  echo "==> round $round, interleaved: the project's 1-poller drain and graphile-worker batched 1 x 4" >&2
+  if [ $((round % 2)) -eq 1 ]; then
+    project_drain
+    BENCH_PEER_PRESETS=batched.p1c4 bench_peers
+  else
+    BENCH_PEER_PRESETS=batched.p1c4 bench_peers
+    project_drain
+  fi
 done
 [ "${BENCH_ONLY:-}" = "comparison" ] || bench_api_sql
 python3 scripts/lib/bench-table.py "$BENCH_RESULTS"
