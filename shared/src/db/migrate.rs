@@ -20,6 +20,9 @@ pub enum MigrateError {
     Db(#[from] DbError),
     #[error("migration failed: {0}")]
     Migration(#[from] refinery::Error),
+    /// Setting the functions' role's timeouts after the migrations.
+    #[error("cannot set the timeouts of booking_app's roles (the migration role needs CREATEROLE): {0}")]
+    RoleLimits(DbError),
 }
 
 /// Applies pending migrations from `migrations/` under an advisory lock and
@@ -55,6 +58,6 @@ pub async fn migrate_with(
     // live as long as the pooled connection.
     client.execute("SELECT pg_advisory_unlock($1)", &[&MIGRATION_LOCK_KEY]).await.map_err(DbError::from)?;
     let report = report?;
-    limited?;
+    limited.map_err(MigrateError::RoleLimits)?;
     Ok(report.applied_migrations().iter().map(|m| m.to_string()).collect())
 }

@@ -140,10 +140,10 @@ pub struct Gate<'a> {
 /// A database error in 1 or 2, before any send, releases the claims this
 /// call made (the retry sends them). A crash between 1 and 4 leaves the
 /// group's claims CLAIMED, which the next attempt marks UNKNOWN: up to a
-/// group of emails lost, none duplicated. The
-/// caller must hold the events' `processed_events` row locks, so no other
-/// attempt on them is live and a claim still CLAIMED belongs to an attempt
-/// that died. Returns one [`Delivery`] per item, in order.
+/// group of emails lost, none duplicated. The caller must hold the events'
+/// `processed_events` row locks, so no other attempt on them is live and a
+/// claim still CLAIMED belongs to an attempt that died. Returns one
+/// [`Delivery`] per item, in order.
 pub async fn deliver(
     pool: &Pool,
     mailer: &dyn Mailer,
@@ -163,7 +163,7 @@ pub async fn deliver(
         })
         .collect();
     let ids = sends::claim::new_ids(&claims);
-    let (mut out, to_send) = match claim_group(pool, group, &claims, &ids, worker).await {
+    let Claimed { mut out, to_send } = match claim_group(pool, group, &claims, &ids, worker).await {
         Ok(claimed) => claimed,
         Err(e) => {
             release_unsent(pool, &ids, &e).await;
@@ -269,17 +269,23 @@ pub async fn deliver(
     Ok(out.into_iter().map(|d| d.expect("every item of the group has a delivery")).collect())
 }
 
+/// What [`claim_group`] leaves to send.
+struct Claimed {
+    /// Each item's delivery where it is already known (None: to send).
+    out: Vec<Option<Delivery>>,
+    /// The claims won for sends: (item, claim id).
+    to_send: Vec<(usize, Uuid)>,
+}
+
 /// Claims a group (step 1) and settles the claims that are not to be sent
-/// (step 2). Returns each item's delivery where it is already known, and
-/// the claims to send.
-#[allow(clippy::type_complexity)]
+/// (step 2).
 async fn claim_group(
     pool: &Pool,
     group: &[Planned],
     claims: &[GroupClaim<'_>],
     ids: &[Uuid],
     worker: &str,
-) -> Result<(Vec<Option<Delivery>>, Vec<(usize, Uuid)>), DbError> {
+) -> Result<Claimed, DbError> {
     let client = pool.get().await?;
     let claimed = sends::claim(&client, claims, ids, worker).await?;
     let mut out: Vec<Option<Delivery>> = vec![None; group.len()];
@@ -317,7 +323,7 @@ async fn claim_group(
         None => true,
     });
     sends::outcome::record(&client, &refused).await?;
-    Ok((out, to_send))
+    Ok(Claimed { out, to_send })
 }
 
 /// Nothing of a group whose claim failed was sent: the claims the statement
