@@ -9,8 +9,11 @@
 # scripts/lib/bench-peers.sh. The 1-poller drain and graphile-worker's
 # batched 1 x 4 preset run again, interleaved (BENCH_ROUNDS rounds in all,
 # default 2), and each side's best round counts; BENCH_ONLY=comparison runs
-# only those rounds. All figures go to $BENCH_RESULTS (key<TAB>value;
-# a temporary file unless set) and are printed as one table at the end.
+# only those rounds. Last, the held-snapshot stress (tests/benches/stress.rs)
+# and graphile-worker under the same stress; BENCH_ONLY=stress runs only
+# that, BENCH_STATEMENTS=1 adds each drain's statement costs. All figures go
+# to $BENCH_RESULTS (key<TAB>value; a temporary file unless set) and are
+# printed as one table at the end.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib/postgres.sh
@@ -30,7 +33,8 @@ if [ -z "${DATABASE_URL:-}" ]; then
   if [ "${BENCH_DURABLE:-0}" = "1" ]; then
     pg_start "$PG_DIR" "$PG_PORT"
   else
-    pg_start "$PG_DIR" "$PG_PORT" fsync=off synchronous_commit=off full_page_writes=off
+    pg_start "$PG_DIR" "$PG_PORT" fsync=off synchronous_commit=off full_page_writes=off \
+      shared_preload_libraries=pg_stat_statements
   fi
   export DATABASE_URL="postgres://postgres@127.0.0.1:$PG_PORT/postgres"
 fi
@@ -39,6 +43,15 @@ if [ -z "${BENCH_RESULTS:-}" ]; then
   export BENCH_RESULTS="$RESULTS_TMP"
 fi
 : >"$BENCH_RESULTS"
+stress() {
+  RUST_LOG="${RUST_LOG:-error}" cargo bench --locked -p outbox-tests --bench stress
+  bench_peers stress
+}
+if [ "${BENCH_ONLY:-}" = "stress" ]; then
+  stress
+  python3 scripts/lib/bench-table.py "$BENCH_RESULTS"
+  exit 0
+fi
 # BENCH_ONLY=comparison: only the interleaved rounds below.
 first_round=1
 if [ "${BENCH_ONLY:-}" != "comparison" ]; then
@@ -65,5 +78,5 @@ for round in $(seq "$first_round" "${BENCH_ROUNDS:-2}"); do
     project_drain
   fi
 done
-[ "${BENCH_ONLY:-}" = "comparison" ] || bench_api_sql
+[ "${BENCH_ONLY:-}" = "comparison" ] || { bench_api_sql; stress; }
 python3 scripts/lib/bench-table.py "$BENCH_RESULTS"

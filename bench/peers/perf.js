@@ -7,6 +7,7 @@
 //
 //   node perf.js            all presets, then the latency test; prints
 //                           `key<TAB>value` lines on stdout, the log on stderr
+//   node perf.js stress     the held-snapshot stress of tests/benches/stress.rs
 //   node perf.js drain P    (internal) one worker process of preset P that
 //                           drains the queue like `graphile-worker --once`
 //
@@ -24,7 +25,7 @@
 "use strict";
 
 const { spawn } = require("child_process");
-const { Pool } = require("pg");
+const { Client, Pool } = require("pg");
 const { Logger, runOnce, runTaskList } = require("graphile-worker");
 
 const env = (name, dflt) => {
@@ -127,7 +128,7 @@ async function remainingJobs(pool) {
   return rows[0].n;
 }
 
-async function throughput(pool, name) {
+async function throughput(pool, name, jobs = JOBS) {
   const preset = PRESETS[name];
   if ((await remainingJobs(pool)) !== 0) throw new Error("queue not empty before the run");
   const [startupMs] = await timed(() => spawnDrain(name));
@@ -137,7 +138,7 @@ async function throughput(pool, name) {
          select json_populate_record(null::graphile_worker.job_spec,
                   json_build_object('identifier', 'noop', 'payload', json_build_object('id', i)))
            from generate_series(1, $1::int) i))`,
-      [JOBS],
+      [jobs],
     ),
   );
   // As the project's bench does after seeding its outbox.
@@ -147,10 +148,10 @@ async function throughput(pool, name) {
   );
   const executed = reports.reduce((sum, r) => sum + r.executed, 0);
   const left = await remainingJobs(pool);
-  if (executed !== JOBS || left !== 0) {
-    throw new Error(`${name}: executed ${executed} of ${JOBS} jobs, ${left} left in the queue`);
+  if (executed !== jobs || left !== 0) {
+    throw new Error(`${name}: executed ${executed} of ${jobs} jobs, ${left} left in the queue`);
   }
-  const rate = (1000 * JOBS) / (drainMs - startupMs);
+  const rate = (1000 * jobs) / (drainMs - startupMs);
   log(
     `${name}: ${preset.procs} process(es) x concurrency ${preset.concurrency}: add ${addMs.toFixed(0)} ms, ` +
       `drain ${drainMs.toFixed(0)} ms - startup ${startupMs.toFixed(0)} ms => ${rate.toFixed(0)} jobs/s`,
@@ -214,6 +215,46 @@ async function latency() {
   return [p50, p99];
 }
 
+// The same stress as the project's (tests/benches/stress.rs), on the batched
+// 1 x 4 preset: jobs/s on a fresh queue; after BENCH_STRESS_HISTORY jobs
+// finished and vacuumed (graphile-worker deletes a finished job, so its
+// history is the dead rows vacuum removed); and with a REPEATABLE READ
+// snapshot held open in the same database while BENCH_STRESS_CHURN jobs are
+// worked through, then measured. Each measure: BENCH_STRESS_MEASURED jobs.
+async function stress() {
+  const name = "batched.p1c4";
+  const measured = env("BENCH_STRESS_MEASURED", 60000);
+  const pool = new Pool({ connectionString: DATABASE_URL, max: 4 });
+  const emit = (key, value) => process.stdout.write(`${key}\t${value}\n`);
+  let holder;
+  try {
+    await timed(() => spawnDrain(name)); // its schema, once
+    const [fresh] = await throughput(pool, name, measured);
+    emit("graphile.stress.fresh", fresh.toFixed(0));
+    const history = env("BENCH_STRESS_HISTORY", 600000);
+    const [churned] = await throughput(pool, name, history);
+    await pool.query("vacuum analyze graphile_worker._private_jobs");
+    const [after] = await throughput(pool, name, measured);
+    log(`after ${history} jobs finished (${churned.toFixed(0)} jobs/s) and vacuumed: ${after.toFixed(0)} jobs/s`);
+    emit("graphile.stress.history", after.toFixed(0));
+    emit("graphile.stress.history_jobs", history);
+    holder = new Client({ connectionString: DATABASE_URL, application_name: "bench-held-snapshot" });
+    await holder.connect();
+    await holder.query("BEGIN ISOLATION LEVEL REPEATABLE READ");
+    await holder.query("SELECT count(*) FROM graphile_worker._private_jobs");
+    const churn = env("BENCH_STRESS_CHURN", 600000);
+    const [churnRate] = await throughput(pool, name, churn);
+    emit("graphile.stress.held_churn", churnRate.toFixed(0));
+    const [held] = await throughput(pool, name, measured);
+    log(`snapshot held: ${churn} jobs churned at ${churnRate.toFixed(0)} jobs/s, then ${held.toFixed(0)} jobs/s`);
+    emit("graphile.stress.held", held.toFixed(0));
+    emit("graphile.stress.churn_jobs", churn);
+  } finally {
+    if (holder) await holder.end();
+    await pool.end();
+  }
+}
+
 async function main() {
   if (!DATABASE_URL) throw new Error("DATABASE_URL is not set");
   const watchdog = setTimeout(() => {
@@ -244,7 +285,7 @@ async function main() {
 }
 
 const [mode, arg] = process.argv.slice(2);
-(mode === "drain" ? drain(arg) : main()).catch((e) => {
+(mode === "drain" ? drain(arg) : mode === "stress" ? stress() : main()).catch((e) => {
   console.error("[peers] failed:", e && e.stack ? e.stack : e);
   for (const c of children) c.kill("SIGKILL");
   process.exit(1);

@@ -6,6 +6,8 @@
 #   bench_peers     graphile-worker with its own perf method (bench/peers/):
 #                   graphile.perjob.c4, graphile.batched.p1c4,
 #                   graphile.batched.p4c24 (jobs/s), graphile.latency.p50_ms/p99_ms.
+#                   `bench_peers stress`: the held-snapshot stress instead
+#                   (graphile.stress.*, as tests/benches/stress.rs).
 #                   BENCH_PEERS=0 skips it; BENCH_PEERS=required makes a
 #                   missing node/npm or a failed run fatal (otherwise one
 #                   line says why it was skipped).
@@ -61,10 +63,14 @@ bench_peers() {
   url="$(bench_db_url "$DATABASE_URL" bench_peers)"
   bench_recreate_db "$DATABASE_URL" bench_peers
   out="$(mktemp)"
-  echo "==> graphile-worker, its own perf method (${BENCH_PEER_JOBS:-450000} jobs per preset)" >&2
+  if [ "${1:-}" = stress ]; then
+    echo "==> graphile-worker under the same stress (batched 1 x 4)" >&2
+  else
+    echo "==> graphile-worker, its own perf method (${BENCH_PEER_JOBS:-450000} jobs per preset)" >&2
+  fi
   # perf.js stops itself after BENCH_PEER_TIMEOUT_S; `timeout` is the backstop.
   if DATABASE_URL="$url" timeout -k 10 $((${BENCH_PEER_TIMEOUT_S:-600} + 30)) \
-      node "$BENCH_PEERS_DIR/perf.js" >"$out"; then
+      node "$BENCH_PEERS_DIR/perf.js" "$@" >"$out"; then
     cat "$out" >>"$BENCH_RESULTS"
     rm -f "$out"
     bench_drop_db "$DATABASE_URL" bench_peers

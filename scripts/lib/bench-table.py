@@ -81,6 +81,21 @@ def main():
          "baseline.insert1", "insert+commit", "/s", ""),
         ("baseline, 4 connections", "project.poller4", "4 pollers, notifications",
          "baseline.insert4", "insert+commit", "/s", ""),
+        # The held-snapshot stress (tests/benches/stress.rs; perf.js stress).
+        ("stress: fresh", "project.stress.fresh", "1 poller, production defaults",
+         "graphile.stress.fresh", "graphile batched, 1 proc x 4", "/s", ""),
+        ("stress: after history", "project.stress.history", "after finished events, vacuumed",
+         "graphile.stress.history", "after finished jobs, vacuumed", "/s", ""),
+        ("stress: snapshot held", "project.stress.held", "held through the churn",
+         "graphile.stress.held", "held through the churn", "/s", "target >= 1.00"),
+        ("stress: churn, held", "project.stress.held_churn", "the churn itself",
+         "graphile.stress.held_churn", "the churn itself", "/s", ""),
+        ("stress: held / fresh", "project.stress.held", "snapshot held",
+         "project.stress.fresh", "the project fresh", "/s", "target >= 0.50"),
+        ("stress: history / fresh", "project.stress.history", "after finished events",
+         "project.stress.fresh", "the project fresh", "/s", "target >= 0.90"),
+        ("stress, peer: held / fresh", "graphile.stress.held", "graphile, snapshot held",
+         "graphile.stress.fresh", "graphile fresh", "/s", ""),
     ]
 
     durable = os.environ.get("BENCH_DURABLE", "0") == "1"
@@ -94,6 +109,11 @@ def main():
           + "; latency one job at a time, LISTEN/NOTIFY. Project latency: LISTEN/NOTIFY (timed polls in the last row).")
     print("units: the project's are notifications (claim, send to an instant mailer, outcome), graphile's no-op jobs")
     print("ratio: above 1 the project is better (throughput project/peer, latency peer/project)")
+    if get("project.stress.churn_events") or get("graphile.stress.churn_jobs"):
+        print(f"stress: the project {get('project.stress.history_events') or 0:,.0f} finished events of history, "
+              f"{get('project.stress.churn_events') or 0:,.0f} events x 3 churned under the snapshot; graphile "
+              f"{get('graphile.stress.history_jobs') or 0:,.0f} jobs of history, "
+              f"{get('graphile.stress.churn_jobs') or 0:,.0f} jobs churned")
     header = ("measure", "project", "figure", "peer / baseline", "figure", "ratio", "")
     widths = (26, 31, 11, 31, 11, 6, 0)
     line = lambda cells: "  ".join(f"{c:<{w}}" if i < 2 or i == 3 else f"{c:>{w}}"

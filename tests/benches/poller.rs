@@ -21,6 +21,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use outbox_tests::api::{gateway_event, test_config};
+use outbox_tests::bench::{drain, env_usize, ms, percentile, record, Shape};
 use outbox_tests::outbox::{create_booking_at, seed_events};
 use outbox_tests::TestDb;
 use shared::api::config::ApiConfig;
@@ -30,10 +31,6 @@ use shared::db::DbConfig;
 use shared::fault::Faults;
 use shared::notify::mailer::recording::RecordingMailer;
 use shared::relay::{Poller, PollerConfig, Wake};
-
-fn env_usize(name: &str, default: usize) -> usize {
-    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
-}
 
 /// Plain INSERT + COMMIT of a row like an outbox event, `conns` connections
 /// in parallel. Returns rows per second.
@@ -64,62 +61,15 @@ async fn baseline(db: &TestDb, rows: usize, conns: usize) -> f64 {
     rows as f64 / started.elapsed().as_secs_f64()
 }
 
-/// The drain's shape: pollers, events claimed per poll, sends per claim
-/// group, batches each poller has in flight.
-#[derive(Clone, Copy)]
-struct Shape {
-    pollers: usize,
-    batch: usize,
-    group: usize,
-    in_flight: usize,
-}
-
-impl Shape {
-    /// The poller Lambda's defaults (the settings' own).
-    fn production() -> Self {
-        use shared::config::settings as S;
-        Shape {
-            pollers: 1,
-            batch: S::POLLER_BATCH_SIZE.default_value(),
-            group: S::POLLER_CLAIM_GROUP.default_value(),
-            in_flight: S::POLLER_BATCHES_IN_FLIGHT.default_value(),
-        }
-    }
-}
-
 /// Drains `events` × `recipients` seeded notifications; returns
 /// notifications/s, the drain's seconds, and the insert baseline.
 async fn throughput(shape: Shape, events: usize, recipients: usize) -> (f64, f64, f64) {
-    let Shape { pollers, batch, group, in_flight } = shape;
     let db = TestDb::create().await;
-    let base = baseline(&db, 5000, pollers).await;
+    let base = baseline(&db, 5000, shape.pollers).await;
     seed_events(&db.pool, events, recipients).await;
     let client = db.pool.get().await.unwrap();
     client.batch_execute("VACUUM ANALYZE outbox_events").await.unwrap();
-    let mailer = Arc::new(RecordingMailer::new());
-    let started = Instant::now();
-    let mut tasks = Vec::new();
-    for i in 0..pollers {
-        // The pool as the poller Lambda builds it.
-        let size = PollerConfig::min_pool_size(in_flight);
-        let pool = DbConfig::from_url(&db.url, size, Duration::from_secs(5))
-            .unwrap()
-            .with_custom_plans()
-            .build_pool()
-            .unwrap();
-        let mut config = PollerConfig::for_tests(&format!("bench-{i}"));
-        config.batch_size = batch as i64;
-        config.claim_group = group;
-        config.batches_in_flight = in_flight;
-        config.concurrency = 4;
-        let p = Poller::new(pool, mailer.clone(), Faults::none(), config);
-        tasks.push(tokio::spawn(async move { p.drain().await.unwrap() }));
-    }
-    for t in tasks {
-        t.await.unwrap();
-    }
-    let elapsed = started.elapsed().as_secs_f64();
-    assert_eq!(mailer.count(), events * recipients, "every notification sent exactly once");
+    let elapsed = drain(&db, shape, events * recipients).await;
     ((events * recipients) as f64 / elapsed, elapsed, base)
 }
 
@@ -205,10 +155,6 @@ async fn api_write(clients: usize, secs: u64) -> (f64, Duration) {
     let rate = took.len() as f64 / started.elapsed().as_secs_f64();
     took.sort();
     (rate, percentile(&took, 0.99))
-}
-
-fn percentile(sorted: &[Duration], p: f64) -> Duration {
-    sorted[((sorted.len() as f64 - 1.0) * p).round() as usize]
 }
 
 /// Bookings created at a steady rate through the real service while one
@@ -309,17 +255,4 @@ async fn main() {
     println!("{:<34} {:>12.1}ms", "POST /bookings p99", ms(p99));
     record("project.api_write.c8", rate);
     record("project.api_write.p99_ms", ms(p99));
-}
-
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1e3
-}
-
-/// Appends `key<TAB>value` to `$BENCH_RESULTS` (when set), for
-/// `scripts/bench.sh`'s table beside the peers measured in the same run.
-fn record(key: &str, value: f64) {
-    use std::io::Write;
-    let Ok(path) = std::env::var("BENCH_RESULTS") else { return };
-    let mut file = std::fs::OpenOptions::new().create(true).append(true).open(path).expect("BENCH_RESULTS is writable");
-    writeln!(file, "{key}\t{value:.2}").expect("BENCH_RESULTS is writable");
 }

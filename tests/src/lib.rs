@@ -5,6 +5,7 @@
 //! `scripts/test.sh` starts a throwaway cluster and sets it.
 
 pub mod api;
+pub mod bench;
 pub mod ctl;
 pub mod http;
 pub mod outbox;
@@ -120,6 +121,22 @@ impl TestDb {
     {
         let client = self.pool.get().await.unwrap();
         client.query_one(sql, &[]).await.unwrap_or_else(|e| panic!("{sql}: {e}")).get(0)
+    }
+
+    /// A report left open in the middle of its work: a REPEATABLE READ
+    /// transaction that read something, then went idle, holding back
+    /// vacuum in this database until the client is dropped. Returns its
+    /// client and backend pid.
+    pub async fn held_snapshot(&self, name: &str) -> (tokio_postgres::Client, i32) {
+        let (client, conn) =
+            tokio_postgres::connect(&format!("{}?application_name={name}", self.url), NoTls).await.unwrap();
+        tokio::spawn(conn);
+        client
+            .batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ; SELECT count(*) FROM outbox_events")
+            .await
+            .unwrap();
+        let pid: i32 = client.query_one("SELECT pg_backend_pid()", &[]).await.unwrap().get(0);
+        (client, pid)
     }
 
     pub async fn count(&self, table: &str) -> i64 {

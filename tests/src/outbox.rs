@@ -62,34 +62,43 @@ pub async fn create_booking_at(db: &TestDb, slot: i64, attendees: &[&str]) -> Bo
     }
 }
 
+/// A BOOKING_CONFIRMED event of a new booking (the `i`th seeded one) with
+/// `recipients` attendees, to write with [`events::insert`] or in bulk.
+pub fn confirmed_event(i: usize, recipients: usize) -> events::NewEvent {
+    let start = Utc.with_ymd_and_hms(2027, 1, 1, 0, 0, 0).unwrap() + chrono::Duration::minutes(i as i64);
+    let booking = Booking {
+        id: Uuid::now_v7(),
+        title: Title::parse(&format!("Seeded {i}")).unwrap(),
+        description: None,
+        location: None,
+        range: TimeRange::new(start, start + chrono::Duration::minutes(30)).unwrap(),
+        timezone: Timezone::parse("UTC").unwrap(),
+        organizer: person("organizer@example.com"),
+        organizer_sub: None,
+        attendees: (0..recipients).map(|r| person(&format!("r{r}.e{i}@example.com"))).collect(),
+        status: BookingStatus::Confirmed,
+        version: 1,
+        created_at: start,
+        updated_at: start,
+    };
+    EventPayload::of(booking).to_outbox(EventType::BookingConfirmed)
+}
+
+/// The `(next_attempt_at, id)` of the newest event already claimed: where
+/// the claims of a poller that claimed them all now start.
+pub async fn newest_claimed(client: &impl deadpool_postgres::GenericClient) -> Option<(chrono::DateTime<Utc>, Uuid)> {
+    let sql = "SELECT next_attempt_at, id FROM outbox_events WHERE status <> 'PENDING' \
+                ORDER BY next_attempt_at DESC, id DESC LIMIT 1";
+    client.query_opt(sql, &[]).await.unwrap().map(|r| (r.get(0), r.get(1)))
+}
+
 /// Inserts `events` BOOKING_CONFIRMED events with `recipients` attendees
 /// each, in bulk (for soak tests and benchmarks). Returns their ids.
 pub async fn seed_events(pool: &deadpool_postgres::Pool, events: usize, recipients: usize) -> Vec<Uuid> {
     let mut ids = Vec::with_capacity(events);
     let client = pool.get().await.unwrap();
     for chunk in (0..events).collect::<Vec<_>>().chunks(1000) {
-        let new: Vec<_> = chunk
-            .iter()
-            .map(|&i| {
-                let start = Utc.with_ymd_and_hms(2027, 1, 1, 0, 0, 0).unwrap() + chrono::Duration::minutes(i as i64);
-                let booking = Booking {
-                    id: Uuid::now_v7(),
-                    title: Title::parse(&format!("Seeded {i}")).unwrap(),
-                    description: None,
-                    location: None,
-                    range: TimeRange::new(start, start + chrono::Duration::minutes(30)).unwrap(),
-                    timezone: Timezone::parse("UTC").unwrap(),
-                    organizer: person("organizer@example.com"),
-                    organizer_sub: None,
-                    attendees: (0..recipients).map(|r| person(&format!("r{r}.e{i}@example.com"))).collect(),
-                    status: BookingStatus::Confirmed,
-                    version: 1,
-                    created_at: start,
-                    updated_at: start,
-                };
-                EventPayload::of(booking).to_outbox(EventType::BookingConfirmed)
-            })
-            .collect();
+        let new: Vec<_> = chunk.iter().map(|&i| confirmed_event(i, recipients)).collect();
         ids.extend(events::insert_many(&client, &new).await.unwrap());
     }
     ids

@@ -55,6 +55,9 @@ pub struct Poller<M: Mailer + 'static> {
     /// mailer answers, as in tests with the recording mailer).
     pub(super) pace: Option<Arc<Pacer>>,
     rate: Arc<Mutex<RateSource>>,
+    /// Where this poller's claims start in the due index (shared by its
+    /// batches in flight and kept across runs).
+    position: Arc<claim::ClaimPosition>,
     /// When this poller last tried to claim (the end of its claiming, once
     /// a run is over).
     last_poll: Arc<Mutex<Option<Instant>>>,
@@ -88,6 +91,7 @@ impl<M: Mailer + 'static> Clone for Poller<M> {
             wake: self.wake.clone(),
             pace: self.pace.clone(),
             rate: self.rate.clone(),
+            position: self.position.clone(),
             last_poll: self.last_poll.clone(),
         }
     }
@@ -105,6 +109,7 @@ impl<M: Mailer + 'static> Poller<M> {
             wake: None,
             pace: None,
             rate: Default::default(),
+            position: Default::default(),
             last_poll: Default::default(),
         }
     }
@@ -313,11 +318,21 @@ impl<M: Mailer + 'static> Poller<M> {
 
     async fn drain_loop(&self) -> Result<RunSummary, RelayError> {
         let mut summary = RunSummary::default();
+        // Nothing due after the claim position: one full pass decides.
+        let mut looked_from_start = false;
         loop {
             let batch = self.poll_once().await?;
             summary.add(&batch);
-            if batch.claimed == 0 || self.paused.load(Ordering::SeqCst) {
+            if self.paused.load(Ordering::SeqCst) {
                 return Ok(summary);
+            }
+            match (batch.claimed, looked_from_start) {
+                (0, true) => return Ok(summary),
+                (0, false) => {
+                    self.position.start_over();
+                    looked_from_start = true;
+                }
+                _ => looked_from_start = false,
             }
         }
     }
@@ -335,7 +350,7 @@ impl<M: Mailer + 'static> Poller<M> {
         let claimed = {
             let client = self.pool.get().await?;
             *self.last_poll.lock().expect("last poll lock") = Some(Instant::now());
-            claim::claim_due(&client, self.config.batch_size, &self.config.worker_id).await?
+            claim::claim_due(&client, self.config.batch_size, &self.config.worker_id, &self.position).await?
         };
         summary.claimed = claimed.len() as u32;
         if claimed.is_empty() {

@@ -11,6 +11,7 @@ mod booking_updates;
 mod custom_resource;
 mod database_config;
 mod deadline;
+mod held_snapshot;
 mod identity;
 mod layers;
 mod least_privilege;

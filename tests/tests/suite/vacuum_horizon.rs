@@ -10,18 +10,6 @@ use outbox_tests::ctl::ctl;
 use outbox_tests::outbox::sweeper_config;
 use outbox_tests::TestDb;
 use shared::relay::{status, sweeper};
-use tokio_postgres::NoTls;
-
-/// A report left open in the middle of its work: a REPEATABLE READ
-/// transaction that read something, then went idle. Returns its client and
-/// backend pid.
-async fn held_snapshot(db: &TestDb, name: &str) -> (tokio_postgres::Client, i32) {
-    let (client, conn) = tokio_postgres::connect(&format!("{}?application_name={name}", db.url), NoTls).await.unwrap();
-    tokio::spawn(conn);
-    client.batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ; SELECT count(*) FROM outbox_events").await.unwrap();
-    let pid: i32 = client.query_one("SELECT pg_backend_pid()", &[]).await.unwrap().get(0);
-    (client, pid)
-}
 
 fn metric(run: &shared::relay::SweepRun, name: &str) -> f64 {
     run.metrics().iter().find(|(n, _, _)| *n == name).unwrap_or_else(|| panic!("no metric {name}")).1
@@ -35,7 +23,7 @@ async fn a_held_snapshot_raises_the_oldest_xmin_metric_and_status_names_its_sess
     let before = sweeper::run(&app, &config).await.unwrap();
     assert!(metric(&before, "OldestXminAgeSeconds") < 1.0, "nothing held yet: {:?}", before.vacuum_horizon);
 
-    let (report, pid) = held_snapshot(&db, "nightly-report").await;
+    let (report, pid) = db.held_snapshot("nightly-report").await;
     // Transactions go on beside it; the snapshot falls behind them.
     for _ in 0..5 {
         db.pool.get().await.unwrap().batch_execute("SELECT txid_current()").await.unwrap();
