@@ -1,44 +1,29 @@
-//! The `send_rate` table, every statement: one token bucket per provider
-//! that every live poller takes its sends from, so the fleet's total rate is
-//! the account's however many containers run (migration V10).
+//! The `send_rate` table and its bucket, every statement: one token bucket
+//! per provider that every live poller takes its sends from, so the fleet's
+//! total rate is the account's however many containers run (migrations V10
+//! and V15).
 //!
-//! The bucket refills at `rate` sends a second, up to [`BURST_SECS`] of
+//! The bucket refills at `rate` sends a second, up to a fifth of a second of
 //! sends; a poller takes a few tokens at a time ([`take`]) and starts one
 //! send per token. A throttling answer halves the fleet's rate for a while
-//! and empties the bucket ([`slow_down`]). Each statement is one `UPDATE`
-//! of the provider's row: the row lock orders concurrent pollers, and every
-//! expression reads the row version it updates, so no token is granted twice.
+//! and puts the bucket in debt ([`slow_down`]). The row holds what changes
+//! rarely (the account's rate, the cap, the rate, `slow_until`); the
+//! bucket's state is the time from which the next send may start, in a
+//! sequence per provider (`send_rate_<provider>_next`), which `setval`
+//! overwrites in place: a take writes no row version, so a snapshot held
+//! for hours (which keeps every version of an updated row) cannot slow it
+//! down. The SQL functions `send_rate_take` and `send_rate_slow_down`
+//! (V15) read and set it under an advisory lock, so concurrent pollers
+//! never share a token.
 
 use std::time::Duration;
 
-use const_format::formatcp;
 use deadpool_postgres::GenericClient;
 
 use crate::db::DbResult;
 
 /// The provider row of SES.
 pub const SES: &str = "ses";
-
-/// The bucket holds at most this many seconds of sends (SQL text): a fleet
-/// that was idle starts with a short burst, far below a second of the
-/// account's rate.
-pub const BURST_SECS: &str = "0.2";
-
-/// While slowed down after a throttling answer, the fleet sends at this
-/// share of its rate (SQL text).
-pub const SLOW_SHARE: &str = "0.5";
-
-/// The rate now, in sends a second (halved while slowed down).
-const RATE_NOW: &str =
-    formatcp!("(CASE WHEN slow_until > statement_timestamp() THEN rate * {SLOW_SHARE} ELSE rate END)");
-
-/// The tokens the row holds at this statement's time: refilled since
-/// `filled_at` (never backwards: a statement that waited on the row lock
-/// started before the one it waited for), up to the burst.
-const AVAILABLE: &str = formatcp!(
-    "least(greatest(1, rate * {BURST_SECS}), \
-     tokens + greatest(0, extract(epoch FROM statement_timestamp() - filled_at)::float8) * {RATE_NOW})"
-);
 
 /// The fleet's rate as last configured.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -50,7 +35,9 @@ pub struct Configured {
 }
 
 /// Writes the account's rate (and the operator's cap) for `provider`: at a
-/// poller's cold start and on each refresh. The bucket itself is kept.
+/// poller's cold start and on each refresh. The bucket itself is kept, and
+/// an unchanged rate writes nothing (`refreshed_at` is when it last
+/// changed).
 pub async fn configure(
     client: &impl GenericClient,
     provider: &str,
@@ -59,11 +46,15 @@ pub async fn configure(
 ) -> DbResult<Configured> {
     let row = client
         .query_one(
-            "INSERT INTO send_rate (provider, account_rate, cap, rate, tokens) \
-             VALUES ($1, $2::float8, $3::float8, least($2::float8, coalesce($3::float8, $2::float8)), 0) \
-             ON CONFLICT (provider) DO UPDATE SET account_rate = EXCLUDED.account_rate, cap = EXCLUDED.cap, \
-             rate = EXCLUDED.rate, refreshed_at = now() \
-             RETURNING account_rate, rate",
+            "WITH changed AS ( \
+                 INSERT INTO send_rate (provider, account_rate, cap, rate) \
+                 VALUES ($1, $2::float8, $3::float8, least($2::float8, coalesce($3::float8, $2::float8))) \
+                 ON CONFLICT (provider) DO UPDATE SET account_rate = EXCLUDED.account_rate, cap = EXCLUDED.cap, \
+                 rate = EXCLUDED.rate, refreshed_at = now() \
+                 WHERE (send_rate.account_rate, send_rate.cap) IS DISTINCT FROM (EXCLUDED.account_rate, EXCLUDED.cap) \
+                 RETURNING account_rate, rate) \
+             SELECT account_rate, rate FROM changed \
+             UNION ALL SELECT account_rate, rate FROM send_rate WHERE provider = $1 AND NOT EXISTS (SELECT 1 FROM changed)",
             &[&provider, &account_rate, &cap],
         )
         .await?;
@@ -84,32 +75,19 @@ pub struct Grant {
 /// Takes up to `want` tokens from `provider`'s bucket. None: the provider
 /// has no row (no poller configured it yet).
 pub async fn take(client: &impl GenericClient, provider: &str, want: u32) -> DbResult<Option<Grant>> {
-    const SQL: &str = formatcp!(
-        "UPDATE send_rate SET \
-           granted = least(floor({AVAILABLE}), $2::float8)::int, \
-           tokens = {AVAILABLE} - least(floor({AVAILABLE}), $2::float8), \
-           filled_at = greatest(filled_at, statement_timestamp()) \
-         WHERE provider = $1 \
-         RETURNING granted, {RATE_NOW}, tokens"
-    );
-    let row = client.query_opt(SQL, &[&provider, &f64::from(want)]).await?;
+    let want = i32::try_from(want).unwrap_or(i32::MAX);
+    let sql = "SELECT granted, rate, wait_secs FROM send_rate_take($1, $2)";
+    let row = client.query_opt(&client.prepare_cached(sql).await?, &[&provider, &want]).await?;
     Ok(row.map(|row| {
-        let (granted, rate, tokens): (i32, f64, f64) = (row.get(0), row.get(1), row.get(2));
-        let wait = if granted > 0 { Duration::ZERO } else { Duration::from_secs_f64(((1.0 - tokens) / rate).max(0.0)) };
-        Grant { granted: granted.max(0) as u32, rate, wait }
+        let (granted, rate, wait): (i32, f64, f64) = (row.get(0), row.get(1), row.get(2));
+        Grant { granted: granted.max(0) as u32, rate, wait: Duration::from_secs_f64(wait.max(0.0)) }
     }))
 }
 
-/// After a throttling answer: the fleet sends at [`SLOW_SHARE`] of its rate
-/// for `slow_for`, and the bucket owes half a second of sends (no more than
-/// a second's: repeated answers do not stop the fleet for long).
+/// After a throttling answer: the fleet sends at half its rate for
+/// `slow_for`, and its next send waits half a second more (never more than
+/// a second from now: repeated answers do not stop the fleet for long).
 pub async fn slow_down(client: &impl GenericClient, provider: &str, slow_for: Duration) -> DbResult<()> {
-    client
-        .execute(
-            "UPDATE send_rate SET slow_until = statement_timestamp() + make_interval(secs => $2::float8), \
-             tokens = greatest(-rate, least(tokens, 0) - rate * 0.5) WHERE provider = $1",
-            &[&provider, &slow_for.as_secs_f64()],
-        )
-        .await?;
+    client.execute("SELECT send_rate_slow_down($1, $2::float8)", &[&provider, &slow_for.as_secs_f64()]).await?;
     Ok(())
 }

@@ -147,3 +147,48 @@ async fn a_throttling_answer_slows_the_fleet_and_sends_nothing_twice() {
     assert!(throttled <= 10, "no retry storm: {throttled} throttled calls");
     assert!(slowed <= 30.0 * 1.15 + 1.0, "the fleet slowed down to half its rate: {slowed:.1}/s");
 }
+
+/// A take writes no row version: a snapshot held for hours, which keeps
+/// every version of an updated row, cannot make the fleet's takes walk
+/// them. The bucket is a sequence (`send_rate_ses_next`); the row changes
+/// only with the rate. Taken as the functions' role, with its privileges.
+#[tokio::test]
+async fn taking_tokens_under_a_held_snapshot_writes_no_row_version() {
+    let db = TestDb::create().await;
+    // As the functions' role: the poller's privileges suffice.
+    let app = db.app_role_pool().await;
+    let client = app.get().await.unwrap();
+    send_rate::configure(&client, send_rate::SES, 1_000_000.0, None).await.unwrap();
+    let (_report, _) = db.held_snapshot("nightly-report").await;
+    let version = "SELECT ctid::text || ':' || xmin::text FROM send_rate WHERE provider = 'ses'";
+    let before: String = db.scalar(version).await;
+    let mut granted = 0;
+    for _ in 0..2000 {
+        granted += send_rate::take(&client, send_rate::SES, 4).await.unwrap().unwrap().granted;
+    }
+    // An unchanged rate, configured again (every minute by every poller).
+    send_rate::configure(&client, send_rate::SES, 1_000_000.0, None).await.unwrap();
+    assert_eq!(db.scalar::<String>(version).await, before, "the row is the same version");
+    assert!(granted > 0, "tokens were granted");
+}
+
+/// The bucket holds a fifth of a second of sends: at 100/s, 20 tokens at
+/// once, then one every 10 ms, with the wait until the next one.
+#[tokio::test]
+async fn the_bucket_holds_a_fifth_of_a_second_and_says_how_long_to_wait() {
+    let db = TestDb::create().await;
+    let client = db.pool.get().await.unwrap();
+    send_rate::configure(&client, send_rate::SES, 100.0, None).await.unwrap();
+    let first = send_rate::take(&client, send_rate::SES, 50).await.unwrap().unwrap();
+    assert_eq!(first.granted, 20, "{first:?}");
+    let empty = send_rate::take(&client, send_rate::SES, 50).await.unwrap().unwrap();
+    assert!(empty.granted <= 1, "{empty:?}");
+    if empty.granted == 0 {
+        assert!(empty.wait > Duration::ZERO && empty.wait <= Duration::from_millis(10), "{empty:?}");
+    }
+    assert_eq!(empty.rate, 100.0);
+    send_rate::slow_down(&client, send_rate::SES, Duration::from_secs(10)).await.unwrap();
+    let slowed = send_rate::take(&client, send_rate::SES, 50).await.unwrap().unwrap();
+    assert_eq!((slowed.granted, slowed.rate), (0, 50.0), "in debt, at half the rate: {slowed:?}");
+    assert!(slowed.wait >= Duration::from_millis(400), "half a second of debt: {slowed:?}");
+}
