@@ -59,8 +59,14 @@ pub async fn status(out: Output, client: &Client) -> anyhow::Result<()> {
             config.stuck_after.as_secs(),
             s.processing_past_sweep_timeout
         );
-        let sends =
-            [SendStatus::Sent, SendStatus::Failed, SendStatus::Unknown, SendStatus::Claimed, SendStatus::Superseded];
+        let sends = [
+            SendStatus::Sent,
+            SendStatus::Failed,
+            SendStatus::Unknown,
+            SendStatus::Claimed,
+            SendStatus::Superseded,
+            SendStatus::Capped,
+        ];
         println!("sends:   {}", line(sends.iter().map(|k| format!("{k} {}", s.sends[k])).collect()));
         println!(
             "unknown: awaiting SES feedback {}  not confirmed by SES {}  (confirmed by SES events: {})",

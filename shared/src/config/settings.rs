@@ -93,6 +93,8 @@ settings! {
     LIMIT_RECIPIENTS_PER_DAY = Some("500"), &[Api];
     /// updates plus cancels of one booking per day
     LIMIT_CHANGES_PER_BOOKING_PER_DAY = Some("10"), &[Api];
+    /// mails one mailbox may get per UTC day across every organizer, however the address is spelled (`v+1@`, Gmail's dots); a send over it is recorded CAPPED, not sent and not retried
+    LIMIT_MAILS_PER_RECIPIENT_PER_DAY = Some("50"), &[Poller];
     /// how many days in the past a booking may start
     BOOKING_MAX_PAST_DAYS = Some("1"), &[Api];
     /// how many days ahead a booking may start

@@ -21,6 +21,7 @@ use super::feedback;
 use super::mailer::{Mailer, SendOutcome};
 use super::pace::Pacer;
 use super::plan::Planned;
+use super::recipient_limit;
 use super::sends::{self, Claim, GroupClaim, Outcome, SendStatus, Settled};
 use super::Notification;
 use crate::db::DbError;
@@ -66,6 +67,9 @@ pub enum Delivery {
     Unknown { reason: String },
     /// Not sent: a later event made it moot (recorded SUPERSEDED).
     Superseded { by: Uuid },
+    /// Not sent: the recipient's mailbox had its daily limit across every
+    /// organizer (recorded CAPPED); never retried.
+    Capped { reason: String },
     /// Not sent: the invocation's deadline came before the send could
     /// start; the claim is released for the next invocation.
     Deferred { reason: String },
@@ -121,6 +125,9 @@ pub struct Gate<'a> {
     pub paused: &'a AtomicBool,
     pub send_fits: &'a (dyn Fn() -> bool + Sync),
     pub pace: Option<&'a Pacer>,
+    /// How many mails one mailbox may get per UTC day, across every
+    /// organizer ([`recipient_limit`]).
+    pub mails_per_recipient_per_day: i32,
 }
 
 /// Delivers a group of planned notifications (each event's recipients, of
@@ -129,7 +136,8 @@ pub struct Gate<'a> {
 /// 1. one statement claims them all (sends CLAIMED, superseded decisions
 ///    SUPERSEDED) and commits: every claim is durable before any send;
 /// 2. claims found CLAIMED from a dead attempt become UNKNOWN, suppressed
-///    addresses FAILED (one statement each);
+///    addresses FAILED, and mailboxes over their daily limit CAPPED (one
+///    statement each);
 /// 3. the sends run `concurrently` at a time (and as the [`Gate`]'s pacer
 ///    allows); each checks the gate first, and one that may not start has
 ///    its claim released;
@@ -163,13 +171,15 @@ pub async fn deliver(
         })
         .collect();
     let ids = sends::claim::new_ids(&claims);
-    let Claimed { mut out, to_send } = match claim_group(pool, group, &claims, &ids, worker).await {
+    let limit = gate.mails_per_recipient_per_day;
+    let Claimed { mut out, to_send } = match claim_group(pool, group, &claims, &ids, worker, limit).await {
         Ok(claimed) => claimed,
         Err(e) => {
             release_unsent(pool, &ids, &e).await;
             return Err(e.into());
         }
     };
+    let counted: Vec<usize> = to_send.iter().map(|(i, _)| *i).collect();
     if !to_send.is_empty() {
         faults.hit(FAULT_AFTER_SEND_CLAIM)?;
     }
@@ -266,7 +276,36 @@ pub async fn deliver(
             }
         }
     }
-    Ok(out.into_iter().map(|d| d.expect("every item of the group has a delivery")).collect())
+    let out: Vec<Delivery> = out.into_iter().map(|d| d.expect("every item of the group has a delivery")).collect();
+    give_back_unsent(pool, group, &counted, &out).await;
+    Ok(out)
+}
+
+/// The sends that counted towards their mailbox's daily limit and were
+/// certainly not made give their counts back (a crash before this leaves
+/// them counted: the limit errs towards mailing less).
+async fn give_back_unsent(pool: &Pool, group: &[Planned], counted: &[usize], out: &[Delivery]) {
+    let unsent: Vec<String> = counted
+        .iter()
+        .filter(|i| {
+            matches!(
+                out[**i],
+                Delivery::Released { .. }
+                    | Delivery::Throttled { .. }
+                    | Delivery::Paused { .. }
+                    | Delivery::Misconfigured { .. }
+                    | Delivery::Deferred { .. }
+            )
+        })
+        .map(|i| group[*i].notification().recipient.email.mailbox())
+        .collect();
+    if unsent.is_empty() {
+        return;
+    }
+    let given = async { recipient_limit::give_back(&pool.get().await?, &unsent).await }.await;
+    if let Err(e) = given {
+        tracing::warn!(error = %e, count = unsent.len(), "could not give back the daily counts of unsent mails");
+    }
 }
 
 /// What [`claim_group`] leaves to send.
@@ -285,6 +324,7 @@ async fn claim_group(
     claims: &[GroupClaim<'_>],
     ids: &[Uuid],
     worker: &str,
+    mails_per_recipient_per_day: i32,
 ) -> Result<Claimed, DbError> {
     let client = pool.get().await?;
     let claimed = sends::claim(&client, claims, ids, worker).await?;
@@ -321,6 +361,25 @@ async fn claim_group(
             false
         }
         None => true,
+    });
+    // Nobody is mailed more than the daily limit, across every organizer
+    // and however the address is spelled.
+    let mailboxes: Vec<String> =
+        to_send.iter().map(|(i, _)| group[*i].notification().recipient.email.mailbox()).collect();
+    let allowed = recipient_limit::take(&client, &mailboxes, mails_per_recipient_per_day).await?;
+    let mut allowed = allowed.into_iter();
+    to_send.retain(|(i, id)| {
+        if allowed.next().unwrap_or(false) {
+            return true;
+        }
+        let reason = format!(
+            "capped: the recipient's mailbox reached its limit of {mails_per_recipient_per_day} mails a day \
+             (LIMIT_MAILS_PER_RECIPIENT_PER_DAY) across every organizer"
+        );
+        tracing::warn!(%reason, "not sent to a recipient at the daily limit");
+        refused.push((*id, Outcome::Settled(Settled::Capped, reason.clone())));
+        out[*i] = Some(Delivery::Capped { reason });
+        false
     });
     sends::outcome::record(&client, &refused).await?;
     Ok(Claimed { out, to_send })

@@ -48,6 +48,9 @@ pub struct PollerConfig {
     /// The schedule's period (`POLLER_SCHEDULE_SECS`), when known: one run
     /// should poll past the next run's start, so one is always claiming.
     pub schedule: Option<Duration>,
+    /// Mails one mailbox may get per UTC day across every organizer
+    /// (`LIMIT_MAILS_PER_RECIPIENT_PER_DAY`); over it, a send is CAPPED.
+    pub mails_per_recipient_per_day: i32,
 }
 
 impl PollerConfig {
@@ -88,6 +91,7 @@ impl PollerConfig {
             function_timeout: S::POLLER_TIMEOUT_SECS.optional::<u64>()?.filter(|s| *s > 0).map(Duration::from_secs),
             max_run: S::POLLER_MAX_RUN_SECS.optional::<u64>()?.filter(|s| *s > 0).map(Duration::from_secs),
             schedule: S::POLLER_SCHEDULE_SECS.optional::<u64>()?.filter(|s| *s > 0).map(Duration::from_secs),
+            mails_per_recipient_per_day: S::LIMIT_MAILS_PER_RECIPIENT_PER_DAY.parsed()?,
         };
         cfg.validate(pool_size)?;
         Ok(cfg)
@@ -112,6 +116,8 @@ impl PollerConfig {
             function_timeout: None,
             max_run: None,
             schedule: None,
+            // Tests mail one attendee many times; the limit's own tests set it.
+            mails_per_recipient_per_day: i32::MAX,
         }
     }
 
@@ -122,6 +128,7 @@ impl PollerConfig {
             ("POLLER_CLAIM_GROUP", self.claim_group >= 1),
             ("POLLER_BATCHES_IN_FLIGHT", self.batches_in_flight >= 1),
             ("OUTBOX_MAX_ATTEMPTS", self.max_attempts >= 1),
+            ("LIMIT_MAILS_PER_RECIPIENT_PER_DAY", self.mails_per_recipient_per_day >= 1),
         ] {
             if !ok {
                 return Err(ConfigError::new(var, "must be at least 1", format!("set {var} to 1 or more")));

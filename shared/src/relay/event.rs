@@ -114,7 +114,12 @@ impl<M: Mailer + 'static> Poller<M> {
         }
         let mut settle = vec![Settle::Done; events.len()];
         let send_fits = || self.send_fits();
-        let gate = Gate { paused: &self.paused, send_fits: &send_fits, pace: self.pace.as_deref() };
+        let gate = Gate {
+            paused: &self.paused,
+            send_fits: &send_fits,
+            pace: self.pace.as_deref(),
+            mails_per_recipient_per_day: self.config.mails_per_recipient_per_day,
+        };
         let worker = &self.config.worker_id;
         let mut items = items.into_iter().peekable();
         while items.peek().is_some() {

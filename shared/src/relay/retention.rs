@@ -12,7 +12,7 @@ use super::config::RetentionConfig;
 use super::summary::RetentionReport;
 use crate::booking::{idempotency, limits};
 use crate::db::DbResult;
-use crate::notify::sends;
+use crate::notify::{recipient_limit, sends};
 use crate::outbox::{events, processed};
 
 /// Runs `purge(batch_size)` until it deletes less than a batch, at most
@@ -40,6 +40,7 @@ pub async fn run(client: &impl GenericClient, cfg: &RetentionConfig) -> DbResult
     let processed_events = in_batches(cfg, |n| processed::purge(client, age, n)).await?;
     let ttl = cfg.idempotency_key_ttl;
     let idempotency_keys = in_batches(cfg, |n| idempotency::purge_expired(client, ttl, n)).await?;
-    let usage_counters = in_batches(cfg, |n| limits::purge_old(client, n)).await?;
+    let usage_counters = in_batches(cfg, |n| limits::purge_old(client, n)).await?
+        + in_batches(cfg, |n| recipient_limit::purge_old(client, n)).await?;
     Ok(RetentionReport { events, processed_events, sends, idempotency_keys, usage_counters })
 }

@@ -21,6 +21,8 @@ pub struct RunSummary {
     pub skipped: u32,
     /// Not sent: a later event of the booking made them moot.
     pub superseded: u32,
+    /// Not sent: the recipient's mailbox had its daily limit.
+    pub capped: u32,
     pub released: u32,
     pub failed: u32,
     pub unknown: u32,
@@ -47,6 +49,7 @@ impl RunSummary {
         self.sent += o.sent;
         self.skipped += o.skipped;
         self.superseded += o.superseded;
+        self.capped += o.capped;
         self.released += o.released;
         self.failed += o.failed;
         self.unknown += o.unknown;
@@ -66,6 +69,7 @@ impl RunSummary {
             Delivery::Sent { .. } => self.sent += 1,
             Delivery::AlreadyClaimed => self.skipped += 1,
             Delivery::Superseded { .. } => self.superseded += 1,
+            Delivery::Capped { .. } => self.capped += 1,
             Delivery::Orphaned | Delivery::Unknown { .. } => self.unknown += 1,
             Delivery::Released { .. }
             | Delivery::Throttled { .. }
@@ -82,6 +86,7 @@ impl RunSummary {
             ("Claimed", self.claimed as f64, Unit::Count),
             ("Sent", self.sent as f64, Unit::Count),
             ("Superseded", self.superseded as f64, Unit::Count),
+            ("Capped", self.capped as f64, Unit::Count),
             ("Released", self.released as f64, Unit::Count),
             ("Unknown", self.unknown as f64, Unit::Count),
             ("PermanentlyFailed", self.failed as f64, Unit::Count),

@@ -113,3 +113,90 @@ async fn daily_limits_hold_under_concurrent_requests() {
     assert_eq!(db.count("bookings").await, 5);
     assert_eq!(db.count("outbox_events").await, 5);
 }
+
+/// Three organizers, each well within their own limits, invite one person
+/// six times under six spellings of one Gmail mailbox. The mailbox is mailed
+/// LIMIT_MAILS_PER_RECIPIENT_PER_DAY times; the other invitations are
+/// recorded CAPPED (not sent, not retried: their events are DONE), and
+/// everyone else invited beside them is mailed.
+#[tokio::test]
+async fn one_recipient_is_capped_across_organizers() {
+    use outbox_tests::outbox::{event_counts, person, poller, send_counts, EventStatus, SendStatus};
+    use shared::booking::domain::{Caller, NewBooking, TimeRange, Timezone, Title};
+    use shared::booking::limits::Limits;
+    use shared::booking::service::BookingService;
+    use shared::notify::mailer::recording::RecordingMailer;
+    use shared::notify::recipient_limit;
+    use shared::relay::PollerConfig;
+    use std::sync::Arc;
+
+    let db = TestDb::create().await;
+    let service = BookingService::new(db.pool.clone(), Faults::none(), Limits::default());
+    let spellings = [
+        "victim@gmail.com",
+        "Victim+1@gmail.com",
+        "v.ictim@gmail.com",
+        "victim@googlemail.com",
+        "vic.tim+x@gmail.com",
+        "VICTIM@gmail.com",
+    ];
+    for (i, spelling) in spellings.iter().enumerate() {
+        let organizer = Caller {
+            person: person(&format!("organizer{}@example.com", i % 3)),
+            subject: Some(format!("sub-{}", i % 3)),
+        };
+        let start =
+            shared::booking::domain::parse_instant("2031-03-03T09:00:00Z").unwrap() + chrono::Duration::hours(i as i64);
+        let new = NewBooking {
+            title: Title::parse("Sync").unwrap(),
+            description: None,
+            location: None,
+            timezone: Timezone::parse("UTC").unwrap(),
+            range: TimeRange::new(start, start + chrono::Duration::minutes(30)).unwrap(),
+            attendees: vec![person(spelling), person(&format!("bystander{i}@example.com"))],
+        };
+        service.create(&organizer, new, None).await.unwrap();
+    }
+    let mailer = Arc::new(RecordingMailer::new());
+    let mut config = PollerConfig::for_tests("w");
+    config.mails_per_recipient_per_day = 4;
+    poller(&db, mailer.clone(), config).drain().await.unwrap();
+
+    let to_victim = mailer.deliveries().iter().filter(|d| !d.recipient.starts_with("bystander")).count();
+    assert_eq!(to_victim, 4, "the mailbox is mailed its limit, whatever the spelling");
+    let to_bystanders = mailer.deliveries().iter().filter(|d| d.recipient.starts_with("bystander")).count();
+    assert_eq!(to_bystanders, 6, "everyone else is mailed");
+    assert_eq!(send_counts(&db).await[&SendStatus::Capped], 2);
+    assert!(event_counts(&db).await.iter().all(|(s, n)| *s == EventStatus::Done || *n == 0), "nothing is retried");
+    let client = db.pool.get().await.unwrap();
+    assert_eq!(recipient_limit::today(&client, "victim@gmail.com").await.unwrap(), 6, "the refused count too");
+    let why: String =
+        db.scalar("SELECT last_error FROM booking_notification_sends WHERE status = 'CAPPED' LIMIT 1").await;
+    assert!(why.contains("4 mails a day"), "{why}");
+}
+
+/// A send that is certainly not made (a known failure releases its claim)
+/// gives its count back: a retry is not a second mail.
+#[tokio::test]
+async fn a_released_send_gives_its_count_back() {
+    use outbox_tests::outbox::{create_booking, poller};
+    use shared::notify::mailer::recording::RecordingMailer;
+    use shared::notify::mailer::SendOutcome;
+    use shared::notify::recipient_limit;
+    use shared::relay::PollerConfig;
+    use std::sync::Arc;
+
+    let db = TestDb::create().await;
+    create_booking(&db, 1, &["carol@example.com"]).await;
+    let mailer = Arc::new(RecordingMailer::new());
+    mailer.script("carol@example.com", SendOutcome::NotSent { reason: "connection refused".into() }, 3);
+    let mut config = PollerConfig::for_tests("w");
+    config.mails_per_recipient_per_day = 1;
+    let p = poller(&db, mailer.clone(), config);
+    for _ in 0..4 {
+        p.drain().await.unwrap();
+    }
+    assert_eq!(mailer.count(), 1, "three refusals, then the one mail the limit allows");
+    let client = db.pool.get().await.unwrap();
+    assert_eq!(recipient_limit::today(&client, "carol@example.com").await.unwrap(), 1);
+}

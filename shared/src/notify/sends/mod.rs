@@ -29,7 +29,7 @@ pub use unknown::{Confirmation, UnknownCounts, UnknownSend};
 
 use crate::db::DbResult;
 use crate::outbox::events::{EVENTS_OF_BOOKINGS, EVENT_WITH_ID};
-use status::send_sql::{CLAIMED, FAILED, SENT, SUPERSEDED, UNKNOWN};
+use status::send_sql::{CAPPED, CLAIMED, FAILED, SENT, SUPERSEDED, UNKNOWN};
 
 /// For each booking, the recipients that may have been told something
 /// about it: a send SENT, UNKNOWN, or still CLAIMED (an attempt may be
@@ -86,7 +86,7 @@ pub async fn counts(client: &impl GenericClient) -> DbResult<BTreeMap<SendStatus
 const FIRST_ID_CLAIMED_SINCE: &str = "(lpad(to_hex(floor(extract(epoch FROM now() - make_interval(secs => $1)) \
      * 1000)::bigint), 12, '0') || '00000000000000000000')::uuid";
 
-/// Retention: deletes up to `limit` SENT/FAILED/SUPERSEDED sends completed more than
+/// Retention: deletes up to `limit` SENT/FAILED/SUPERSEDED/CAPPED sends completed more than
 /// `max_age` ago whose event no longer exists (found by their ids, which
 /// order them by claim time: a send is claimed before it completes). A
 /// claim of an event that exists is kept, even a DONE one: the event may be
@@ -98,7 +98,7 @@ pub async fn purge(client: &impl GenericClient, max_age: Duration, limit: i64) -
              SELECT s.id FROM booking_notification_sends s \
               WHERE s.id < {FIRST_ID_CLAIMED_SINCE} \
                 AND s.claimed_at < now() - make_interval(secs => $1) \
-                AND s.status IN ({SENT}, {FAILED}, {SUPERSEDED}) \
+                AND s.status IN ({SENT}, {FAILED}, {SUPERSEDED}, {CAPPED}) \
                 AND s.completed_at < now() - make_interval(secs => $1) \
                 AND NOT EXISTS ({EVENT_WITH_ID}s.outbox_event_id) LIMIT $2)"
     );

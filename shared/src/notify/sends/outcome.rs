@@ -14,7 +14,8 @@ use crate::db::DbResult;
 pub enum Outcome {
     /// Accepted: SENT with the provider's message id.
     Sent(String),
-    /// FAILED or UNKNOWN with the reason (kept SENT if SES's event came first).
+    /// FAILED, UNKNOWN or CAPPED with the reason (kept SENT if SES's event
+    /// came first).
     Settled(Settled, String),
     /// Certainly not sent: the claim is deleted, so a retry may send it.
     Released,
@@ -35,6 +36,7 @@ pub async fn record(client: &impl GenericClient, outcomes: &[(Uuid, Outcome)]) -
             Outcome::Sent(_) => Some(SendStatus::Sent.as_str()),
             Outcome::Settled(Settled::Failed, _) => Some(SendStatus::Failed.as_str()),
             Outcome::Settled(Settled::Unknown, _) => Some(SendStatus::Unknown.as_str()),
+            Outcome::Settled(Settled::Capped, _) => Some(SendStatus::Capped.as_str()),
             Outcome::Released => None,
         })
         .collect();
@@ -80,6 +82,8 @@ pub enum Settled {
     Failed,
     /// The provider may or may not have accepted it.
     Unknown,
+    /// Not sent: the recipient's daily limit was reached.
+    Capped,
 }
 
 /// What feedback about a send is checked against.

@@ -14,6 +14,10 @@ crate::stored_enum! {
         /// Not sent: a later event of the booking made it moot
         /// (`superseded_by`). Never sent afterwards either.
         Superseded = "SUPERSEDED" => SUPERSEDED,
+        /// Not sent: its recipient's mailbox had been mailed its daily
+        /// limit across every organizer (`LIMIT_MAILS_PER_RECIPIENT_PER_DAY`).
+        /// Never sent afterwards either.
+        Capped = "CAPPED" => CAPPED,
     }
 }
 
