@@ -41,7 +41,8 @@ pub enum Begin {
 }
 
 /// Takes the key for this transaction, or finds the earlier request's
-/// stored response. A key older than its TTL counts as never used: it is
+/// stored response. Keys belong to the caller's [`Caller::key`](super::domain::Caller::key): a new holder of
+/// an address shares none of the old holder's. A key older than its TTL counts as never used: it is
 /// taken over (reset) as if fresh, so the TTL holds on read, not only once
 /// retention has deleted the row.
 pub async fn begin(tx: &impl GenericClient, caller: &str, idem: &IdempotencyRequest) -> Result<Begin, BookingError> {
@@ -49,8 +50,8 @@ pub async fn begin(tx: &impl GenericClient, caller: &str, idem: &IdempotencyRequ
     let inserted = tx
         .execute(
             &tx.prepare_cached(
-                "INSERT INTO idempotency_keys (caller_email, idempotency_key, request_hash) VALUES ($1, $2, $3) \
-                 ON CONFLICT (caller_email, idempotency_key) DO UPDATE \
+                "INSERT INTO idempotency_keys (caller_key, idempotency_key, request_hash) VALUES ($1, $2, $3) \
+                 ON CONFLICT (caller_key, idempotency_key) DO UPDATE \
                     SET request_hash = EXCLUDED.request_hash, response_status = NULL, response_body = NULL, \
                         booking_id = NULL, created_at = now() \
                   WHERE idempotency_keys.created_at < now() - make_interval(secs => $4)",
@@ -66,7 +67,7 @@ pub async fn begin(tx: &impl GenericClient, caller: &str, idem: &IdempotencyRequ
         .query_one(
             &tx.prepare_cached(
                 "SELECT request_hash, response_status, response_body, booking_id FROM idempotency_keys \
-             WHERE caller_email = $1 AND idempotency_key = $2",
+             WHERE caller_key = $1 AND idempotency_key = $2",
             )
             .await?,
             &[&caller, &key],
@@ -98,7 +99,7 @@ pub async fn complete(
     tx.execute(
         &tx.prepare_cached(
             "UPDATE idempotency_keys SET response_status = $3, response_body = $4, booking_id = $5 \
-         WHERE caller_email = $1 AND idempotency_key = $2",
+         WHERE caller_key = $1 AND idempotency_key = $2",
         )
         .await?,
         &[&caller, &key, &(status as i16), &Json(body), &booking_id],
@@ -111,8 +112,8 @@ pub async fn complete(
 pub async fn purge_expired(client: &impl GenericClient, ttl: Duration, limit: i64) -> DbResult<u64> {
     Ok(client
         .execute(
-            "DELETE FROM idempotency_keys WHERE (caller_email, idempotency_key) IN ( \
-                 SELECT caller_email, idempotency_key FROM idempotency_keys \
+            "DELETE FROM idempotency_keys WHERE (caller_key, idempotency_key) IN ( \
+                 SELECT caller_key, idempotency_key FROM idempotency_keys \
                   WHERE created_at < now() - make_interval(secs => $1) LIMIT $2)",
             &[&ttl.as_secs_f64(), &limit],
         )

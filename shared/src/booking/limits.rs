@@ -64,15 +64,6 @@ impl Limit {
     }
 }
 
-/// The key an organizer's usage is counted under: the token subject when
-/// there is one (an address can be changed to dodge a limit), else the address.
-fn organizer_key(caller: &Caller) -> String {
-    match &caller.subject {
-        Some(sub) => format!("sub:{sub}"),
-        None => format!("email:{}", caller.person.email),
-    }
-}
-
 /// Time until the counters reset (the next UTC midnight).
 pub fn until_reset(now: DateTime<Utc>) -> Duration {
     let tomorrow = (now.date_naive() + chrono::Days::new(1)).and_hms_opt(0, 0, 0).expect("midnight exists").and_utc();
@@ -109,7 +100,7 @@ pub async fn count_create(
     organizer: &Caller,
     recipients: usize,
 ) -> Result<(), BookingError> {
-    let (bookings, mailed) = add_usage(tx, &organizer_key(organizer), 1, recipients as i32).await?;
+    let (bookings, mailed) = add_usage(tx, &organizer.key(), 1, recipients as i32).await?;
     if bookings > limits.bookings_per_day {
         return Err(over(Limit::BookingsPerDay, limits.bookings_per_day));
     }
@@ -173,7 +164,7 @@ async fn record_change(
         )
         .await?
         .get(0);
-    let (_, mailed) = add_usage(tx, &organizer_key(organizer), 0, recipients as i32).await?;
+    let (_, mailed) = add_usage(tx, &organizer.key(), 0, recipients as i32).await?;
     Ok((changes, mailed))
 }
 

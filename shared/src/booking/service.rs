@@ -54,7 +54,7 @@ impl BookingService {
         let mut client = self.pool.get().await?;
         let tx = client.transaction().await?;
         if let Some(idem) = &idem {
-            match idempotency::begin(&tx, organizer.person.email.as_str(), idem).await? {
+            match idempotency::begin(&tx, &organizer.key(), idem).await? {
                 Begin::Fresh => {}
                 Begin::Replay(stored) if stored.request_hash == idem.request_hash => {
                     return Ok(CreateOutcome::Replayed(stored));
@@ -69,15 +69,7 @@ impl BookingService {
         let payload = EventPayload::of(booking);
         let event_id = outbox::events::insert(&tx, &payload.to_outbox(EventType::BookingConfirmed)).await?;
         if let Some(idem) = &idem {
-            idempotency::complete(
-                &tx,
-                organizer.person.email.as_str(),
-                &idem.key,
-                201,
-                &payload.booking,
-                payload.booking.id,
-            )
-            .await?;
+            idempotency::complete(&tx, &organizer.key(), &idem.key, 201, &payload.booking, payload.booking.id).await?;
         }
         tx.commit().await?;
         tracing::info!(%event_id, "booking created");

@@ -85,3 +85,27 @@ async fn the_organizer_is_the_token_subject_even_when_the_email_changes_hands() 
     assert_eq!(cancelled.status, 200, "{}", cancelled.body);
     assert!(cancelled.body.get("organizer_sub").is_none(), "the subject is never shown");
 }
+
+/// The address bob@example.com passes to someone else (another subject).
+/// The new holder's Idempotency-Key is theirs alone: the same key and body
+/// book afresh instead of replaying Bob's booking, and a meeting at Bob's
+/// time is theirs to hold: no 409 tells them Bob has one then. Bob, under
+/// a new address, still cannot double-book himself.
+#[tokio::test]
+async fn a_new_holder_of_an_address_shares_no_idempotency_key_and_learns_nothing_through_the_overlap_rule() {
+    let db = TestDb::create().await;
+    let api = TestApi::new(&db);
+    let key = [("idempotency-key", "meeting-9")];
+    let body = booking_body(9).to_string();
+    let bobs = api.send("POST", "/bookings", Some(BOB), &key, Some(&body)).await;
+    assert_eq!(bobs.status, 201, "{}", bobs.body);
+    let new_bob = Caller { email: "bob@example.com", name: "Not Bob", sub: "sub-someone-else" };
+    let theirs = api.send("POST", "/bookings", Some(new_bob), &key, Some(&body)).await;
+    assert_eq!(theirs.status, 201, "{}", theirs.body);
+    assert!(theirs.header("idempotent-replayed").is_none(), "not Bob's stored response");
+    assert_ne!(theirs.body["id"], bobs.body["id"], "a booking of their own");
+    assert_eq!(db.count("bookings").await, 2);
+    // Bob, renamed, is still one organizer: his own overlap is refused.
+    let bob_renamed = Caller { email: "robert@example.com", name: "Bob Organizer", sub: BOB.sub };
+    assert_eq!(api.post("/bookings", bob_renamed, &booking_body(9)).await.status, 409);
+}

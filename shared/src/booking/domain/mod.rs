@@ -223,6 +223,20 @@ pub struct Caller {
     pub subject: Option<String>,
 }
 
+impl Caller {
+    /// Who the caller is for what is theirs (usage counters, idempotency
+    /// keys, the overlap rule): the token subject when there is one, since
+    /// an address can change hands or be changed to dodge a limit; else
+    /// the address. The overlap constraint of migration V17 spells the
+    /// same key in SQL.
+    pub fn key(&self) -> String {
+        match &self.subject {
+            Some(sub) => format!("sub:{sub}"),
+            None => format!("email:{}", self.person.email),
+        }
+    }
+}
+
 impl Booking {
     /// The organizer is matched by token subject when the booking has one
     /// (an address can change, or pass to someone else; a subject cannot),
