@@ -84,6 +84,25 @@ for name, r in fns.items():
             keys = {k for cond in st.get("Condition", {}).values() for k in cond}
             assert keys & {"aws:SourceArn", "aws:SourceAccount"}, f"{name} {st.get('Sid')}: no aws:SourceArn/SourceAccount condition"
 print("    every queue policy for an AWS service is scoped to its source or this account")
+# What SAM generates counts too: the template as CloudFormation receives it.
+from cfnlint.template.transforms._sam import Transform
+sam = Transform("template.yaml", tpl, "us-east-1")
+assert not sam.transform_template(), "the SAM transform failed"
+translated = sam._template["Resources"]
+# Every invoke permission names the one source that may use it.
+perms = {k: r["Properties"] for k, r in translated.items() if r["Type"] == "AWS::Lambda::Permission"}
+assert perms, "no Lambda permission found: the transform changed shape"
+for k, props in perms.items():
+    assert props.get("SourceArn"), f"{k}: {props.get('Principal')} may invoke {props.get('FunctionName')} from anywhere"
+print(f"    every Lambda permission ({len(perms)}) names its source (SourceArn)")
+# Every statement that lets a role send mail pins the From address.
+sends = [(k, st) for k, r in translated.items() if r["Type"] == "AWS::IAM::Role"
+         for pol in r["Properties"].get("Policies", []) for st in pol["PolicyDocument"]["Statement"]
+         if "ses:SendEmail" in (st["Action"] if isinstance(st["Action"], list) else [st["Action"]])]
+assert sends, "no role may send mail: the transform changed shape"
+for k, st in sends:
+    assert "ses:FromAddress" in st.get("Condition", {}).get("StringEquals", {}), f"{k}: SendEmail without ses:FromAddress"
+print(f"    SendEmail ({len(sends)} statement) only from the configured address (ses:FromAddress)")
 PY
 
 echo "==> sam build (the five functions, exactly as a deploy builds them)"

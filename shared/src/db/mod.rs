@@ -143,7 +143,6 @@ impl DbConfig {
         Self::from_pg(pg, pool_size, connect_timeout)
     }
 
-    /// Builds the settings from a Secrets Manager secret string (JSON).
     /// Builds the settings from a Secrets Manager secret string (JSON), with
     /// `host_override` (DATABASE_HOST, e.g. an RDS Proxy endpoint) in place
     /// of the secret's host when given.
@@ -154,9 +153,18 @@ impl DbConfig {
         connect_timeout: Duration,
     ) -> Result<Self, ConfigError> {
         let f: SecretFields = serde_json::from_str(secret).map_err(|e| {
+            // serde's own message quotes a value of the wrong type, and this
+            // one may be the password: say where, never what.
+            let what = match e.classify() {
+                serde_json::error::Category::Data if e.to_string().starts_with("missing field") => e.to_string(),
+                serde_json::error::Category::Data => {
+                    format!("a value of the wrong type at line {}, column {}", e.line(), e.column())
+                }
+                _ => format!("not valid JSON at line {}, column {}", e.line(), e.column()),
+            };
             ConfigError::new(
                 "DATABASE_SECRET_ARN",
-                format!("names a secret that is not the expected JSON ({e})"),
+                format!("names a secret that is not the expected JSON ({what}; values are not shown)"),
                 "the database secret must be JSON with host, port, username, password and dbname",
             )
         })?;

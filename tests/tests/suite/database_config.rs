@@ -203,3 +203,30 @@ async fn a_poller_session_plans_each_array_statement_for_the_table_as_it_is_now(
     let custom = outcome_write_scans(true).await;
     assert_eq!(custom, 0, "with custom plans, one outcome reads one row by its key, not {custom} by a scan");
 }
+
+/// A malformed secret or URL is reported by where it is wrong, never by
+/// what it holds: the password reaches no error message (and so no log,
+/// and no CloudFormation reason).
+#[test]
+fn a_malformed_secret_or_url_never_shows_its_password() {
+    let timeout = Duration::from_secs(5);
+    for secret in [
+        r#"{"host": "db.example.com", "port": 5432, "username": "app", "password": 918273645}"#,
+        r#"{"host": "db.example.com", "port": "hunter2", "username": "app", "password": "hunter2"}"#,
+        r#"{"host": "db.example.com", "port": 5432, "username": "app", "password": "hunter2""#,
+        r#"{"host": "db.example.com", "port": 5432, "username": ["hunter2"], "password": "hunter2"}"#,
+    ] {
+        let err = DbConfig::from_secret(secret, None, 2, timeout).expect_err("refused").to_string();
+        assert!(!err.contains("hunter2") && !err.contains("918273645"), "{err}");
+        assert!(err.contains("DATABASE_SECRET_ARN"), "{err}");
+    }
+    let missing = DbConfig::from_secret(r#"{"host": "h", "port": 5432, "username": "app"}"#, None, 2, timeout);
+    assert!(missing.err().unwrap().to_string().contains("missing field `password`"), "the missing field is named");
+    for url in [
+        "postgres://app:hunter2@db.example.com:notaport/db",
+        "postgres://app:hunter2@db.example.com/db?sslmode=hunter2",
+    ] {
+        let err = DbConfig::from_url(url, 2, timeout).expect_err("refused").to_string();
+        assert!(!err.contains("hunter2"), "{err}");
+    }
+}
