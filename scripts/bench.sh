@@ -9,7 +9,11 @@
 # scripts/lib/bench-peers.sh. The 1-poller drain and graphile-worker's
 # batched 1 x 4 preset run again, interleaved (BENCH_ROUNDS rounds in all,
 # default 2), and each side's best round counts; BENCH_ONLY=comparison runs
-# only those rounds. Last, the held-snapshot stress (tests/benches/stress.rs)
+# only those rounds. Then GET /bookings with BENCH_LISTING_BOOKINGS (default
+# 100,000) bookings in the table (tests/benches/listing.rs): p50/p99 of the
+# organizer's first and next page and the attendee's first page, beside
+# GET /bookings/{id} and the page's bare SQL; BENCH_ONLY=listing runs only
+# that. Last, the held-snapshot stress (tests/benches/stress.rs)
 # and graphile-worker under the same stress; BENCH_ONLY=stress runs only
 # that, BENCH_STATEMENTS=1 adds each drain's statement costs. All figures go
 # to $BENCH_RESULTS (key<TAB>value; a temporary file unless set) and are
@@ -43,10 +47,18 @@ if [ -z "${BENCH_RESULTS:-}" ]; then
   export BENCH_RESULTS="$RESULTS_TMP"
 fi
 : >"$BENCH_RESULTS"
+listing() {
+  RUST_LOG="${RUST_LOG:-error}" cargo bench --locked -p outbox-tests --bench listing
+}
 stress() {
   RUST_LOG="${RUST_LOG:-error}" cargo bench --locked -p outbox-tests --bench stress
   bench_peers stress
 }
+if [ "${BENCH_ONLY:-}" = "listing" ]; then
+  listing
+  python3 scripts/lib/bench-table.py "$BENCH_RESULTS"
+  exit 0
+fi
 if [ "${BENCH_ONLY:-}" = "stress" ]; then
   stress
   python3 scripts/lib/bench-table.py "$BENCH_RESULTS"
@@ -78,5 +90,5 @@ for round in $(seq "$first_round" "${BENCH_ROUNDS:-2}"); do
     project_drain
   fi
 done
-[ "${BENCH_ONLY:-}" = "comparison" ] || { bench_api_sql; stress; }
+[ "${BENCH_ONLY:-}" = "comparison" ] || { bench_api_sql; listing; stress; }
 python3 scripts/lib/bench-table.py "$BENCH_RESULTS"

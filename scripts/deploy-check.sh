@@ -103,6 +103,28 @@ assert sends, "no role may send mail: the transform changed shape"
 for k, st in sends:
     assert "ses:FromAddress" in st.get("Condition", {}).get("StringEquals", {}), f"{k}: SendEmail without ses:FromAddress"
 print(f"    SendEmail ({len(sends)} statement) only from the configured address (ses:FromAddress)")
+# Browser front ends: with CorsAllowedOrigins set, API Gateway answers the
+# preflight itself (no route takes OPTIONS, so no authorizer runs on it)
+# and exposes the headers scripts need; unset, no CORS at all.
+origins = "https://calendar.example.com,https://admin.example.com"
+sam = Transform("template.yaml", decode("template.yaml")[0], "us-east-1")
+sam._parameters["CorsAllowedOrigins"] = origins
+assert not sam.transform_template(), "the SAM transform failed"
+body = sam._template["Resources"]["HttpApi"]["Properties"]["Body"]
+cond, cors, off = body["x-amazon-apigateway-cors"]["Fn::If"]
+assert cond == "HasCorsOrigins" and off == {"Ref": "AWS::NoValue"}, body["x-amazon-apigateway-cors"]
+assert cors["allowOrigins"] == {"Fn::Split": [",", origins]}, cors
+for h in ["authorization", "content-type", "idempotency-key", "if-match"]:
+    assert h in cors["allowHeaders"], f"preflight refuses {h}"
+for h in ["location", "etag", "retry-after", "idempotent-replayed"]:
+    assert h in cors["exposeHeaders"], f"{h} hidden from scripts"
+assert "OPTIONS" in cors["allowMethods"] and all("options" not in ops for ops in body["paths"].values())
+for path, ops in body["paths"].items():
+    for op in ops.values():
+        schemes = {k for s in op.get("security", []) for k in s}
+        want = {"NONE"} if path.startswith("/problems/") else {"JwtAuthorizer"}
+        assert schemes == want, f"{path}: security {schemes}, not {want}"
+print(f"    CORS for {origins}: preflight without a token, Location/ETag/Retry-After exposed; every booking route behind the JWT authorizer")
 PY
 
 echo "==> sam build (the five functions, exactly as a deploy builds them)"

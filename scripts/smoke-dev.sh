@@ -51,8 +51,18 @@ say "README: create"
 read -r API ID < <({ readme_example 1; echo; echo 'echo "$API $ID"'; } | bash -euo pipefail) || fail "the README's create example failed"
 [[ "$ID" =~ ^[0-9a-f-]{36}$ ]] || fail "the README's create example printed no booking id (got '$ID')"
 smoke_wait_invites "Design review" 60
+say "README: where each invitation stands"
+delivered=0
+for _ in $(seq 1 60); do
+  out=$({ echo "API=$API ID=$ID"; readme_example 2; } | bash -euo pipefail) || fail "the README's notifications example failed: $out"
+  delivered=$(python3 -c 'import json,sys; print(sum(1 for r in json.load(sys.stdin)["notifications"] if r["state"] == "delivered"))' <<<"$out") \
+    || fail "the README's notifications example did not answer the notifications: $out"
+  [ "$delivered" = 2 ] && break
+  sleep 0.5
+done
+[ "$delivered" = 2 ] || fail "the README's notifications example did not show both invitations delivered: $out"
 say "README: reschedule and cancel"
-out=$({ echo "API=$API ID=$ID"; readme_example 2; } | bash -euo pipefail) || fail "the README's PATCH/cancel example failed: $out"
+out=$({ echo "API=$API ID=$ID"; readme_example 3; } | bash -euo pipefail) || fail "the README's PATCH/cancel example failed: $out"
 grep -Eq '"version": ?2' <<<"$out" || fail "the README's PATCH did not answer version 2: $out"
 grep -Eq '"status": ?"CANCELLED"' <<<"$out" || fail "the README's cancel did not answer CANCELLED: $out"
 for _ in $(seq 1 120); do
@@ -61,7 +71,7 @@ for _ in $(seq 1 120); do
   sleep 0.5
 done
 [ "$n" = 2 ] || fail "expected the README's cancel to mail both attendees, found $n"
-say "the README's examples work as written: created, invited, rescheduled, cancelled"
+say "the README's examples work as written: created, invited, delivered, rescheduled, cancelled"
 
 # (c) A stalled dev scheduler recovers by itself.
 say "stall: waiting for an outbox-poller invocation in flight"

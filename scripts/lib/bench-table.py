@@ -4,13 +4,16 @@
 $BENCH_RESULTS holds `key<TAB>value` lines written in one run on one
 cluster: project.* and baseline.* by the Rust bench (tests/benches/poller.rs),
 graphile.* by bench/peers/perf.js, sql.* by bench_api_sql
-(scripts/lib/bench-peers.sh). A key written more than once (scripts/bench.sh
+(scripts/lib/bench-peers.sh), listing.* by tests/benches/listing.rs (a
+table of its own, after the comparison). A key written more than once (scripts/bench.sh
 runs the 1-process comparison in interleaved rounds) counts with its best
 value: the most per second, the fewest milliseconds or seconds. A missing
 key prints as "-".
 
-Every ratio reads the same way: above 1 the project is better (more per
-second, or fewer milliseconds). Usage: bench-table.py [RESULTS_FILE].
+Every ratio of the comparison reads the same way: above 1 the project is
+better (more per second, or fewer milliseconds). The listing table's
+ratios are multiples of a baseline's latency: above 1 slower than it.
+Usage: bench-table.py [RESULTS_FILE].
 """
 import os
 import sys
@@ -98,6 +101,15 @@ def main():
          "graphile.stress.fresh", "graphile fresh", "/s", ""),
     ]
 
+    # Rows not measured in this run (BENCH_ONLY) are left out; so is the
+    # whole comparison when none was.
+    rows = [row for row in rows if get(row[1]) is not None or get(row[3]) is not None]
+    if rows:
+        comparison(get, rows)
+    listing(get)
+
+
+def comparison(get, rows):
     durable = os.environ.get("BENCH_DURABLE", "0") == "1"
     print()
     print("comparison, one cluster, one run (the 1-process rows: each side's best of the interleaved rounds): "
@@ -122,8 +134,6 @@ def main():
     print(line(tuple("-" * w for w in widths[:-1]) + ("",)))
     for what, pkey, plabel, qkey, qlabel, unit, note in rows:
         p, q = get(pkey), get(qkey)
-        if p is None and q is None:
-            continue  # not measured in this run (BENCH_ONLY)
         ratio = "-"
         if p and q:
             value = p / q if unit == "/s" else q / p
@@ -131,6 +141,46 @@ def main():
             if note.startswith("target >= "):
                 note += " ok" if value >= float(note.split()[-1]) else " BELOW TARGET"
         print(line((what, plabel, fmt(p, unit), qlabel, fmt(q, unit), ratio, note)))
+    print()
+
+
+def listing(get):
+    """GET /bookings with a full table (tests/benches/listing.rs): each
+    measure's p50 and p99, and each as a multiple of the same percentile of
+    GET /bookings/{id} and of the organizer page's bare SQL."""
+    # (what, key)
+    measures = [
+        ("listing as organizer", "listing.organizer"),
+        ("next page via the cursor", "listing.next_page"),
+        ("listing as attendee", "listing.attendee"),
+        ("GET /bookings/{id}", "listing.get_one"),
+        ("organizer page, bare SQL", "listing.sql"),
+    ]
+    if all(get(f"{key}.p50_ms") is None and get(f"{key}.p99_ms") is None for _, key in measures):
+        return
+    bookings = get("listing.bookings")
+    print()
+    print("GET /bookings with " + (f"{bookings:,.0f}" if bookings else "?") + " bookings in the table, one request "
+          "at a time through the handler (tests/benches/listing.rs)")
+    print("baselines: GET /bookings/{id} through the same handler (a primary-key read), and the organizer page's "
+          "statement alone (tokio-postgres, no handler)")
+    print("ratio: a multiple of the baseline's latency at the same percentile (above 1 slower than the baseline)")
+    header = ("measure", "p50", "p99", "p50 / get", "p99 / get", "p50 / SQL", "p99 / SQL")
+    widths = (26, 10, 10, 9, 9, 9, 9)
+    line = lambda cells: "  ".join(f"{c:<{w}}" if i == 0 else f"{c:>{w}}"
+                                   for i, (c, w) in enumerate(zip(cells, widths))).rstrip()
+    print(line(header))
+    print(line(tuple("-" * w for w in widths)))
+    ratio = lambda value, base: f"{value / base:.2f}" if value and base else "-"
+    for what, key in measures:
+        p50, p99 = get(f"{key}.p50_ms"), get(f"{key}.p99_ms")
+        cells = [what, fmt(p50, "ms"), fmt(p99, "ms")]
+        for base in ("listing.get_one", "listing.sql"):
+            if key == base:
+                cells += ["", ""]
+            else:
+                cells += [ratio(p50, get(f"{base}.p50_ms")), ratio(p99, get(f"{base}.p99_ms"))]
+        print(line(tuple(cells)))
     print()
 
 

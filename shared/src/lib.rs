@@ -5,11 +5,10 @@
 //! layers, and imports point one way, down:
 //!
 //! ```text
-//!   relay            the workers: poller, sweeper, retention, run summaries
-//!     │
-//!     ├──▶ api       HTTP requests → booking operations (problem+json)
-//!     ├──▶ notify    one email per recipient: claim, send, record (SES)
-//!     ▼
+//!   relay  api       the workers (poller, sweeper, retention, run summaries);
+//!     ▼     ▼        HTTP requests → booking operations (problem+json)
+//!   notify           one email per recipient: claim, send, record (SES);
+//!     ▼              where each notification stands, for the API
 //!   booking          bookings, their rules, and the events they write
 //!     ▼
 //!   outbox           a generic outbox: outbox_events, processed_events
@@ -17,8 +16,8 @@
 //!   db, config, fault, telemetry   (used by every layer)
 //! ```
 //!
-//! `api` and `notify` sit side by side and never import each other; nothing
-//! imports `relay`; `outbox` imports neither `booking` nor `notify`. A
+//! `relay` and `api` sit side by side at the top and never import each
+//! other; nothing imports either; `outbox` imports neither `booking` nor `notify`. A
 //! module that needs something from above is handed it as a value.
 //!
 //! Follow one booking down the tree (the design story, `outbox-story.txt`):

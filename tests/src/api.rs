@@ -93,14 +93,20 @@ impl TestApi {
         for (k, v) in headers {
             hdrs.insert(k.to_ascii_lowercase(), json!(v));
         }
-        let event = gateway_event(method, path, "", hdrs, body, claims);
+        let (path, query) = path.split_once('?').unwrap_or((path, ""));
+        let event = gateway_event(method, path, query, hdrs, body, claims);
         let req = lambda_http::request::from_str(&event.to_string()).expect("valid API Gateway v2 event");
         let resp = self.api.handle(req).await;
         let status = resp.status().as_u16();
         let headers = resp.headers().clone();
         let bytes: &[u8] = resp.body().as_ref();
-        let body =
-            if bytes.is_empty() { Value::Null } else { serde_json::from_slice(bytes).expect("JSON response body") };
+        let json = headers.get("content-type").and_then(|v| v.to_str().ok()).is_some_and(|t| t.contains("json"));
+        let body = match (bytes.is_empty(), json) {
+            (true, _) => Value::Null,
+            (false, true) => serde_json::from_slice(bytes).expect("JSON response body"),
+            // A problem type's page.
+            (false, false) => Value::String(String::from_utf8_lossy(bytes).into_owned()),
+        };
         if status >= 400 {
             assert_eq!(
                 headers.get("content-type").and_then(|v| v.to_str().ok()),
@@ -127,6 +133,53 @@ impl TestApi {
     }
 }
 
+/// Where the test events say the API was reached (`domainName`, the
+/// default stage): the base of `Location` and of problem types.
+pub const API_BASE: &str = "https://api.example.test";
+
+/// The absolute `type` of the problem `slug`, as the API answers it here.
+pub fn problem_type(slug: &str) -> String {
+    format!("{API_BASE}/problems/{slug}")
+}
+
+/// `rawQueryString` decoded as API Gateway passes it in
+/// `queryStringParameters`: each name once, repeated values joined by commas.
+fn query_parameters(raw_query: &str) -> Value {
+    fn decode(s: &str) -> String {
+        let b = s.as_bytes();
+        let mut out = Vec::with_capacity(b.len());
+        let mut i = 0;
+        while i < b.len() {
+            let hex = b.get(i + 1..i + 3).and_then(|h| u8::from_str_radix(std::str::from_utf8(h).ok()?, 16).ok());
+            match (b[i], hex) {
+                (b'+', _) => out.push(b' '),
+                (b'%', Some(byte)) => {
+                    out.push(byte);
+                    i += 2;
+                }
+                (c, _) => out.push(c),
+            }
+            i += 1;
+        }
+        String::from_utf8_lossy(&out).into_owned()
+    }
+    let mut params = serde_json::Map::new();
+    for pair in raw_query.split('&').filter(|p| !p.is_empty()) {
+        let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
+        let (name, value) = (decode(name), decode(value));
+        match params.get_mut(&name) {
+            Some(Value::String(joined)) => {
+                joined.push(',');
+                joined.push_str(&value);
+            }
+            _ => {
+                params.insert(name, Value::String(value));
+            }
+        }
+    }
+    Value::Object(params)
+}
+
 /// The event API Gateway (HTTP API, payload v2) hands the function for one
 /// request: the authorizer's JWT claims, when there are any, in
 /// `requestContext.authorizer.jwt`.
@@ -144,6 +197,7 @@ pub fn gateway_event(
         "routeKey": "$default",
         "rawPath": path,
         "rawQueryString": raw_query,
+        "queryStringParameters": query_parameters(raw_query),
         "headers": headers,
         "requestContext": {
             "accountId": "123456789012",

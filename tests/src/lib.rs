@@ -8,6 +8,7 @@ pub mod api;
 pub mod bench;
 pub mod ctl;
 pub mod http;
+pub mod listing;
 pub mod outbox;
 pub mod publisher;
 pub mod ses;

@@ -89,3 +89,23 @@ pub fn bounce_event(claim: Uuid, bounce_type: &str, sub_type: &str) -> Value {
         )),
     )
 }
+
+/// A complaint about the claim's message that lists `complained`.
+pub fn complaint_event(claim: Uuid, complained: &[&str]) -> Value {
+    let complained: Vec<Value> = complained.iter().map(|a| json!({"emailAddress": a})).collect();
+    ses_event(
+        "Complaint",
+        "Email Complaint Received",
+        Some(claim),
+        Some((
+            "complaint",
+            json!({"complainedRecipients": complained, "timestamp": "2026-11-30T12:05:00.000Z",
+                   "feedbackId": "0100015e3a9c3d1e-example", "complaintFeedbackType": "abuse"}),
+        )),
+    )
+}
+
+/// The same event, about a message to `recipient` instead of Alice.
+pub fn to_recipient(event: Value, recipient: &str) -> Value {
+    serde_json::from_str(&event.to_string().replace(ALICE, recipient)).expect("still JSON")
+}

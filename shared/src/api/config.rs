@@ -57,6 +57,9 @@ pub struct ApiConfig {
     /// Abuse limits (`LIMIT_BOOKINGS_PER_DAY`, `LIMIT_RECIPIENTS_PER_DAY`,
     /// `LIMIT_CHANGES_PER_BOOKING_PER_DAY`).
     pub limits: Limits,
+    /// Where problem types are documented (`API_PROBLEM_TYPE_BASE`, an
+    /// https URL ending in `/`); None: this API's own `/problems/`.
+    pub problem_type_base: Option<String>,
 }
 
 impl ApiConfig {
@@ -89,6 +92,7 @@ impl ApiConfig {
             idempotency_key_ttl: std::time::Duration::from_secs(ttl_hours * 3600),
             require_email_verified: S::REQUIRE_EMAIL_VERIFIED.parsed()?,
             limits: limits_from_env()?,
+            problem_type_base: problem_type_base_from_env()?,
         })
     }
 }
@@ -107,6 +111,7 @@ impl Default for ApiConfig {
             ),
             require_email_verified: S::REQUIRE_EMAIL_VERIFIED.default_value(),
             limits: Limits::default(),
+            problem_type_base: None,
         }
     }
 }
@@ -127,4 +132,17 @@ fn limits_from_env() -> Result<Limits, ConfigError> {
         }
     }
     Ok(limits)
+}
+
+fn problem_type_base_from_env() -> Result<Option<String>, ConfigError> {
+    let Some(base) = S::API_PROBLEM_TYPE_BASE.value().filter(|b| !b.is_empty()) else { return Ok(None) };
+    let host = base.strip_prefix("https://").and_then(|rest| rest.split('/').next()).unwrap_or("");
+    if host.is_empty() || base.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return Err(ConfigError::new(
+            "API_PROBLEM_TYPE_BASE",
+            format!("({base:?}) is not an https URL"),
+            "use an https URL under which each problem type is documented, like https://docs.example.com/problems/",
+        ));
+    }
+    Ok(Some(if base.ends_with('/') { base.to_string() } else { format!("{base}/") }))
 }

@@ -14,7 +14,6 @@
 
 use std::collections::HashMap;
 
-use lambda_http::http::StatusCode;
 use lambda_http::request::RequestContext;
 use lambda_http::{Request, RequestExt};
 
@@ -29,7 +28,7 @@ pub const DEV_EMAIL_HEADER: &str = "x-dev-user-email";
 pub const DEV_NAME_HEADER: &str = "x-dev-user-name";
 
 fn unauthorized(detail: impl Into<String>) -> Problem {
-    Problem::new(StatusCode::UNAUTHORIZED, "unauthorized", "Not authenticated", detail)
+    Problem::new(&super::problem::UNAUTHORIZED, detail)
 }
 
 /// What the request says about its caller, before it is parsed.

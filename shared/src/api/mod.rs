@@ -3,33 +3,35 @@
 //!
 //! | route | what it does |
 //! |---|---|
+//! | `GET /bookings` | the caller's bookings, as organizer or attendee, a page at a time |
 //! | `POST /bookings` | create (honours `Idempotency-Key`) |
-//! | `GET /bookings/{id}` | read (organizer or attendee; anyone else 404) |
-//! | `PATCH /bookings/{id}` | change any field or the attendees, with the version last seen |
-//! | `POST /bookings/{id}/cancel` | cancel (idempotent) |
+//! | `GET /bookings/{id}` | read (organizer or attendee; anyone else 404), with its `ETag`; the organizer also sees where each notification stands |
+//! | `GET /bookings/{id}/notifications` | where each notification stands, per recipient (an attendee sees their own) |
+//! | `PATCH /bookings/{id}` | change any field or the attendees, with the version last seen (`If-Match` or `version`) |
+//! | `POST /bookings/{id}/cancel` | cancel (idempotent; `If-Match` optional) |
+//! | `GET /problems/{slug}` | what a problem type means (no token needed) |
 //!
-//! Every error is `application/problem+json`. Bad input is a 4xx that names
-//! the field, and is refused before the database is touched.
+//! Every error is `application/problem+json` whose `type` is an absolute
+//! URI. Bad input is a 4xx that names every invalid field, and is refused
+//! before the database is touched.
 
 mod body;
+mod bookings;
 pub mod config;
+mod fields;
 pub mod identity;
 pub mod json;
+mod list;
 pub mod problem;
 
 use deadpool_postgres::Pool;
 use lambda_http::http::{header, Method, StatusCode};
+use lambda_http::request::RequestContext;
 use lambda_http::{Body, Request, RequestExt, Response};
-use sha2::{Digest, Sha256};
 use uuid::Uuid;
 
-use crate::booking::domain::{Booking, Caller};
-use crate::booking::idempotency::IdempotencyRequest;
-use crate::booking::service::{BookingService, CreateOutcome};
-use crate::booking::BookingError;
-use crate::db::DbError;
+use crate::booking::service::BookingService;
 use crate::fault::Faults;
-use body::{parse_json, CreateBookingBody, UpdateBookingBody};
 use config::ApiConfig;
 use problem::Problem;
 
@@ -47,7 +49,8 @@ pub struct Operation {
     pub statuses: &'static [u16],
 }
 
-pub const OPERATIONS: [Operation; 4] = [
+pub const OPERATIONS: [Operation; 7] = [
+    Operation { id: "listBookings", method: "GET", path: "/bookings", statuses: &[200, 400, 401, 422, 500, 503] },
     Operation {
         id: "createBooking",
         method: "POST",
@@ -59,31 +62,81 @@ pub const OPERATIONS: [Operation; 4] = [
         id: "updateBooking",
         method: "PATCH",
         path: "/bookings/{id}",
-        statuses: &[200, 400, 401, 403, 404, 409, 413, 415, 422, 429, 500, 503],
+        statuses: &[200, 400, 401, 403, 404, 409, 412, 413, 415, 422, 429, 500, 503],
     },
     Operation {
         id: "cancelBooking",
         method: "POST",
         path: "/bookings/{id}/cancel",
         // No 429 of its own: a cancel is never refused by a daily limit.
-        statuses: &[200, 401, 403, 404, 500, 503],
+        statuses: &[200, 400, 401, 403, 404, 412, 500, 503],
     },
+    Operation {
+        id: "listNotifications",
+        method: "GET",
+        path: "/bookings/{id}/notifications",
+        statuses: &[200, 401, 404, 500, 503],
+    },
+    Operation { id: "getProblemType", method: "GET", path: "/problems/{slug}", statuses: &[200, 404] },
 ];
 
 pub struct Api {
+    pool: Pool,
     bookings: BookingService,
     config: ApiConfig,
+    cursor_key: list::CursorKey,
 }
 
+/// Where a request goes, and the methods each place takes.
 enum Route {
     Collection,
     Item(Uuid),
     Cancel(Uuid),
+    Notifications(Uuid),
+    ProblemType(String),
+}
+
+impl Route {
+    fn of(path: &str) -> Option<Route> {
+        let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
+        let id = |s: &str| Uuid::parse_str(s).ok();
+        match segments.as_slice() {
+            ["bookings"] => Some(Route::Collection),
+            ["bookings", raw] => id(raw).map(Route::Item),
+            ["bookings", raw, "cancel"] => id(raw).map(Route::Cancel),
+            ["bookings", raw, "notifications"] => id(raw).map(Route::Notifications),
+            ["problems", slug] => Some(Route::ProblemType(slug.to_string())),
+            _ => None,
+        }
+    }
+
+    /// The methods the place takes, as the `Allow` header lists them.
+    fn allowed(&self) -> &'static str {
+        match self {
+            Route::Collection => "GET, POST",
+            Route::Cancel(_) => "POST",
+            Route::Item(_) => "GET, PATCH",
+            Route::Notifications(_) | Route::ProblemType(_) => "GET",
+        }
+    }
+}
+
+/// Where the caller reached this API: `https://` and the request's domain,
+/// then its stage unless it is the default one. Empty when the request
+/// names no domain (links are then relative).
+fn base_url(req: &Request) -> String {
+    let Some(RequestContext::ApiGatewayV2(ctx)) = req.request_context_ref() else { return String::new() };
+    let Some(domain) = ctx.domain_name.as_deref().filter(|d| !d.is_empty()) else { return String::new() };
+    match ctx.stage.as_deref() {
+        Some(stage) if !stage.is_empty() && stage != "$default" => format!("https://{domain}/{stage}"),
+        _ => format!("https://{domain}"),
+    }
 }
 
 impl Api {
     pub fn new(pool: Pool, faults: Faults, config: ApiConfig) -> Self {
-        Self { bookings: BookingService::new(pool, faults, config.limits), config }
+        let bookings = BookingService::new(pool.clone(), faults, config.limits);
+        Self { pool, bookings, config, cursor_key: list::CursorKey::default() }
     }
 
     /// Handles one request. Never fails: every error becomes a problem
@@ -92,127 +145,55 @@ impl Api {
         use tracing::Instrument;
         let request_id = req.lambda_context_ref().map(|c| c.request_id.clone()).unwrap_or_default();
         let span = tracing::info_span!("request", %request_id, method = %req.method(), path = %req.uri().path());
-        let resp = match self.route_request(&req).instrument(span.clone()).await {
+        let base = base_url(&req);
+        let resp = match self.route_request(&req, &base).instrument(span.clone()).await {
             Ok(resp) => resp,
-            Err(problem) => problem.into_response(),
+            Err(problem) => {
+                let types = match &self.config.problem_type_base {
+                    Some(types) => types.clone(),
+                    None => format!("{base}/problems/"),
+                };
+                problem.into_response(&types)
+            }
         };
         span.in_scope(|| tracing::info!(status = resp.status().as_u16(), "handled"));
         resp
     }
 
     /// Routes one request to its handler.
-    async fn route_request(&self, req: &Request) -> Result<Response<Body>, Problem> {
-        let route = route(req.uri().path()).ok_or_else(|| {
-            Problem::new(StatusCode::NOT_FOUND, "not-found", "Not found", format!("no route for {}", req.uri().path()))
-        })?;
-        let allowed = match route {
-            Route::Collection => "POST",
-            Route::Item(_) => "GET, PATCH",
-            Route::Cancel(_) => "POST",
-        };
+    async fn route_request(&self, req: &Request, base: &str) -> Result<Response<Body>, Problem> {
+        let route = Route::of(req.uri().path())
+            .ok_or_else(|| Problem::new(&problem::NOT_FOUND, format!("no route for {}", req.uri().path())))?;
         let method = req.method();
-        let known = match route {
-            Route::Collection | Route::Cancel(_) => method == Method::POST,
-            Route::Item(_) => method == Method::GET || method == Method::PATCH,
-        };
-        if !known {
-            let mut resp = Problem::new(
-                StatusCode::METHOD_NOT_ALLOWED,
-                "method-not-allowed",
-                "Method not allowed",
-                format!("{method} is not allowed here; use {allowed}"),
-            )
-            .into_response();
-            resp.headers_mut().insert(header::ALLOW, allowed.parse().expect("static header"));
-            return Ok(resp);
+        let allowed = route.allowed();
+        if !allowed.split(", ").any(|m| m == method.as_str()) {
+            return Err(Problem {
+                allow: Some(allowed),
+                ..Problem::new(&problem::METHOD_NOT_ALLOWED, format!("{method} is not allowed here; use {allowed}"))
+            });
+        }
+        // Problem types are documentation: anyone may read them.
+        if let Route::ProblemType(slug) = &route {
+            return match problem::problem_type(slug) {
+                Some(t) => Ok(problem::page(t)),
+                None => Err(Problem::new(&problem::NOT_FOUND, format!("no problem type {slug:?}"))),
+            };
         }
         let caller = identity::caller(req, &self.config)?;
+        let at =
+            bookings::At { base, pool: &self.pool, config: &self.config, bookings: &self.bookings, caller: &caller };
         match route {
-            Route::Collection => self.create(req, &caller).await,
-            Route::Item(id) if method == Method::GET => {
-                let booking = self.bookings.get(&caller, id).await.map_err(problem_for)?;
-                Ok(json(StatusCode::OK, &booking))
+            Route::Collection if method == Method::GET => {
+                list::list(req, &caller, &self.bookings, &self.pool, &self.cursor_key).await
             }
-            Route::Item(id) => self.update(req, &caller, id).await,
-            Route::Cancel(id) => {
-                let changed = self.bookings.cancel(&caller, id).await.map_err(problem_for)?;
-                Ok(json(StatusCode::OK, &changed.booking))
-            }
+            Route::Collection => at.create(req).await,
+            Route::Item(id) if method == Method::GET => at.get(id).await,
+            Route::Item(id) => at.update(req, id).await,
+            Route::Cancel(id) => at.cancel(req, id).await,
+            Route::Notifications(id) => at.notifications(id).await,
+            Route::ProblemType(_) => unreachable!("answered above"),
         }
     }
-
-    async fn create(&self, req: &Request, caller: &Caller) -> Result<Response<Body>, Problem> {
-        let idem_key = idempotency_key(req)?;
-        let (value, body): (_, CreateBookingBody) = parse_json(req, self.config.max_body_bytes)?;
-        let new = body.into_new_booking(&self.config.start_window)?;
-        let idem = idem_key.map(|key| IdempotencyRequest {
-            key,
-            request_hash: request_hash("POST /bookings", &value),
-            ttl: self.config.idempotency_key_ttl,
-        });
-        match self.bookings.create(caller, new, idem).await.map_err(problem_for)? {
-            CreateOutcome::Created(booking) => Ok(created(&booking)),
-            CreateOutcome::Replayed(stored) => {
-                let status = StatusCode::from_u16(stored.status).unwrap_or(StatusCode::CREATED);
-                let mut resp = json(status, &stored.body);
-                if let Some(id) = stored.booking_id {
-                    resp.headers_mut().insert(header::LOCATION, location(id).parse().expect("uuid path"));
-                }
-                resp.headers_mut().insert("idempotent-replayed", "true".parse().expect("static"));
-                Ok(resp)
-            }
-        }
-    }
-
-    async fn update(&self, req: &Request, caller: &Caller, id: Uuid) -> Result<Response<Body>, Problem> {
-        let (_, body): (_, UpdateBookingBody) = parse_json(req, self.config.max_body_bytes)?;
-        let version = body.version;
-        let changes = body.into_changes(&self.config.start_window)?;
-        let changed = self.bookings.update(caller, id, &changes, version).await.map_err(problem_for)?;
-        Ok(json(StatusCode::OK, &changed.booking))
-    }
-}
-
-fn route(path: &str) -> Option<Route> {
-    let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
-    let id = |s: &str| Uuid::parse_str(s).ok();
-    match segments.as_slice() {
-        ["bookings"] => Some(Route::Collection),
-        ["bookings", raw] => id(raw).map(Route::Item),
-        ["bookings", raw, "cancel"] => id(raw).map(Route::Cancel),
-        _ => None,
-    }
-}
-
-fn idempotency_key(req: &Request) -> Result<Option<String>, Problem> {
-    let Some(raw) = req.headers().get(IDEMPOTENCY_KEY_HEADER) else { return Ok(None) };
-    let bad = || {
-        Problem::new(
-            StatusCode::BAD_REQUEST,
-            "invalid-idempotency-key",
-            "Invalid Idempotency-Key",
-            format!("Idempotency-Key must be 1 to {MAX_IDEMPOTENCY_KEY_LEN} visible ASCII characters"),
-        )
-    };
-    let key = raw.to_str().map_err(|_| bad())?.trim();
-    if key.is_empty() || key.len() > MAX_IDEMPOTENCY_KEY_LEN || !key.chars().all(|c| c.is_ascii_graphic()) {
-        return Err(bad());
-    }
-    Ok(Some(key.to_string()))
-}
-
-/// Hash of the route and the body's canonical JSON (keys sorted, no
-/// whitespace), so a replay that only reformats the body still matches.
-fn request_hash(route: &str, body: &serde_json::Value) -> Vec<u8> {
-    let mut hasher = Sha256::new();
-    hasher.update(route.as_bytes());
-    hasher.update(b"\n");
-    hasher.update(serde_json::to_vec(body).expect("JSON value serialises"));
-    hasher.finalize().to_vec()
-}
-
-fn location(id: Uuid) -> String {
-    format!("/bookings/{id}")
 }
 
 fn json(status: StatusCode, value: &impl serde::Serialize) -> Response<Body> {
@@ -221,66 +202,4 @@ fn json(status: StatusCode, value: &impl serde::Serialize) -> Response<Body> {
         .header(header::CONTENT_TYPE, "application/json")
         .body(Body::Text(serde_json::to_string(value).expect("response serialises")))
         .expect("valid response")
-}
-
-fn created(booking: &Booking) -> Response<Body> {
-    let mut resp = json(StatusCode::CREATED, booking);
-    resp.headers_mut().insert(header::LOCATION, location(booking.id).parse().expect("uuid path"));
-    resp
-}
-
-fn problem_for(err: BookingError) -> Problem {
-    use BookingError::*;
-    match err {
-        NotFound => Problem::not_found(),
-        NotOrganizer => Problem::new(StatusCode::FORBIDDEN, "forbidden", "Forbidden", err.to_string()),
-        Overlap => Problem::new(StatusCode::CONFLICT, "overlap", "Overlapping booking", err.to_string()),
-        VersionConflict { current, .. } => Problem {
-            current_version: Some(current),
-            ..Problem::new(
-                StatusCode::CONFLICT,
-                "version-conflict",
-                "Version conflict",
-                format!("{err}; reload and retry"),
-            )
-        },
-        Cancelled => Problem::new(StatusCode::CONFLICT, "cancelled", "Booking cancelled", err.to_string()),
-        LimitExceeded { retry_after, .. } => Problem {
-            retry_after: Some(retry_after.as_secs().max(1)),
-            ..Problem::new(StatusCode::TOO_MANY_REQUESTS, "limit-exceeded", "Limit exceeded", err.to_string())
-        },
-        IdempotencyKeyMismatch => Problem::new(
-            StatusCode::UNPROCESSABLE_ENTITY,
-            "idempotency-key-mismatch",
-            "Idempotency-Key reused",
-            err.to_string(),
-        ),
-        Db(DbError::Unavailable(_)) => {
-            tracing::error!(error = %err, "database unavailable");
-            Problem::new(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "unavailable",
-                "Service unavailable",
-                "the database is unavailable; retry shortly",
-            )
-        }
-        Db(ref e) if e.is_transient() => {
-            tracing::warn!(error = %err, "transient database error");
-            Problem::new(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "unavailable",
-                "Service unavailable",
-                "a transient database error occurred; retry",
-            )
-        }
-        Db(_) | Fault(_) => {
-            tracing::error!(error = %err, "booking operation failed");
-            Problem::new(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                "internal",
-                "Internal error",
-                "the request could not be completed; nothing was saved",
-            )
-        }
-    }
 }

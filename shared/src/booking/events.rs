@@ -149,7 +149,7 @@ impl BookingEvent {
         Self::from_parts(event.id, &event.event_type, &event.payload)
     }
 
-    fn from_parts(id: Uuid, event_type: &str, payload: &serde_json::Value) -> Result<Self, String> {
+    pub fn from_parts(id: Uuid, event_type: &str, payload: &serde_json::Value) -> Result<Self, String> {
         let event_type = event_type.parse::<EventType>()?;
         let payload = EventPayload::deserialize(payload).map_err(|e| format!("unreadable payload: {e}"))?;
         Ok(Self { id, event_type, payload })

@@ -76,6 +76,11 @@ impl BookingService {
         Ok(CreateOutcome::Created(payload.booking))
     }
 
+    /// A page of the caller's own bookings ([`store::list`]).
+    pub async fn list(&self, caller: &Caller, listing: &store::Listing) -> Result<Vec<Booking>, BookingError> {
+        store::list(&self.pool.get().await?, caller, listing).await
+    }
+
     /// Reads a booking the caller may see; anyone else gets `NotFound`.
     pub async fn get(&self, caller: &Caller, id: Uuid) -> Result<Booking, BookingError> {
         let client = self.pool.get().await?;
@@ -85,11 +90,21 @@ impl BookingService {
         }
     }
 
+    /// Cancels a booking; with `expected_version`, only if it is still that
+    /// version. Cancelling a cancelled booking changes nothing.
     #[tracing::instrument(skip_all, fields(booking_id = %id))]
-    pub async fn cancel(&self, caller: &Caller, id: Uuid) -> Result<Changed, BookingError> {
+    pub async fn cancel(
+        &self,
+        caller: &Caller,
+        id: Uuid,
+        expected_version: Option<i32>,
+    ) -> Result<Changed, BookingError> {
         let mut client = self.pool.get().await?;
         let tx = client.transaction().await?;
         let current = Self::lock_for_change(&tx, caller, id).await?;
+        if let Some(expected) = expected_version.filter(|v| *v != current.version) {
+            return Err(BookingError::VersionConflict { expected, current: current.version });
+        }
         if current.status == BookingStatus::Cancelled {
             return Ok(Changed { booking: current, changed: false });
         }

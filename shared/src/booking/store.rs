@@ -164,3 +164,67 @@ pub async fn update(tx: &impl GenericClient, b: &Booking) -> Result<Booking, Boo
         .map_err(overlap_or)?;
     from_row(&row)
 }
+
+/// Whose bookings a listing reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// Those the caller organizes (by [`Caller::key`]).
+    Organizer,
+    /// Those the caller is invited to (by verified address).
+    Attendee,
+    /// Both.
+    Either,
+}
+
+/// One page of a listing: the bookings that overlap `[from, to)`, in
+/// `statuses`, after `after` in (start, id) order, at most `limit`.
+#[derive(Debug, Clone)]
+pub struct Listing {
+    pub role: Role,
+    pub from: chrono::DateTime<chrono::Utc>,
+    pub to: chrono::DateTime<chrono::Utc>,
+    pub statuses: Vec<BookingStatus>,
+    pub after: (chrono::DateTime<chrono::Utc>, Uuid),
+    pub limit: i64,
+}
+
+/// The caller's key as the organizer index spells it (migration V17/V18).
+const ORGANIZER_KEY: &str = "coalesce('sub:' || organizer_sub, 'email:' || organizer_email)";
+
+/// A page of `caller`'s bookings. Organized ones come from
+/// `bookings_by_organizer` (key, start, id) in order; invited ones from the
+/// attendees' GIN index. A booking lasts at most 31 days, so "overlaps
+/// `from`" is also a lower bound on its start that the index can use.
+pub async fn list(client: &impl GenericClient, caller: &Caller, q: &Listing) -> Result<Vec<Booking>, BookingError> {
+    const WINDOW: &str = formatcp!(
+        "starts_at >= $2::timestamptz - make_interval(days => {}) AND ends_at > $2 AND starts_at < $3 \
+         AND status = ANY($4) AND (starts_at, id) > ($5, $6)",
+        super::domain::MAX_DURATION_DAYS
+    );
+    // $1: the caller's key (organizer) or address (attendee); $8 the
+    // address when both are asked for.
+    const ORGANIZER: &str = formatcp!("{ORGANIZER_KEY} = $1");
+    const ATTENDEE: &str = "attendees @> jsonb_build_array(jsonb_build_object('email', $1::text))";
+    const EITHER: &str =
+        formatcp!("({ORGANIZER} OR attendees @> jsonb_build_array(jsonb_build_object('email', $8::text)))");
+    const ORDER: &str = "ORDER BY starts_at, id LIMIT $7";
+    const BY_ORGANIZER: &str = formatcp!("SELECT {COLUMNS} FROM bookings WHERE {ORGANIZER} AND {WINDOW} {ORDER}");
+    const BY_ATTENDEE: &str = formatcp!("SELECT {COLUMNS} FROM bookings WHERE {ATTENDEE} AND {WINDOW} {ORDER}");
+    const BY_EITHER: &str = formatcp!("SELECT {COLUMNS} FROM bookings WHERE {EITHER} AND {WINDOW} {ORDER}");
+    let statuses: Vec<&str> = q.statuses.iter().map(|s| s.as_str()).collect();
+    let (key, email) = (caller.key(), caller.person.email.as_str());
+    let window: [&(dyn tokio_postgres::types::ToSql + Sync); 6] =
+        [&q.from, &q.to, &statuses, &q.after.0, &q.after.1, &q.limit];
+    let (sql, first, last): (&str, &(dyn tokio_postgres::types::ToSql + Sync), Option<&str>) = match q.role {
+        Role::Organizer => (BY_ORGANIZER, &key, None),
+        Role::Attendee => (BY_ATTENDEE, &email, None),
+        Role::Either => (BY_EITHER, &key, Some(email)),
+    };
+    let mut params: Vec<&(dyn tokio_postgres::types::ToSql + Sync)> = vec![first];
+    params.extend(window);
+    if let Some(email) = &last {
+        params.push(email);
+    }
+    let rows = client.query(&client.prepare_cached(sql).await?, &params).await?;
+    rows.iter().map(from_row).collect()
+}

@@ -101,6 +101,8 @@ settings! {
     BOOKING_MAX_FUTURE_DAYS = Some("1830"), &[Api];
     /// larger request bodies get 413 (at least 1024)
     API_MAX_BODY_BYTES = Some("65536"), &[Api];
+    /// https URL under which problem types are documented: a problem's `type` is it followed by the type's name; unset: the API's own `/problems/` (which serves each type's page)
+    API_PROBLEM_TYPE_BASE = None, &[Api];
     /// events claimed at once
     POLLER_BATCH_SIZE = Some("32"), &[Poller];
     /// sends claimed in one committed statement before any of them is made, their outcomes then recorded in one; a crash in between leaves up to this many UNKNOWN; 1 is the same path with groups of one send

@@ -28,6 +28,10 @@ use crate::db::DbError;
 use crate::fault::{FaultError, Faults};
 use crate::telemetry::mask_email;
 
+/// How the `last_error` of a send refused for a suppressed address begins
+/// (what [`tracking`](super::tracking) reads as `suppressed`).
+pub const SUPPRESSED: &str = "suppressed:";
+
 /// Claim committed, mailer not yet called.
 pub const FAULT_AFTER_SEND_CLAIM: &str = "deliver.after_send_claim";
 /// Mailer accepted the message, outcome not yet recorded.
@@ -354,7 +358,7 @@ async fn claim_group(
     let mut refused = Vec::new();
     to_send.retain(|(i, id)| match suppressed.get(group[*i].notification().recipient.email.as_str()) {
         Some(why) => {
-            let reason = format!("suppressed: the address {why} earlier");
+            let reason = format!("{SUPPRESSED} the address {why} earlier");
             tracing::warn!(%reason, "not sent to a suppressed address");
             refused.push((*id, Outcome::Settled(Settled::Failed, reason.clone())));
             out[*i] = Some(Delivery::Rejected { reason });

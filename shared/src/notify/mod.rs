@@ -27,6 +27,7 @@ pub mod plan;
 pub mod recipient_limit;
 pub mod send_rate;
 pub mod sends;
+pub mod tracking;
 pub mod unknown;
 
 use serde::Serialize;

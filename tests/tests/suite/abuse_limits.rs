@@ -19,7 +19,7 @@ fn limited(db: &TestDb, bookings: i32, recipients: i32, changes: i32) -> TestApi
 
 fn assert_limited(resp: &outbox_tests::api::TestResponse, what: &str) {
     assert_eq!(resp.status, 429, "{}", resp.body);
-    assert_eq!(resp.body["type"], "/problems/limit-exceeded");
+    assert_eq!(resp.body["type"], outbox_tests::api::problem_type("limit-exceeded"));
     assert!(resp.body["detail"].as_str().unwrap().contains(what), "{}", resp.body);
     let retry: u64 = resp.header("retry-after").expect("Retry-After").parse().unwrap();
     assert!((1..=86_400).contains(&retry), "retry after the UTC day ends: {retry}");

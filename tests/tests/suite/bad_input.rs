@@ -330,7 +330,7 @@ async fn duplicate_json_keys_are_400_naming_the_key_and_write_nothing() {
     let body = booking_body(9).to_string();
     let twice = body.replacen('{', r#"{"title":"Decoy","#, 1);
     let resp = refused(&api, &db, &twice, 400, Some("title")).await;
-    assert_eq!(resp["type"], "/problems/duplicate-key");
+    assert_eq!(resp["type"], outbox_tests::api::problem_type("duplicate-key"));
     let nested =
         body.replacen(r#""email":"alice@example.com""#, r#""email":"alice@example.com","email":"eve@evil.test""#, 1);
     assert_ne!(nested, body);
@@ -362,4 +362,89 @@ async fn timestamps_whose_utc_form_leaves_four_digit_years_are_refused() {
         let body = refused(&api, &db, &b.to_string(), 422, Some("start")).await;
         assert!(body.to_string().contains("between the years 0001 and 9999"), "{body}");
     }
+}
+
+/// `{"title": "x"}` names every missing field, not only the first; wrong
+/// types, unknown fields and values that do not parse are named beside
+/// them, in one response.
+#[tokio::test]
+async fn every_invalid_field_is_named_in_one_response() {
+    let db = TestDb::create().await;
+    let api = TestApi::new(&db);
+    let body = refused(&api, &db, r#"{"title": "x"}"#, 422, None).await;
+    let names = |b: &Value| -> Vec<String> {
+        let mut n: Vec<String> =
+            b["invalid_params"].as_array().unwrap().iter().map(|p| p["name"].as_str().unwrap().to_string()).collect();
+        n.sort();
+        n
+    };
+    assert_eq!(names(&body), ["attendees", "end", "start", "timezone"]);
+    let mixed = json!({
+        "title": 42, "start": "tomorrow", "end": "2031-03-03T10:00:00Z", "timezone": "Mars/Olympus",
+        "attendees": [{"email": "alice@example.com"}, {"email": "bob", "name": "Bob", "role": "x"}],
+        "organizer": "mallory@example.com"
+    });
+    let body = refused(&api, &db, &mixed.to_string(), 422, None).await;
+    assert_eq!(
+        names(&body),
+        ["attendees[0].name", "attendees[1].email", "attendees[1].role", "organizer", "start", "timezone", "title"]
+    );
+}
+
+/// SES cannot deliver to an internationalised local part: refused, naming
+/// the attendee. An internationalised domain is stored in its ASCII form.
+#[tokio::test]
+async fn an_address_must_be_deliverable_and_its_domain_is_stored_in_ascii() {
+    let db = TestDb::create().await;
+    let api = TestApi::new(&db);
+    refused(
+        &api,
+        &db,
+        &with("attendees", json!([{"email": "üser@exämple.com", "name": "U"}])),
+        422,
+        Some("attendees[0].email"),
+    )
+    .await;
+    let resp = api
+        .post("/bookings", BOB, &{
+            let mut b = booking_body(9);
+            b["attendees"] = json!([{"email": "user@Exämple.com", "name": "U"}]);
+            b
+        })
+        .await;
+    assert_eq!(resp.status, 201, "{}", resp.body);
+    assert_eq!(resp.body["attendees"][0]["email"], "user@xn--exmple-cua.com");
+}
+
+/// A leap second is refused, not stored one second later.
+#[tokio::test]
+async fn a_leap_second_is_refused() {
+    let db = TestDb::create().await;
+    let api = TestApi::new(&db);
+    let body = json!({"title": "T", "start": "2031-06-30T23:59:60Z", "end": "2031-07-01T00:30:00Z", "timezone": "UTC",
+        "attendees": [{"email": "alice@example.com", "name": "Alice"}]});
+    let problem = refused(&api, &db, &body.to_string(), 422, Some("start")).await;
+    assert!(problem["detail"].as_str().unwrap().contains("leap second"), "{problem}");
+}
+
+/// One rule for every optional text field: an empty value is no value. A
+/// create stores none; an update clears it, as null does.
+#[tokio::test]
+async fn an_empty_optional_text_is_no_value_everywhere() {
+    let db = TestDb::create().await;
+    let api = TestApi::new(&db);
+    let mut body = booking_body(9);
+    body["description"] = json!("");
+    body["location"] = json!("   ");
+    let created = api.post("/bookings", BOB, &body).await;
+    assert_eq!(created.status, 201, "{}", created.body);
+    assert!(created.body["description"].is_null() && created.body["location"].is_null(), "{}", created.body);
+    let path = format!("/bookings/{}", created.body["id"].as_str().unwrap());
+    let full = api.post("/bookings", BOB, &booking_body(11)).await;
+    let full_path = format!("/bookings/{}", full.body["id"].as_str().unwrap());
+    let patch = json!({"version": 1, "description": "", "location": ""}).to_string();
+    let cleared = api.send("PATCH", &full_path, Some(BOB), &[], Some(&patch)).await;
+    assert_eq!(cleared.status, 200, "{}", cleared.body);
+    assert!(cleared.body["description"].is_null() && cleared.body["location"].is_null(), "{}", cleared.body);
+    assert_eq!(api.get(&path, BOB).await.status, 200);
 }

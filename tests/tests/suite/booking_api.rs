@@ -14,7 +14,7 @@ async fn create_writes_booking_and_confirmed_event_in_one_transaction() {
     let resp = api.post("/bookings", BOB, &booking_body(9)).await;
     assert_eq!(resp.status, 201, "{}", resp.body);
     let id = resp.body["id"].as_str().unwrap().to_string();
-    assert_eq!(resp.header("location"), Some(format!("/bookings/{id}").as_str()));
+    assert_eq!(resp.header("location"), Some(format!("{}/bookings/{id}", outbox_tests::api::API_BASE).as_str()));
     assert_eq!(uuid::Uuid::parse_str(&id).unwrap().get_version_num(), 7, "ids are UUIDv7");
     assert_eq!(resp.body["organizer"], json!({"email": "bob@example.com", "name": "Bob Organizer"}));
     assert_eq!(resp.body["status"], "CONFIRMED");
@@ -93,7 +93,7 @@ async fn idempotency_key_with_a_different_body_is_rejected() {
         .send("POST", "/bookings", Some(BOB), &[("Idempotency-Key", "k-1")], Some(&booking_body(11).to_string()))
         .await;
     assert_eq!(other.status, 422, "{}", other.body);
-    assert_eq!(other.body["type"], "/problems/idempotency-key-mismatch");
+    assert_eq!(other.body["type"], outbox_tests::api::problem_type("idempotency-key-mismatch"));
     assert_eq!(db.count("bookings").await, 1);
     // Keys are per caller: Alice's "k-1" is her own.
     let alice = api
@@ -142,7 +142,12 @@ async fn organizer_and_attendees_may_read_a_booking_and_nobody_else() {
     let api = TestApi::new(&db);
     let booking = api.create_as_bob(9).await;
     let path = format!("/bookings/{}", booking["id"].as_str().unwrap());
-    assert_eq!(api.get(&path, BOB).await.body, booking);
+    // The organizer also sees where each notification stands.
+    let mut read = api.get(&path, BOB).await.body;
+    let notifications = read.as_object_mut().unwrap().remove("notifications").expect("the organizer's notifications");
+    assert_eq!(read, booking);
+    assert_eq!(notifications[0]["state"], "pending", "{notifications}");
+    assert_eq!(api.get(&path, ALICE).await.body, booking, "an attendee reads the booking without them");
     // Attendee addresses match whatever case the token uses.
     let alice_upper = Caller { email: "ALICE@example.com", name: "Alice", sub: "sub-alice" };
     assert_eq!(api.get(&path, alice_upper).await.status, 200);
@@ -215,7 +220,7 @@ async fn update_uses_optimistic_concurrency_and_writes_one_updated_event() {
     assert_eq!(moved.body["version"], 2);
     let stale = api.send("PATCH", &path, Some(BOB), &[], Some(&body(1))).await;
     assert_eq!(stale.status, 409);
-    assert_eq!(stale.body["type"], "/problems/version-conflict");
+    assert_eq!(stale.body["type"], outbox_tests::api::problem_type("version-conflict"));
     assert_eq!(stale.body["current_version"], 2);
 
     let events = events_of(&db, booking["id"].as_str().unwrap().parse().unwrap()).await;
@@ -229,7 +234,7 @@ async fn update_uses_optimistic_concurrency_and_writes_one_updated_event() {
     assert_eq!(api.post(&format!("{path}/cancel"), BOB, &json!({})).await.status, 200);
     let resp = api.send("PATCH", &path, Some(BOB), &[], Some(&body(3))).await;
     assert_eq!(resp.status, 409);
-    assert_eq!(resp.body["type"], "/problems/cancelled");
+    assert_eq!(resp.body["type"], outbox_tests::api::problem_type("cancelled"));
 }
 
 #[tokio::test]
@@ -242,7 +247,7 @@ async fn overlapping_active_bookings_for_one_organizer_get_409() {
     overlapping["end"] = json!("2026-12-01T10:00:00Z");
     let resp = api.post("/bookings", BOB, &overlapping).await;
     assert_eq!(resp.status, 409);
-    assert_eq!(resp.body["type"], "/problems/overlap");
+    assert_eq!(resp.body["type"], outbox_tests::api::problem_type("overlap"));
     // Back-to-back is fine, and other organizers are unaffected.
     let mut adjacent = booking_body(9);
     adjacent["start"] = json!("2026-12-01T09:30:00Z");
@@ -255,7 +260,7 @@ async fn overlapping_active_bookings_for_one_organizer_get_409() {
     let patch = json!({"start": "2026-12-01T09:00:00Z", "end": "2026-12-01T09:45:00Z", "version": 1}).to_string();
     let resp = api.send("PATCH", &path, Some(BOB), &[], Some(&patch)).await;
     assert_eq!(resp.status, 409);
-    assert_eq!(resp.body["type"], "/problems/overlap");
+    assert_eq!(resp.body["type"], outbox_tests::api::problem_type("overlap"));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -289,7 +294,10 @@ async fn unknown_routes_and_methods_are_problems_not_500s() {
     assert_eq!(api.get("/nope", BOB).await.status, 404);
     let resp = api.send("DELETE", "/bookings", Some(BOB), &[], None).await;
     assert_eq!(resp.status, 405);
-    assert_eq!(resp.header("allow"), Some("POST"));
+    assert_eq!(resp.header("allow"), Some("GET, POST"));
+    let resp =
+        api.send("POST", "/bookings/01937a4e-8f2b-7c3d-9a1e-5b6c7d8e9f01/notifications", Some(BOB), &[], None).await;
+    assert_eq!((resp.status, resp.header("allow")), (405, Some("GET")));
 }
 
 #[tokio::test]
@@ -331,4 +339,65 @@ async fn an_idempotency_key_past_its_ttl_is_forgotten_on_read() {
     assert_eq!(replay.header("idempotent-replayed"), Some("true"));
     assert_eq!(replay.body["id"], later.body["id"]);
     assert_eq!(db.count("bookings").await, 2);
+}
+
+/// Optimistic concurrency in HTTP terms: the ETag is the booking's
+/// version; an update or a cancel with a stale If-Match gets 412 (naming
+/// the current version) and changes nothing; the body's `version` works
+/// as before, and the two must agree when both are sent.
+#[tokio::test]
+async fn if_match_with_a_stale_etag_gets_412_and_changes_nothing() {
+    let db = TestDb::create().await;
+    let api = TestApi::new(&db);
+    let booking = api.create_as_bob(9).await;
+    let path = format!("/bookings/{}", booking["id"].as_str().unwrap());
+    let read = api.get(&path, BOB).await;
+    assert_eq!(read.header("etag"), Some("\"1\""));
+    let retitle = |title: &str| json!({"title": title}).to_string();
+    let moved = api.send("PATCH", &path, Some(BOB), &[("if-match", "\"1\"")], Some(&retitle("Moved"))).await;
+    assert_eq!(moved.status, 200, "{}", moved.body);
+    assert_eq!(moved.header("etag"), Some("\"2\""));
+    let stale = api.send("PATCH", &path, Some(BOB), &[("if-match", "\"1\"")], Some(&retitle("Again"))).await;
+    assert_eq!(stale.status, 412, "{}", stale.body);
+    assert_eq!(stale.body["type"], outbox_tests::api::problem_type("precondition-failed"));
+    assert_eq!(stale.body["current_version"], 2);
+    let cancel = api.send("POST", &format!("{path}/cancel"), Some(BOB), &[("if-match", "W/\"1\"")], None).await;
+    assert_eq!(cancel.status, 412, "{}", cancel.body);
+    let disagree = json!({"version": 1, "title": "X"}).to_string();
+    let both = api.send("PATCH", &path, Some(BOB), &[("if-match", "\"2\"")], Some(&disagree)).await;
+    assert_eq!(both.status, 422, "{}", both.body);
+    let garbled = api.send("PATCH", &path, Some(BOB), &[("if-match", "2")], Some(&retitle("X"))).await;
+    assert_eq!(
+        (garbled.status, garbled.body["type"].clone()),
+        (400, json!(outbox_tests::api::problem_type("invalid-if-match")))
+    );
+    let none = api.send("PATCH", &path, Some(BOB), &[], Some(&retitle("X"))).await;
+    assert_eq!(none.status, 422, "a change names the version it saw: {}", none.body);
+    assert_eq!(db.count("outbox_events").await, 2, "only the first update wrote");
+    let cancelled = api.send("POST", &format!("{path}/cancel"), Some(BOB), &[("if-match", "\"2\"")], None).await;
+    assert_eq!(cancelled.status, 200, "{}", cancelled.body);
+}
+
+/// Every problem's type is an absolute URI that resolves: the API serves
+/// each type's page without a token, and every type the code can answer
+/// with is in the catalog.
+#[tokio::test]
+async fn problem_types_are_absolute_uris_that_resolve_to_their_page() {
+    let db = TestDb::create().await;
+    let api = TestApi::new(&db);
+    let overlap = {
+        api.create_as_bob(9).await;
+        api.post("/bookings", BOB, &booking_body(9)).await
+    };
+    let url = overlap.body["type"].as_str().unwrap().to_string();
+    assert_eq!(url, outbox_tests::api::problem_type("overlap"));
+    let path = url.strip_prefix(outbox_tests::api::API_BASE).unwrap();
+    let page = api.send("GET", path, None, &[], None).await;
+    assert_eq!(page.status, 200, "served without a token");
+    assert_eq!(page.header("content-type"), Some("text/html; charset=utf-8"));
+    for t in shared::api::problem::PROBLEM_TYPES {
+        let page = api.send("GET", &format!("/problems/{}", t.slug), None, &[], None).await;
+        assert_eq!(page.status, 200, "{}", t.slug);
+    }
+    assert_eq!(api.send("GET", "/problems/no-such-type", None, &[], None).await.status, 404);
 }

@@ -72,7 +72,7 @@ async fn random_change(service: &BookingService, rng: &mut Rng, b: &Booking) {
                 .update(&organizer, b.id, &BookingChanges { range: Some(range), ..Default::default() }, b.version)
                 .await
         }
-        _ => service.cancel(&organizer, b.id).await,
+        _ => service.cancel(&organizer, b.id, None).await,
     };
     match result {
         Ok(_) | Err(BookingError::Overlap) => {}
@@ -198,7 +198,7 @@ async fn emails_per_attendee(skip_superseded: bool, changes: i32, cancel: bool) 
             .unwrap();
     }
     if cancel {
-        service.cancel(&organizer(), b.id).await.unwrap();
+        service.cancel(&organizer(), b.id, None).await.unwrap();
     }
     let mailer = Arc::new(RecordingMailer::new());
     let mut config = PollerConfig::for_tests("burst");

@@ -76,16 +76,25 @@ async fn updates_get_409_on_a_stale_version_an_overlap_or_a_cancelled_booking_an
     let path = format!("/bookings/{}", first["id"].as_str().unwrap());
     let onto_the_other = json!({"version": 1, "start": "2026-12-01T11:15:00Z", "end": "2026-12-01T11:45:00Z"});
     let resp = patch(&api, &path, BOB, onto_the_other).await;
-    assert_eq!((resp.status, resp.body["type"].as_str()), (409, Some("/problems/overlap")));
+    assert_eq!(
+        (resp.status, resp.body["type"].as_str()),
+        (409, Some(outbox_tests::api::problem_type("overlap").as_str()))
+    );
     let stale = patch(&api, &path, BOB, json!({"version": 7, "title": "x"})).await;
-    assert_eq!((stale.status, stale.body["type"].as_str()), (409, Some("/problems/version-conflict")));
+    assert_eq!(
+        (stale.status, stale.body["type"].as_str()),
+        (409, Some(outbox_tests::api::problem_type("version-conflict").as_str()))
+    );
     // An attendee may read it but not change it.
     let attendee = patch(&api, &path, ALICE, json!({"version": 1, "title": "Mine now"})).await;
     assert_eq!(attendee.status, 403, "{}", attendee.body);
     assert_eq!(db.count("outbox_events").await, 2, "nothing was written");
     assert_eq!(api.post(&format!("{path}/cancel"), BOB, &json!({})).await.status, 200);
     let resp = patch(&api, &path, BOB, json!({"version": 2, "title": "Revived?"})).await;
-    assert_eq!((resp.status, resp.body["type"].as_str()), (409, Some("/problems/cancelled")));
+    assert_eq!(
+        (resp.status, resp.body["type"].as_str()),
+        (409, Some(outbox_tests::api::problem_type("cancelled").as_str()))
+    );
 }
 
 #[tokio::test]

@@ -109,3 +109,40 @@ async fn a_new_holder_of_an_address_shares_no_idempotency_key_and_learns_nothing
     let bob_renamed = Caller { email: "robert@example.com", name: "Bob Organizer", sub: BOB.sub };
     assert_eq!(api.post("/bookings", bob_renamed, &booking_body(9)).await.status, 409);
 }
+
+/// Names as people write them: Persian and Hindi need the zero-width
+/// non-joiner and joiner between letters; Arabic and Thai have their own
+/// letters. Accepted as the caller's name (the token's claim) and as an
+/// attendee's. A bidi override, or a joiner that joins no letters, is
+/// still refused: it would make a name read other than it is.
+#[tokio::test]
+async fn names_in_persian_hindi_arabic_and_thai_are_accepted_and_bidi_overrides_refused() {
+    let db = TestDb::create().await;
+    let api = TestApi::new(&db);
+    let names = [
+        ("fa", "نرگس\u{200C}ها"),
+        ("hi", "क्\u{200D}षमा"),
+        ("hi2", "श्री\u{200C}मती"),
+        ("ar", "محمد عبد الله"),
+        ("th", "สมชาย ใจดี"),
+    ];
+    for (i, (tag, name)) in names.iter().enumerate() {
+        let email = format!("{tag}@example.com");
+        let sub = format!("sub-{tag}");
+        let caller = Caller { email: &email, name, sub: &sub };
+        let mut body = booking_body(9 + i as u32);
+        body["attendees"] = json!([{"email": "alice@example.com", "name": name}]);
+        let resp = api.post("/bookings", caller, &body).await;
+        assert_eq!(resp.status, 201, "{tag} {name}: {}", resp.body);
+        assert_eq!(resp.body["organizer"]["name"], *name);
+        assert_eq!(resp.body["attendees"][0]["name"], *name);
+    }
+    for bad in ["Alice\u{202E}moc.live", "\u{200C}Alice", "Alice\u{200D}", "Ali\u{2066}ce", "A\u{200D} B"] {
+        let mut body = booking_body(20);
+        body["attendees"] = json!([{"email": "alice@example.com", "name": bad}]);
+        let resp = api.post("/bookings", BOB, &body).await;
+        assert_eq!(resp.status, 422, "{bad:?}: {}", resp.body);
+        let caller = Caller { email: "eve2@example.com", name: bad, sub: "sub-eve2" };
+        assert_eq!(api.post("/bookings", caller, &booking_body(21)).await.status, 401, "{bad:?} as the caller's name");
+    }
+}

@@ -12,8 +12,8 @@ fn layer(module: &str) -> Option<u8> {
         "config" | "db" | "fault" | "telemetry" => 0,
         "outbox" => 1,
         "booking" => 2,
-        "api" | "notify" => 3,
-        "relay" => 4,
+        "notify" => 3,
+        "api" | "relay" => 4,
         _ => return None,
     })
 }

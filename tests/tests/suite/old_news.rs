@@ -34,7 +34,7 @@ fn misconfigured() -> SendOutcome {
 
 async fn cancel(db: &TestDb, booking: Uuid) {
     let service = BookingService::new(db.pool.clone(), Faults::none(), Limits::UNLIMITED);
-    service.cancel(&organizer(), booking).await.unwrap();
+    service.cancel(&organizer(), booking, None).await.unwrap();
 }
 
 /// Alice's invitation went UNKNOWN; the booking was cancelled and the

@@ -23,8 +23,8 @@ async fn per_booking_ordering_cancel_never_overtakes_its_invitation_and_others_a
     let b = create_booking(&db, 2, &["carol@example.com"]).await;
     let service = BookingService::new(db.pool.clone(), Faults::none(), Limits::UNLIMITED);
     let organizer = organizer();
-    service.cancel(&organizer, a.id).await.unwrap();
-    service.cancel(&organizer, b.id).await.unwrap();
+    service.cancel(&organizer, a.id, None).await.unwrap();
+    service.cancel(&organizer, b.id, None).await.unwrap();
 
     let mailer = Arc::new(RecordingMailer::new());
     // Booking A's invitation keeps failing for a while.
@@ -67,7 +67,7 @@ async fn a_dead_event_does_not_block_later_events_of_its_booking_forever() {
     let db = TestDb::create().await;
     let a = create_booking(&db, 1, &["alice@example.com"]).await;
     let service = BookingService::new(db.pool.clone(), Faults::none(), Limits::UNLIMITED);
-    service.cancel(&organizer(), a.id).await.unwrap();
+    service.cancel(&organizer(), a.id, None).await.unwrap();
     let mailer = Arc::new(RecordingMailer::new());
     mailer.script("alice@example.com", SendOutcome::Misconfigured { reason: "MailFromDomainNotVerified".into() }, 1);
     let mut config = PollerConfig::for_tests("w");

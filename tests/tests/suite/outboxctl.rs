@@ -241,7 +241,7 @@ async fn replay_skips_an_event_superseded_by_a_later_delivered_one() {
         shared::fault::Faults::none(),
         shared::booking::limits::Limits::UNLIMITED,
     );
-    service.cancel(&organizer(), booking.id).await.unwrap();
+    service.cancel(&organizer(), booking.id, None).await.unwrap();
     p.drain().await.unwrap();
     let events = events_of(&db, booking.id).await;
     let (invite, cancel) = (&events[0], &events[1]);

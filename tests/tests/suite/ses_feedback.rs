@@ -125,17 +125,7 @@ async fn a_complaint_suppresses_the_address_and_a_transient_bounce_does_not() {
     );
     let client = db.pool.get().await.unwrap();
     assert_eq!(feedback::suppression(&client, ALICE).await.unwrap(), None);
-    let complaint = ses_event(
-        "Complaint",
-        "Email Complaint Received",
-        Some(claim),
-        Some((
-            "complaint",
-            json!({"complainedRecipients": [{"emailAddress": ALICE}], "timestamp": "2026-11-30T13:00:00.000Z",
-                   "feedbackId": "01000157c44f053b-example", "userAgent": "Mail Client", "complaintFeedbackType": "abuse",
-                   "arrivalDate": "2026-11-30T12:59:00.000Z"}),
-        )),
-    );
+    let complaint = complaint_event(claim, &[ALICE]);
     let complaint = with_message_id(complaint, &id);
     assert_eq!(
         handle(&db, &complaint).await,
@@ -219,20 +209,6 @@ async fn malformed_events_are_dropped_with_a_reason_and_never_retried() {
             other => panic!("{event} → {other:?}"),
         }
     }
-}
-
-fn complaint_event(claim: Uuid, complained: &[&str]) -> Value {
-    let complained: Vec<Value> = complained.iter().map(|a| json!({"emailAddress": a})).collect();
-    ses_event(
-        "Complaint",
-        "Email Complaint Received",
-        Some(claim),
-        Some((
-            "complaint",
-            json!({"complainedRecipients": complained, "timestamp": "2026-11-30T12:05:00.000Z",
-                   "feedbackId": "0100015e3a9c3d1e-example", "complaintFeedbackType": "abuse"}),
-        )),
-    )
 }
 
 #[tokio::test]

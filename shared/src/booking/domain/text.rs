@@ -19,11 +19,16 @@ pub struct EmailAddress(String);
 deserialize_via_parse!(EmailAddress);
 
 impl EmailAddress {
+    /// A plain address SES can deliver to: an ASCII local part (SES cannot
+    /// send to an internationalised one: such a send would end UNKNOWN on
+    /// an operator's desk), and the domain in its ASCII form (an
+    /// internationalised domain is converted, UTS 46: `exämple.com` is
+    /// `xn--exmple-cua.com`). Stored in lower case.
     pub fn parse(raw: &str) -> Result<Self, ParseError> {
-        Self::check(raw).map(|()| Self(raw.to_lowercase())).map_err(|p| ParseError::new("email", p))
+        Self::check(raw).map(Self).map_err(|p| ParseError::new("email", p))
     }
 
-    fn check(raw: &str) -> Result<(), String> {
+    fn check(raw: &str) -> Result<String, String> {
         if raw.is_empty() {
             return Err("must not be empty".into());
         }
@@ -40,12 +45,18 @@ impl EmailAddress {
         if let Some(c) = raw.chars().find(|c| c.is_whitespace() || "\"<>()[],;:\\".contains(*c)) {
             return Err(format!("must be a plain address like alice@example.com (found {c:?})"));
         }
+        let (local, domain) = raw.rsplit_once('@').ok_or("is not a valid email address: it has no @")?;
+        if !local.is_ascii() {
+            return Err("must have an ASCII part before the @ (SES cannot deliver to an internationalised one)".into());
+        }
+        let domain = idna::domain_to_ascii(domain).map_err(|_| "has a domain that is not a valid domain name")?;
+        let address = format!("{local}@{domain}").to_lowercase();
         let parsed: email_address::EmailAddress =
-            raw.parse().map_err(|e| format!("is not a valid email address: {e}"))?;
+            address.parse().map_err(|e| format!("is not a valid email address: {e}"))?;
         if !parsed.domain().contains('.') {
             return Err("must have a domain with a dot, like alice@example.com".into());
         }
-        Ok(())
+        Ok(address)
     }
 
     pub fn as_str(&self) -> &str {
@@ -78,13 +89,38 @@ impl fmt::Display for EmailAddress {
 /// zero-width characters, soft hyphens...) and line or paragraph separators
 /// (Zl, Zp): in a Subject or a display name they make text read other than
 /// it is.
+///
+/// The zero-width joiner and non-joiner are letters' business in Persian,
+/// Arabic and the Indic scripts (نرگس‌ها, क्‍ष): they are allowed between two
+/// letters or marks, and nowhere else.
 fn refuse_invisible(raw: &str) -> Result<(), String> {
-    let bad = raw.chars().find(|c| {
+    let chars: Vec<char> = raw.chars().collect();
+    let joins_letters = |i: usize| {
+        let letter_or_mark = |c: &char| {
+            matches!(
+                c.general_category(),
+                GeneralCategory::UppercaseLetter
+                    | GeneralCategory::LowercaseLetter
+                    | GeneralCategory::TitlecaseLetter
+                    | GeneralCategory::ModifierLetter
+                    | GeneralCategory::OtherLetter
+                    | GeneralCategory::NonspacingMark
+                    | GeneralCategory::SpacingMark
+                    | GeneralCategory::EnclosingMark
+            )
+        };
+        matches!(chars[i], '\u{200C}' | '\u{200D}')
+            && i > 0
+            && chars.get(i - 1).is_some_and(letter_or_mark)
+            && chars.get(i + 1).is_some_and(letter_or_mark)
+    };
+    let bad = chars.iter().enumerate().find(|(i, c)| {
         matches!(
             c.general_category(),
             GeneralCategory::Format | GeneralCategory::LineSeparator | GeneralCategory::ParagraphSeparator
-        )
+        ) && !joins_letters(*i)
     });
+    let bad = bad.map(|(_, c)| *c);
     match bad {
         Some(c) => {
             Err(format!("must not contain invisible formatting or separator characters (found U+{:04X})", c as u32))

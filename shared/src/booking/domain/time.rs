@@ -44,6 +44,11 @@ pub fn parse_instant(raw: &str) -> Result<DateTime<Utc>, ParseError> {
             format!("must be an RFC 3339 timestamp with an offset, like 2027-06-15T09:00:00Z ({e})"),
         )
     })?;
+    // chrono reads 23:59:60 as a leap second; Postgres would store the next
+    // second. Refused rather than moved.
+    if t.timestamp_subsec_nanos() >= 1_000_000_000 {
+        return Err(ParseError::new("instant", "must not be a leap second (:60); use :59 or the next minute"));
+    }
     // Only instants whose UTC form is again a four-digit-year RFC 3339
     // timestamp: `9999-12-31T23:30:00-01:00` is year 10000 in UTC.
     if !(1..=9999).contains(&t.year()) {

@@ -48,6 +48,15 @@ pub const TAG_CLAIM: &str = "claim";
 pub const TAG_EVENT: &str = "event_id";
 pub const TAG_TYPE: &str = "event_type";
 
+/// The newest verdict SES gave about the send `s` (an outer row), as a
+/// lateral subquery: `kind`, `subtype`, `occurred_at` of its latest
+/// Delivery, Bounce, Complaint, Reject or RenderingFailure (a Send or a
+/// DeliveryDelay says nothing about where the message ended). It reads the
+/// primary key.
+pub const VERDICT_OF_SEND: &str = "SELECT f.kind, f.subtype, f.occurred_at FROM send_feedback f \
+      WHERE f.send_id = s.id AND f.kind IN ('Delivery', 'Bounce', 'Complaint', 'Reject', 'RenderingFailure') \
+      ORDER BY f.occurred_at DESC LIMIT 1";
+
 /// Why an event about a claim is not about that claim's message: the
 /// message id SES gave the send differs, or the message did not go to the
 /// claim's recipient alone. None: it matches.

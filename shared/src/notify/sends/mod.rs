@@ -55,6 +55,14 @@ pub async fn possibly_told_many(
     Ok(told)
 }
 
+/// The sends of the event `e` (an outer row), as a lateral subquery `s`:
+/// `id`, `recipient_email`, `status`, `claimed_at`, `completed_at`,
+/// `confirmed_by`, `unconfirmed_at`, `last_error`. It reads
+/// `booking_notification_sends_one_per_recipient`.
+pub const SENDS_OF_EVENT: &str = "SELECT s.id, s.recipient_email, s.status, s.claimed_at, s.completed_at, \
+            s.confirmed_by, s.unconfirmed_at, s.last_error \
+       FROM booking_notification_sends s WHERE s.outbox_event_id = e.id";
+
 /// `(recipient, status)` of every send of an event, by recipient.
 pub async fn of_event(client: &impl GenericClient, event_id: Uuid) -> DbResult<Vec<(String, SendStatus)>> {
     let rows = client

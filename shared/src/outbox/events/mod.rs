@@ -252,6 +252,17 @@ pub const EVENT_WITH_ID: &str = "SELECT 1 FROM outbox_events e WHERE e.id = ";
 /// `outbox_events_one_per_version`.
 pub const EVENTS_OF_BOOKINGS: &str = "SELECT e.id, e.aggregate_id FROM outbox_events e WHERE e.aggregate_id = ANY($1)";
 
+/// The events of the booking in `$1`, as a subquery `e` (it reads
+/// `outbox_events_one_per_version`): `id`, `aggregate_version`,
+/// `event_type`, `status`, `created_at`, `updated_at`, and `open_payload`,
+/// the payload while the event is not DONE (who it is still to reach), NULL
+/// once it is.
+pub const EVENTS_OF_BOOKING: &str = formatcp!(
+    "SELECT e.id, e.aggregate_version, e.event_type, e.status, e.created_at, e.updated_at, \
+            CASE WHEN e.status <> {DONE} THEN e.payload END AS open_payload \
+       FROM outbox_events e WHERE e.aggregate_id = $1"
+);
+
 /// `… <id expression>)` completes a subquery that finds the event while a
 /// worker holds it (PROCESSING): a claim of such an event may still be
 /// being sent, so it is not an orphan.

@@ -1,0 +1,222 @@
+//! Where each notification of a booking stands, recipient by recipient:
+//! what the API shows its organizer (every recipient) and each attendee
+//! (their own rows).
+//!
+//! One statement reads it all: the booking's events (`outbox_events`),
+//! each event's sends (`booking_notification_sends`) and each send's
+//! newest verdict from SES (`send_feedback`), each table read through the
+//! fragment its owner exports, by its keys. A recipient an event has not
+//! reached yet has no send row: they are found in the event's own payload
+//! (its audience), which the statement returns only while the event is not
+//! DONE. What retention has deleted (events, then their sends) is no longer
+//! shown.
+
+use std::collections::HashSet;
+
+use chrono::{DateTime, Utc};
+use const_format::formatcp;
+use deadpool_postgres::GenericClient;
+use serde::Serialize;
+use uuid::Uuid;
+
+use super::deliver::SUPPRESSED;
+use super::feedback::VERDICT_OF_SEND;
+use super::sends::{ConfirmedBy, SendStatus, SENDS_OF_EVENT};
+use crate::booking::events::BookingEvent;
+use crate::db::DbResult;
+use crate::outbox::events::{EventStatus, EVENTS_OF_BOOKING};
+
+/// Where one recipient's notification stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum State {
+    /// The event waits for a poller (or is being planned).
+    Pending,
+    /// Claimed; the provider has not answered yet.
+    Sending,
+    /// SES accepted it.
+    Sent,
+    /// SES delivered it to the recipient's mail server.
+    Delivered,
+    /// The recipient's mail server refused it (`detail`: the bounce type).
+    Bounced,
+    /// The recipient marked it as spam.
+    Complained,
+    /// Whether SES accepted it could not be known; it is never sent again
+    /// automatically. SES's own event settles it when it comes.
+    Unknown,
+    /// Not sent: a later change of the booking told them instead.
+    Superseded,
+    /// Not sent: the address bounced permanently or complained before.
+    Suppressed,
+    /// Not sent: refused for this recipient, or the event was dead-lettered.
+    Failed,
+    /// Not sent: the recipient had been mailed their daily limit.
+    Capped,
+}
+
+/// One recipient's notification about one event of the booking.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Tracked {
+    pub event_id: Uuid,
+    pub event_type: String,
+    /// The booking version the notification is about.
+    pub version: i32,
+    pub recipient: String,
+    pub state: State,
+    /// When it reached that state.
+    pub at: DateTime<Utc>,
+    /// For a message SES accepted (or may have): whether its acceptance
+    /// was in doubt and SES's own event settled it. Null otherwise.
+    pub confirmed_by_ses: Option<bool>,
+    /// More about the state, in words (a bounce's type, why it was not sent).
+    pub detail: Option<String>,
+}
+
+/// What the booking's notifications look like from one reader's seat.
+pub enum Reader<'a> {
+    /// The organizer: every recipient.
+    Organizer,
+    /// An attendee: only notifications to this address.
+    Recipient(&'a str),
+}
+
+const SQL: &str = formatcp!(
+    "SELECT e.id AS event_id, e.aggregate_version, e.event_type, e.status AS event_status, e.created_at, \
+            e.updated_at, e.open_payload, s.recipient_email, s.status AS send_status, s.claimed_at, \
+            s.completed_at, s.confirmed_by, s.unconfirmed_at, s.last_error, \
+            f.kind AS verdict, f.subtype AS verdict_subtype, f.occurred_at AS verdict_at \
+       FROM ({EVENTS_OF_BOOKING}) e \
+       LEFT JOIN LATERAL ({SENDS_OF_EVENT}) s ON true \
+       LEFT JOIN LATERAL ({VERDICT_OF_SEND}) f ON true"
+);
+
+/// Every notification of `booking_id` that `reader` may see, by version
+/// then recipient. One statement, whatever the number of events and
+/// recipients.
+pub async fn of_booking(client: &impl GenericClient, booking_id: Uuid, reader: Reader<'_>) -> DbResult<Vec<Tracked>> {
+    let rows = client.query(&client.prepare_cached(SQL).await?, &[&booking_id]).await?;
+    let shown = |recipient: &str| match reader {
+        Reader::Organizer => true,
+        Reader::Recipient(me) => me == recipient,
+    };
+    let mut tracked = Vec::new();
+    let mut reached: HashSet<(Uuid, String)> = HashSet::new();
+    let mut open: Vec<Open> = Vec::new();
+    for row in &rows {
+        let event_id: Uuid = row.get("event_id");
+        let event_type: String = row.get("event_type");
+        let event_status = EventStatus::from_row(row, "event_status")?;
+        if let Some(payload) = row.get::<_, Option<serde_json::Value>>("open_payload") {
+            // An unreadable payload is a poison message: it reaches no one.
+            if !open.iter().any(|o| o.event_id == event_id) {
+                if let Ok(event) = BookingEvent::from_parts(event_id, &event_type, &payload) {
+                    let (created_at, updated_at) = (row.get("created_at"), row.get("updated_at"));
+                    open.push(Open { event_id, status: event_status, created_at, updated_at, event });
+                }
+            }
+        }
+        let Some(recipient) = row.get::<_, Option<String>>("recipient_email") else { continue };
+        reached.insert((event_id, recipient.clone()));
+        if !shown(&recipient) {
+            continue;
+        }
+        let (state, at, confirmed_by_ses, detail) = send_state(row)?;
+        tracked.push(Tracked {
+            event_id,
+            event_type,
+            version: row.get("aggregate_version"),
+            recipient,
+            state,
+            at,
+            confirmed_by_ses,
+            detail,
+        });
+    }
+    for Open { event_id, status, created_at, updated_at, event } in open {
+        for (person, _) in event.audience() {
+            let recipient = person.email.as_str().to_string();
+            if reached.contains(&(event_id, recipient.clone())) || !shown(&recipient) {
+                continue;
+            }
+            let (state, at, detail) = match status {
+                EventStatus::Dead => (State::Failed, updated_at, Some("the event was dead-lettered".to_string())),
+                _ => (State::Pending, created_at, None),
+            };
+            tracked.push(Tracked {
+                event_id,
+                event_type: event.event_type.to_string(),
+                version: event.payload.booking.version,
+                recipient,
+                state,
+                at,
+                confirmed_by_ses: None,
+                detail,
+            });
+        }
+    }
+    tracked.sort_by(|a, b| (a.version, &a.recipient, a.event_id).cmp(&(b.version, &b.recipient, b.event_id)));
+    Ok(tracked)
+}
+
+/// An event not yet DONE: its audience may hold recipients it has not
+/// reached.
+struct Open {
+    event_id: Uuid,
+    status: EventStatus,
+    created_at: DateTime<Utc>,
+    updated_at: DateTime<Utc>,
+    event: BookingEvent,
+}
+
+type SendState = (State, DateTime<Utc>, Option<bool>, Option<String>);
+
+/// The state of one send row, its SES verdict included.
+fn send_state(row: &tokio_postgres::Row) -> DbResult<SendState> {
+    let status = SendStatus::from_row(row, "send_status")?;
+    let claimed_at: DateTime<Utc> = row.get("claimed_at");
+    let at = row.get::<_, Option<DateTime<Utc>>>("completed_at").unwrap_or(claimed_at);
+    let by_ses = match row.get::<_, Option<&str>>("confirmed_by") {
+        Some(raw) => raw.parse::<ConfirmedBy>()? == ConfirmedBy::SesEvent,
+        None => false,
+    };
+    let reason = || row.get::<_, Option<String>>("last_error");
+    if let (Some(kind), Some(verdict_at)) =
+        (row.get::<_, Option<&str>>("verdict"), row.get::<_, Option<DateTime<Utc>>>("verdict_at"))
+    {
+        if matches!(status, SendStatus::Sent | SendStatus::Unknown | SendStatus::Claimed) {
+            let subtype = row.get::<_, Option<String>>("verdict_subtype");
+            let verdict = match kind {
+                "Delivery" => Some((State::Delivered, None)),
+                "Bounce" => Some((State::Bounced, subtype)),
+                "Complaint" => Some((State::Complained, None)),
+                "Reject" => Some((State::Failed, Some("SES rejected the message".to_string()))),
+                "RenderingFailure" => Some((State::Failed, Some("SES could not render the message".to_string()))),
+                _ => None,
+            };
+            if let Some((state, detail)) = verdict {
+                let accepted = !matches!(state, State::Failed);
+                return Ok((state, verdict_at, accepted.then_some(by_ses), detail));
+            }
+        }
+    }
+    Ok(match status {
+        SendStatus::Claimed => (State::Sending, claimed_at, None, None),
+        SendStatus::Sent => (State::Sent, at, Some(by_ses), None),
+        SendStatus::Unknown => {
+            let detail = match row.get::<_, Option<DateTime<Utc>>>("unconfirmed_at") {
+                Some(_) => "SES sent no event about it within the grace period: very likely never accepted",
+                None => "waiting for SES's own events to settle it",
+            };
+            (State::Unknown, at, Some(false), Some(detail.to_string()))
+        }
+        SendStatus::Superseded => (State::Superseded, at, None, reason()),
+        SendStatus::Failed => match reason() {
+            Some(r) if r.starts_with(SUPPRESSED) => (State::Suppressed, at, None, Some(r)),
+            _ => (State::Failed, at, None, Some("refused by the provider for this recipient".to_string())),
+        },
+        SendStatus::Capped => {
+            (State::Capped, at, None, Some("the recipient's daily mail limit was reached".to_string()))
+        }
+    })
+}
