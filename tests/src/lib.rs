@@ -100,12 +100,19 @@ impl TestDb {
         Self { name, url, pool, admin_url }
     }
 
-    /// A pool of a fresh login role that is a member of `booking_app`, as
-    /// the functions connect in production (not the schema owner).
+    /// A pool of a fresh login role that is a member of `booking_app`, the
+    /// operators' role (outboxctl), not the schema owner.
     pub async fn app_role_pool(&self) -> Pool {
+        self.role_pool("booking_app").await
+    }
+
+    /// A pool of a fresh login role that is a member of `role` (a
+    /// function's own: `booking_api`, `outbox_poller`, `outbox_sweeper`,
+    /// `ses_events`), as that function connects in production.
+    pub async fn role_pool(&self, role: &str) -> Pool {
         let login = format!("app_{}", &uuid::Uuid::new_v4().simple().to_string()[..12]);
         let admin = self.pool.get().await.unwrap();
-        admin.batch_execute(&format!("CREATE ROLE {login} LOGIN IN ROLE booking_app")).await.unwrap();
+        admin.batch_execute(&format!("CREATE ROLE {login} LOGIN IN ROLE {role}")).await.unwrap();
         let mut cfg = DbConfig::from_url(&self.url, 16, Duration::from_secs(5)).unwrap();
         cfg.pg.user(&login);
         cfg.build_pool().unwrap()

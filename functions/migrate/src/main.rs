@@ -7,8 +7,7 @@
 
 use lambda_runtime::{run, service_fn, Error, LambdaEvent};
 use serde_json::Value;
-use shared::db::custom_resource::{self, CustomResourceRequest, Trust};
-use shared::db::DbConfig;
+use shared::db::custom_resource::{self, CustomResourceRequest, Setup, Trust};
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
@@ -16,7 +15,7 @@ async fn main() -> Result<(), Error> {
     let trust = &Trust::from_env()?;
     run(service_fn(move |event: LambdaEvent<Value>| async move {
         let request: CustomResourceRequest = serde_json::from_value(event.payload)?;
-        let answer = custom_resource::handle(trust, &request, || DbConfig::from_env_with_pool_default(1)).await?;
+        let answer = Box::pin(custom_resource::handle(trust, &request, Setup::from_env)).await?;
         let response = &answer.response;
         tracing::info!(status = ?response.status, reason = %response.reason, "answered CloudFormation");
         Ok::<_, Error>(serde_json::to_value(response)?)

@@ -151,7 +151,9 @@ settings! {
     SES_EVENTS_ACCOUNT = None, &[Reader::SesEvents];
     /// the only CloudFormation stack (its ARN) whose custom-resource requests are served, answered only to CloudFormation's response bucket of the function's `AWS_REGION` (the template passes its own stack)
     CUSTOM_RESOURCE_STACK_ID = None, &[Reader::Migrate];
-    /// `statement_timeout` of the functions' role (`booking_app` and each login role in it, in this database), set by every migration run; 0: none
+    /// each function's generated login secret, `role=arn,…` (roles `booking_api`, `outbox_poller`, `outbox_sweeper`, `ses_events`): every migration run creates each login (or sets its password to the secret's) in its role, and completes the secret with the database's host, port and name
+    DATABASE_LOGIN_SECRET_ARNS = None, &[Reader::Migrate];
+    /// `statement_timeout` of the functions' roles (`booking_app`, each function's role, and each login role in them, in this database), set by every migration run; 0: none
     APP_STATEMENT_TIMEOUT_MS = Some("30000"), &[Reader::Migrate, Outboxctl];
     /// `idle_in_transaction_session_timeout` of the functions' role, set by every migration run: a forgotten transaction ends instead of holding back vacuum; must exceed the poller's longest batch (its timeout); 0: none
     APP_IDLE_IN_TRANSACTION_TIMEOUT_MS = Some("300000"), &[Reader::Migrate, Outboxctl];

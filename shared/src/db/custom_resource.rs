@@ -7,8 +7,10 @@
 //! `ResponseURL`. Every outcome is answered, failures included (a bad
 //! setting, an unreachable database, a failing migration), so a failed
 //! migration fails the deploy at once instead of leaving the stack waiting
-//! for an hour. Delete answers SUCCESS without touching the database: the
-//! schema and its data outlive the stack.
+//! for an hour. After the migrations, each function's login is made from
+//! its generated secret ([`logins`]): no SQL is left to run
+//! by hand. Delete answers SUCCESS without touching the database: the
+//! schema, its data and the logins outlive the stack.
 //!
 //! The function runs as the schema owner inside the VPC, so it serves only
 //! what CloudFormation sends for its own stack ([`Trust`]): a request of
@@ -24,8 +26,25 @@ use serde::{Deserialize, Serialize};
 
 use crate::config::settings::CUSTOM_RESOURCE_STACK_ID;
 use crate::config::ConfigError;
+use crate::db::logins::{self, LoginError, Logins};
 use crate::db::role_limits::RoleLimits;
 use crate::db::{self, DbConfig};
+
+/// What a run needs: the migration role's settings, and the functions'
+/// logins to make (none where they are made otherwise).
+#[derive(Debug)]
+pub struct Setup {
+    pub db: DbConfig,
+    pub logins: Option<Logins>,
+}
+
+impl Setup {
+    /// The migration function's settings: the database (the migration
+    /// role's secret) and `DATABASE_LOGIN_SECRET_ARNS`.
+    pub async fn from_env() -> Result<Self, ConfigError> {
+        Ok(Self { db: DbConfig::from_env_with_pool_default(1).await?, logins: Logins::from_env().await? })
+    }
+}
 
 /// The resource's one physical id: stable, so an update never looks like
 /// a replacement (which would send a Delete for the "old" one).
@@ -182,6 +201,7 @@ enum Failure {
     Settings(String),
     Database(String),
     Migration(String),
+    Login(String),
 }
 
 impl Failure {
@@ -190,13 +210,14 @@ impl Failure {
             Failure::Settings(_) => "the migration function's settings are invalid",
             Failure::Database(_) => "the database could not be reached",
             Failure::Migration(_) => "a migration failed",
+            Failure::Login(_) => "a function's database login could not be made from its secret",
         };
         format!("schema migration failed: {kind}; the migration function's log has the cause (request {request_id})")
     }
 
     fn detail(&self) -> &str {
         match self {
-            Failure::Settings(d) | Failure::Database(d) | Failure::Migration(d) => d,
+            Failure::Settings(d) | Failure::Database(d) | Failure::Migration(d) | Failure::Login(d) => d,
         }
     }
 }
@@ -210,17 +231,18 @@ pub struct Answer {
     pub cause: Option<String>,
 }
 
-/// Runs the request: migrations for Create and Update, nothing for Delete.
-/// `load_db` reads the settings (the migration role's secret) only when
-/// they are needed, so a Delete never fails on them.
-pub async fn apply<F, Fut>(req: &CustomResourceRequest, load_db: F) -> Answer
+/// Runs the request: migrations and the functions' logins for Create and
+/// Update, nothing for Delete. `load` reads the settings (the migration
+/// role's secret) only when they are needed, so a Delete never fails on
+/// them.
+pub async fn apply<F, Fut>(req: &CustomResourceRequest, load: F) -> Answer
 where
     F: FnOnce() -> Fut,
-    Fut: Future<Output = Result<DbConfig, ConfigError>>,
+    Fut: Future<Output = Result<Setup, ConfigError>>,
 {
     let outcome = match req.request_type {
-        RequestType::Delete => Ok((String::from("the schema and its data are kept"), Vec::new())),
-        RequestType::Create | RequestType::Update => migrate(load_db).await,
+        RequestType::Delete => Ok((String::from("the schema, its data and the logins are kept"), Vec::new())),
+        RequestType::Create | RequestType::Update => migrate(load).await,
     };
     let (status, reason, applied, cause) = match outcome {
         Ok((reason, applied)) => (Status::Success, reason, applied, None),
@@ -241,37 +263,49 @@ where
     Answer { response, cause }
 }
 
-async fn migrate<F, Fut>(load_db: F) -> Result<(String, Vec<String>), Failure>
+async fn migrate<F, Fut>(load: F) -> Result<(String, Vec<String>), Failure>
 where
     F: FnOnce() -> Fut,
-    Fut: Future<Output = Result<DbConfig, ConfigError>>,
+    Fut: Future<Output = Result<Setup, ConfigError>>,
 {
-    let pool = load_db().await.and_then(|c| c.build_pool()).map_err(|e| Failure::Settings(e.to_string()))?;
+    let setup = load().await.map_err(|e| Failure::Settings(e.to_string()))?;
+    let pool = setup.db.build_pool().map_err(|e| Failure::Settings(e.to_string()))?;
     let limits = RoleLimits::from_env().map_err(|e| Failure::Settings(e.to_string()))?;
     let applied = db::migrate_with(&pool, db::MigrationTarget::Latest, &limits).await.map_err(|e| match e {
         db::MigrateError::Db(e) => Failure::Database(e.to_string()),
         e => Failure::Migration(e.to_string()),
     })?;
     tracing::info!(?applied, "schema migrated");
-    let reason = match applied.len() {
+    let mut reason = match applied.len() {
         0 => "the schema is up to date".to_string(),
         n => format!("applied {n} migration(s): {}", applied.join(", ")),
     };
+    if let Some(logins) = &setup.logins {
+        let client = pool.get().await.map_err(|e| Failure::Database(e.to_string()))?;
+        for login in &logins.functions {
+            let ensured = logins::apply(&client, &logins.secrets, login, &setup.db).await.map_err(|e| match e {
+                LoginError::Db(e) => Failure::Database(e.to_string()),
+                e => Failure::Login(e.to_string()),
+            })?;
+            tracing::info!(role = login.role, ?ensured, "function login made from its secret");
+        }
+        reason.push_str(&format!("; {} function login(s) match their secrets", logins.functions.len()));
+    }
     Ok((reason, applied))
 }
 
 /// Checks the request against `trust`, runs it and PUTs the answer to its
 /// `ResponseURL`. A refused request runs nothing and is answered nowhere.
-pub async fn handle<F, Fut>(trust: &Trust, req: &CustomResourceRequest, load_db: F) -> Result<Answer, HandleError>
+pub async fn handle<F, Fut>(trust: &Trust, req: &CustomResourceRequest, load: F) -> Result<Answer, HandleError>
 where
     F: FnOnce() -> Fut,
-    Fut: Future<Output = Result<DbConfig, ConfigError>>,
+    Fut: Future<Output = Result<Setup, ConfigError>>,
 {
     if let Err(refused) = trust.check(req) {
         tracing::error!(reason = %refused, request_id = %shorten(&req.request_id), "custom-resource request refused");
         return Err(refused.into());
     }
-    let answer = apply(req, load_db).await;
+    let answer = apply(req, load).await;
     respond(&req.response_url, &answer.response).await?;
     Ok(answer)
 }

@@ -9,8 +9,10 @@ pub type DbResult<T> = Result<T, DbError>;
 
 #[derive(Debug, thiserror::Error)]
 pub enum DbError {
-    /// No connection could be had from the pool (server down, timeout).
-    #[error("database unavailable: {0}")]
+    /// No connection could be had from the pool (server down, timeout, a
+    /// refused login). The message carries the server's SQLSTATE and text
+    /// (`28P01 password authentication failed …`), not only "db error".
+    #[error("database unavailable: {}", pool_cause(.0))]
     Unavailable(#[from] deadpool_postgres::PoolError),
     /// A statement failed; `code` is its SQLSTATE when the server sent one.
     /// The message carries the server's SQLSTATE and text (or the I/O
@@ -48,6 +50,13 @@ fn cause(e: &tokio_postgres::Error) -> String {
     match std::error::Error::source(e) {
         Some(inner) => format!("{e}: {inner}"),
         None => e.to_string(),
+    }
+}
+
+fn pool_cause(e: &deadpool_postgres::PoolError) -> String {
+    match e {
+        deadpool_postgres::PoolError::Backend(e) => cause(e),
+        e => e.to_string(),
     }
 }
 

@@ -20,6 +20,7 @@ pub mod custom_resource;
 mod error;
 pub mod horizon;
 mod listen;
+pub mod logins;
 mod migrate;
 pub mod role_limits;
 mod stored;
@@ -165,7 +166,9 @@ impl DbConfig {
             ConfigError::new(
                 "DATABASE_SECRET_ARN",
                 format!("names a secret that is not the expected JSON ({what}; values are not shown)"),
-                "the database secret must be JSON with host, port, username, password and dbname",
+                "the database secret must be JSON with host, port, username, password and dbname \
+                 (a function's generated secret gets its host, port and dbname from the migration function: \
+                 deploy again if SchemaMigration failed)",
             )
         })?;
         let mut pg = tokio_postgres::Config::new();

@@ -1,7 +1,7 @@
 //! The functions' role's own limits, so that none of its sessions can hold
 //! back vacuum for long: `statement_timeout` and
-//! `idle_in_transaction_session_timeout` for `booking_app` and each login
-//! role in it, set by every migration run (`APP_STATEMENT_TIMEOUT_MS`,
+//! `idle_in_transaction_session_timeout` for `booking_app`, each function's
+//! role, and each login role in them, set by every migration run (`APP_STATEMENT_TIMEOUT_MS`,
 //! `APP_IDLE_IN_TRANSACTION_TIMEOUT_MS`).
 //!
 //! A role's settings apply to the role that logs in, never to the members of
@@ -43,8 +43,13 @@ impl RoleLimits {
     }
 }
 
-/// Sets the limits on `booking_app` and every role directly in it, in this
-/// database; returns the roles set.
+/// The functions' roles and the operators' ([`logins`](super::logins)).
+fn app_roles() -> Vec<&'static str> {
+    super::logins::FUNCTION_ROLES.iter().copied().chain([super::logins::OPERATOR_ROLE]).collect()
+}
+
+/// Sets the limits on `booking_app`, each function's role, and every role
+/// directly in them, in this database; returns the roles set.
 pub async fn apply(client: &impl GenericClient, limits: &RoleLimits) -> DbResult<Vec<String>> {
     let settings = [
         ("statement_timeout", limits.statement_timeout),
@@ -54,11 +59,11 @@ pub async fn apply(client: &impl GenericClient, limits: &RoleLimits) -> DbResult
     for row in client
         .query(
             "SELECT r.rolname::text FROM pg_roles r \
-              WHERE r.rolname = 'booking_app' \
+              WHERE r.rolname = ANY($1) \
                  OR r.oid IN (SELECT m.member FROM pg_auth_members m JOIN pg_roles g ON g.oid = m.roleid \
-                               WHERE g.rolname = 'booking_app') \
+                               WHERE g.rolname = ANY($1)) \
               ORDER BY 1",
-            &[],
+            &[&app_roles()],
         )
         .await?
     {

@@ -9,7 +9,8 @@ use std::time::Duration;
 use outbox_tests::TestDb;
 use serde_json::{json, Value};
 use shared::config::ConfigError;
-use shared::db::custom_resource::{self as schema, CustomResourceRequest, HandleError, Status, Trust};
+use shared::db::custom_resource::{self as schema, CustomResourceRequest, HandleError, Setup, Status, Trust};
+use shared::db::logins::{LoginSecret, Logins};
 use shared::db::DbConfig;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -70,8 +71,8 @@ fn migrations() -> usize {
     std::fs::read_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/../migrations")).unwrap().count()
 }
 
-async fn config(db: &TestDb) -> Result<DbConfig, ConfigError> {
-    DbConfig::from_url(&db.url, 1, Duration::from_secs(5))
+async fn config(db: &TestDb) -> Result<Setup, ConfigError> {
+    Ok(Setup { db: DbConfig::from_url(&db.url, 1, Duration::from_secs(5))?, logins: None })
 }
 
 #[tokio::test]
@@ -139,7 +140,8 @@ async fn bad_settings_or_no_database_answer_failed_naming_the_kind_and_logging_t
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     let (url, trust, answer) = response_catcher().await;
     let unreachable = || async move {
-        DbConfig::from_url(&format!("postgres://postgres:hunter2@127.0.0.1:{port}/x"), 1, Duration::from_secs(2))
+        let url = format!("postgres://postgres:hunter2@127.0.0.1:{port}/x");
+        Ok(Setup { db: DbConfig::from_url(&url, 1, Duration::from_secs(2))?, logins: None })
     };
     let answered = schema::handle(&trust, &request("Create", &url), unreachable).await.unwrap();
     assert_eq!(answered.response.status, Status::Failed);
@@ -219,4 +221,169 @@ async fn a_request_for_another_stack_is_refused_and_answered_nowhere() {
     let err = schema::handle(&other, &request("Create", &url), never).await.unwrap_err();
     assert!(matches!(err, HandleError::Refused(_)) && err.to_string().contains("stack"), "{err}");
     nothing_arrives(&listener).await;
+}
+
+/// The functions' secrets as the stack generates them (a username and a
+/// password) in Secrets Manager (moto), for one test.
+async fn generated_secrets(client: &aws_sdk_secretsmanager::Client, tag: &str) -> Vec<(&'static str, String, String)> {
+    let mut out = Vec::new();
+    for role in shared::db::logins::FUNCTION_ROLES {
+        let username = format!("{role}_{tag}");
+        let password = format!("pw-{}", uuid::Uuid::new_v4().simple());
+        let created = client
+            .create_secret()
+            .name(format!("{username}-secret"))
+            .secret_string(json!({"username": username, "password": password}).to_string())
+            .send()
+            .await
+            .expect("moto serves Secrets Manager");
+        out.push((role, created.arn().unwrap().to_string(), password));
+    }
+    out
+}
+
+fn secrets_client() -> aws_sdk_secretsmanager::Client {
+    let sdk = outbox_tests::ses::sdk_config_for(&outbox_tests::ses::moto_endpoint());
+    aws_sdk_secretsmanager::Client::new(&sdk)
+}
+
+async fn secret_json(client: &aws_sdk_secretsmanager::Client, arn: &str) -> Value {
+    let out = client.get_secret_value().secret_id(arn).send().await.unwrap();
+    serde_json::from_str(out.secret_string().unwrap()).unwrap()
+}
+
+/// Connects with a function's secret, as the function does (its password
+/// checked: the test cluster asks members of outbox_password_checked for it).
+async fn connect_with(secret: &Value) -> Result<deadpool_postgres::Object, String> {
+    let config = DbConfig::from_secret(&secret.to_string(), None, 1, Duration::from_secs(5)).unwrap();
+    let pool = config.build_pool().unwrap();
+    pool.get().await.map_err(|e| shared::db::DbError::from(e).to_string())
+}
+
+#[tokio::test]
+async fn each_functions_login_is_made_from_its_generated_secret_rotated_on_update_and_kept_on_delete() {
+    let db = TestDb::create_unmigrated().await;
+    let tag = &uuid::Uuid::new_v4().simple().to_string()[..10];
+    let secrets = secrets_client();
+    let made = generated_secrets(&secrets, tag).await;
+    let functions: Vec<LoginSecret> =
+        made.iter().map(|(role, arn, _)| LoginSecret { role, arn: arn.clone() }).collect();
+    let setup = || async {
+        let db = DbConfig::from_url(&db.url, 1, Duration::from_secs(5))?;
+        Ok(Setup { db, logins: Some(Logins { secrets: secrets.clone(), functions: functions.clone() }) })
+    };
+    let (url, trust, answer) = response_catcher().await;
+    let answered = schema::handle(&trust, &request("Create", &url), setup).await.unwrap();
+    assert_eq!(answered.response.status, Status::Success, "{:?}", answered.cause);
+    answer.await.unwrap();
+    let admin = db.pool.get().await.unwrap();
+    admin
+        .batch_execute(
+            "DO $$ BEGIN CREATE ROLE outbox_password_checked NOLOGIN; \
+             EXCEPTION WHEN duplicate_object OR unique_violation THEN NULL; END $$",
+        )
+        .await
+        .unwrap();
+    for (role, arn, password) in &made {
+        let username = format!("{role}_{tag}");
+        let member: bool = admin
+            .query_one(
+                "SELECT pg_has_role($1, $2, 'MEMBER') AND NOT rolsuper FROM pg_roles WHERE rolname = $1",
+                &[&username, role],
+            )
+            .await
+            .unwrap()
+            .get(0);
+        assert!(member, "{username} is a plain login in {role}");
+        admin.batch_execute(&format!("GRANT outbox_password_checked TO {username}")).await.unwrap();
+        // The secret is completed in the RDS format the function reads.
+        let secret = secret_json(&secrets, arn).await;
+        assert_eq!(
+            (&secret["username"], &secret["password"], &secret["engine"]),
+            (&json!(username), &json!(password), &json!("postgres"))
+        );
+        assert!(
+            secret["host"].is_string() && secret["port"].is_number() && secret["dbname"] == json!(db.name),
+            "{secret}"
+        );
+        let client = connect_with(&secret).await.unwrap_or_else(|e| panic!("{username} connects: {e}"));
+        let who: String = client.query_one("SELECT current_user", &[]).await.unwrap().get(0);
+        assert_eq!(who, username);
+        let mut wrong = secret.clone();
+        wrong["password"] = json!("not-the-password-at-all");
+        let refused = connect_with(&wrong).await.expect_err("a wrong password is refused");
+        assert!(refused.contains("28P01"), "the test cluster checks it (invalid_password): {refused}");
+    }
+
+    // The API books through its own login.
+    let (_, api_arn, _) = made.iter().find(|(role, ..)| *role == "booking_api").unwrap();
+    let api_secret = secret_json(&secrets, api_arn).await;
+    let pool =
+        DbConfig::from_secret(&api_secret.to_string(), None, 2, Duration::from_secs(5)).unwrap().build_pool().unwrap();
+    let api = outbox_tests::api::TestApi {
+        api: shared::api::Api::new(pool, shared::fault::Faults::none(), outbox_tests::api::test_config()),
+    };
+    let booked = api.post("/bookings", outbox_tests::api::BOB, &outbox_tests::api::booking_body(9)).await;
+    assert_eq!(booked.status, 201, "{}", booked.body);
+
+    // A rotated secret takes effect at the next deploy: the old password no
+    // longer works, the new one does.
+    let (_, poller_arn, old_password) = made.iter().find(|(role, ..)| *role == "outbox_poller").unwrap();
+    let mut rotated = secret_json(&secrets, poller_arn).await;
+    rotated["password"] = json!(format!("rotated-{}", uuid::Uuid::new_v4().simple()));
+    secrets.put_secret_value().secret_id(poller_arn).secret_string(rotated.to_string()).send().await.unwrap();
+    let (url, trust, answer) = response_catcher().await;
+    let answered = schema::handle(&trust, &request("Update", &url), setup).await.unwrap();
+    assert_eq!(answered.response.status, Status::Success, "{:?}", answered.cause);
+    answer.await.unwrap();
+    let _works = connect_with(&rotated).await.expect("the rotated password works");
+    let mut old = rotated.clone();
+    old["password"] = json!(old_password);
+    assert!(connect_with(&old).await.is_err(), "the old password no longer works");
+
+    // Delete keeps the logins, like the schema.
+    let (url, trust, answer) = response_catcher().await;
+    let never = || async { panic!("Delete must not read the settings") };
+    assert_eq!(schema::handle(&trust, &request("Delete", &url), never).await.unwrap().response.status, Status::Success);
+    answer.await.unwrap();
+    let _kept = connect_with(&rotated).await.expect("kept on delete");
+}
+
+#[tokio::test]
+async fn a_secret_naming_the_owner_or_a_privileged_role_takes_over_nothing() {
+    let db = TestDb::create_unmigrated().await;
+    let secrets = secrets_client();
+    for username in ["postgres", "booking_app", "outbox_poller"] {
+        let created = secrets
+            .create_secret()
+            .name(format!("takeover-{username}-{}", uuid::Uuid::new_v4().simple()))
+            .secret_string(json!({"username": username, "password": "a-long-enough-password"}).to_string())
+            .send()
+            .await
+            .unwrap();
+        let functions = vec![LoginSecret { role: "booking_api", arn: created.arn().unwrap().to_string() }];
+        let setup = || async {
+            let db = DbConfig::from_url(&db.url, 1, Duration::from_secs(5))?;
+            Ok(Setup { db, logins: Some(Logins { secrets: secrets.clone(), functions }) })
+        };
+        let (url, trust, answer) = response_catcher().await;
+        let answered = schema::handle(&trust, &request("Create", &url), setup).await.unwrap();
+        assert_eq!(answered.response.status, Status::Failed, "{username}");
+        let reason = answer.await.unwrap().2["Reason"].as_str().unwrap().to_string();
+        assert!(reason.contains("login could not be made"), "{reason}");
+        assert!(answered.cause.unwrap().contains("not a function's login"), "{username}");
+        let row = db
+            .pool
+            .get()
+            .await
+            .unwrap()
+            .query_one("SELECT rolcanlogin, rolpassword IS NOT NULL FROM pg_authid WHERE rolname = $1", &[&username])
+            .await
+            .unwrap();
+        let (can_login, has_password): (bool, bool) = (row.get(0), row.get(1));
+        match username {
+            "postgres" => assert!(!has_password, "the owner's password is untouched"),
+            _ => assert!(!can_login && !has_password, "the group role {username} was not made a login"),
+        }
+    }
 }

@@ -1,6 +1,7 @@
-//! The functions' database role (a login member of `booking_app`, created by
-//! migration V5) can do everything the functions and the operator CLI do,
-//! and cannot change the schema.
+//! Each function's database role (V19: `booking_api`, `outbox_poller`,
+//! `outbox_sweeper`, `ses_events`) runs everything its function does and
+//! nothing it does not; the operators' role (`booking_app`, V5) runs every
+//! outboxctl command; none can change the schema.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -19,19 +20,23 @@ use shared::relay::{status, sweeper, FeedbackConfig, Poller, PollerConfig};
 use tokio_postgres::error::SqlState;
 
 #[tokio::test]
-async fn the_app_role_runs_every_function_and_operator_command() {
+async fn each_function_runs_as_its_own_role_and_the_operators_as_theirs() {
     let db = TestDb::create().await;
     let pool = db.app_role_pool().await;
     let who: String = pool.get().await.unwrap().query_one("SELECT current_user", &[]).await.unwrap().get(0);
     assert!(who.starts_with("app_"), "connected as the app role, not the owner: {who}");
+    let (api_pool, poller_pool) = (db.role_pool("booking_api").await, db.role_pool("outbox_poller").await);
+    let sweeper_pool = db.role_pool("outbox_sweeper").await;
 
-    // The booking API: create (with an idempotency key), read, reschedule, cancel.
-    let api = TestApi { api: Api::new(pool.clone(), Faults::none(), test_config()) };
+    // The booking API: create (with an idempotency key), list, read, reschedule, cancel.
+    let api = TestApi { api: Api::new(api_pool.clone(), Faults::none(), test_config()) };
     let key = [("Idempotency-Key", "least-privilege")];
     let created = api.send("POST", "/bookings", Some(BOB), &key, Some(&booking_body(9).to_string())).await;
     assert_eq!(created.status, 201, "{}", created.body);
     let path = format!("/bookings/{}", created.body["id"].as_str().unwrap());
     assert_eq!(api.get(&path, BOB).await.status, 200);
+    assert_eq!(api.get(&format!("{path}/notifications"), BOB).await.status, 200);
+    assert_eq!(api.get("/bookings?role=organizer", BOB).await.status, 200);
     let patch = json!({"start": "2026-12-01T10:00:00Z", "end": "2026-12-01T10:30:00Z", "version": 1}).to_string();
     assert_eq!(api.send("PATCH", &path, Some(BOB), &[], Some(&patch)).await.status, 200);
     let mut dead = booking_body(12);
@@ -42,7 +47,7 @@ async fn the_app_role_runs_every_function_and_operator_command() {
     let mailer = Arc::new(RecordingMailer::new());
     mailer.script("alice@example.com", SendOutcome::NotSent { reason: "throttled".into() }, 1);
     mailer.script("dave@example.com", SendOutcome::Misconfigured { reason: "unverified".into() }, 1);
-    let poller = Poller::new(pool.clone(), mailer.clone(), Faults::none(), PollerConfig::for_tests("app"));
+    let poller = Poller::new(poller_pool.clone(), mailer.clone(), Faults::none(), PollerConfig::for_tests("app"));
     poller.drain().await.unwrap();
     mailer.script("alice@example.com", SendOutcome::Unknown { reason: "timeout".into() }, 1);
     poller.drain().await.unwrap();
@@ -77,7 +82,7 @@ async fn the_app_role_runs_every_function_and_operator_command() {
         .await
         .unwrap();
     age_processing_rows(&db, 301).await;
-    let run = sweeper::run(&pool, &sweeper_config(8)).await.unwrap();
+    let run = sweeper::run(&sweeper_pool, &sweeper_config(8)).await.unwrap();
     assert_eq!(run.reset, 1);
     let r = &run.retention;
     assert!(
@@ -87,14 +92,15 @@ async fn the_app_role_runs_every_function_and_operator_command() {
 }
 
 #[tokio::test]
-async fn the_app_role_reconciles_unconfirmed_sends_and_manages_suppressions() {
+async fn the_sweeper_reconciles_unconfirmed_sends_and_operators_manage_suppressions_each_as_its_role() {
     let db = TestDb::create().await;
     let pool = db.app_role_pool().await;
-    let api = TestApi { api: Api::new(pool.clone(), Faults::none(), test_config()) };
+    let api = TestApi { api: Api::new(db.role_pool("booking_api").await, Faults::none(), test_config()) };
     assert_eq!(api.post("/bookings", BOB, &booking_body(9)).await.status, 201);
     let mailer = Arc::new(RecordingMailer::new());
     mailer.script("alice@example.com", SendOutcome::Unknown { reason: "timeout".into() }, 1);
-    let poller = Poller::new(pool.clone(), mailer.clone(), Faults::none(), PollerConfig::for_tests("app"));
+    let poller_pool = db.role_pool("outbox_poller").await;
+    let poller = Poller::new(poller_pool, mailer.clone(), Faults::none(), PollerConfig::for_tests("app"));
     poller.drain().await.unwrap();
     db.pool
         .get()
@@ -107,7 +113,7 @@ async fn the_app_role_reconciles_unconfirmed_sends_and_manages_suppressions() {
     // The sweeper reports it not confirmed and (opted in) resends it.
     let mut config = sweeper_config(8);
     config.feedback = FeedbackConfig::new(Duration::from_secs(60), Some(Duration::from_secs(120))).unwrap();
-    let run = sweeper::run(&pool, &config).await.unwrap();
+    let run = sweeper::run(&db.role_pool("outbox_sweeper").await, &config).await.unwrap();
     assert_eq!((run.feedback.newly_unconfirmed, run.feedback.auto_resent), (1, 1), "{:?}", run.feedback);
     poller.drain().await.unwrap();
     let counts = sends::counts(&pool.get().await.unwrap()).await.unwrap();
@@ -128,29 +134,101 @@ async fn the_app_role_reconciles_unconfirmed_sends_and_manages_suppressions() {
 }
 
 #[tokio::test]
-async fn the_app_role_cannot_create_alter_drop_or_truncate() {
+async fn no_app_role_can_create_alter_drop_or_truncate() {
     let db = TestDb::create().await;
-    let pool = db.app_role_pool().await;
-    let client = pool.get().await.unwrap();
-    for ddl in [
-        "CREATE TABLE evil (id int)",
-        "ALTER TABLE bookings ADD COLUMN evil int",
-        "ALTER TABLE outbox_events DROP CONSTRAINT outbox_events_processing_is_locked",
-        "DROP TABLE bookings",
-        "DROP INDEX outbox_events_due",
-        "TRUNCATE outbox_events",
-        "CREATE INDEX evil ON bookings (title)",
-        "CREATE FUNCTION evil() RETURNS int LANGUAGE sql AS 'SELECT 1'",
-        "DELETE FROM bookings",
-        "DELETE FROM outbox_replays",
-        "SELECT * FROM refinery_schema_history",
-    ] {
-        let err = client.batch_execute(ddl).await.expect_err(ddl);
-        let code = err.code().cloned();
-        assert!(
-            code == Some(SqlState::INSUFFICIENT_PRIVILEGE),
-            "{ddl}: expected insufficient_privilege, got {code:?} ({err})"
-        );
+    for role in ["booking_app", "booking_api", "outbox_poller", "outbox_sweeper", "ses_events"] {
+        let client = db.role_pool(role).await.get().await.unwrap();
+        for ddl in [
+            "CREATE TABLE evil (id int)",
+            "ALTER TABLE bookings ADD COLUMN evil int",
+            "ALTER TABLE outbox_events DROP CONSTRAINT outbox_events_processing_is_locked",
+            "DROP TABLE bookings",
+            "DROP INDEX outbox_events_due",
+            "TRUNCATE outbox_events",
+            "CREATE INDEX evil ON bookings (title)",
+            "CREATE FUNCTION evil() RETURNS int LANGUAGE sql AS 'SELECT 1'",
+            "DELETE FROM bookings",
+            "DELETE FROM outbox_replays",
+            "SELECT * FROM refinery_schema_history",
+        ] {
+            refused(&client, role, ddl).await;
+        }
+    }
+}
+
+async fn refused(client: &tokio_postgres::Client, role: &str, sql: &str) {
+    let err = client.batch_execute(sql).await.expect_err(sql);
+    let code = err.code().cloned();
+    assert!(
+        code == Some(SqlState::INSUFFICIENT_PRIVILEGE),
+        "{role}: {sql}: expected insufficient_privilege, got {code:?} ({err})"
+    );
+}
+
+const INSERT_EVENT: &str = "INSERT INTO outbox_events (id, aggregate_id, aggregate_version, event_type, payload) \
+     VALUES (gen_random_uuid(), gen_random_uuid(), 1, 'BOOKING_CONFIRMED', '{}')";
+const INSERT_SEND: &str = "INSERT INTO booking_notification_sends (id, outbox_event_id, booking_id, recipient_email, \
+     event_type) VALUES (gen_random_uuid(), gen_random_uuid(), gen_random_uuid(), 'a@example.com', 'BOOKING_CONFIRMED')";
+const INSERT_SUPPRESSION: &str = "INSERT INTO suppressed_addresses (email, reason) VALUES ('a@example.com', 'x')";
+
+/// What each function never does, refused to its role: the API never moves
+/// an event or reads a suppression, the poller never reads a booking or
+/// writes an event, the sweeper never sends, SES's events never reach a
+/// booking or an event.
+#[tokio::test]
+async fn each_function_role_is_refused_what_its_function_never_does() {
+    let db = TestDb::create().await;
+    let cases: [(&str, &[&str]); 4] = [
+        (
+            "booking_api",
+            &[
+                "UPDATE outbox_events SET status = 'DONE'",
+                "DELETE FROM outbox_events",
+                "DELETE FROM bookings",
+                "SELECT * FROM suppressed_addresses",
+                "INSERT INTO send_feedback (send_id, kind, occurred_at, provider_message_id) \
+                 VALUES (gen_random_uuid(), 'Send', now(), 'x')",
+                "UPDATE booking_notification_sends SET status = 'SENT'",
+                "SELECT * FROM send_rate",
+            ],
+        ),
+        (
+            "outbox_poller",
+            &[
+                "SELECT * FROM bookings",
+                INSERT_EVENT,
+                "DELETE FROM outbox_events",
+                INSERT_SUPPRESSION,
+                "SELECT * FROM idempotency_keys",
+                "SELECT * FROM send_feedback",
+            ],
+        ),
+        (
+            "outbox_sweeper",
+            &[
+                "SELECT * FROM bookings",
+                INSERT_SEND,
+                INSERT_EVENT,
+                INSERT_SUPPRESSION,
+                "SELECT send_rate_take('ses', 1)",
+            ],
+        ),
+        (
+            "ses_events",
+            &[
+                "SELECT * FROM bookings",
+                "SELECT * FROM outbox_events",
+                "DELETE FROM suppressed_addresses",
+                "DELETE FROM booking_notification_sends",
+                INSERT_SEND,
+            ],
+        ),
+    ];
+    for (role, statements) in cases {
+        let client = db.role_pool(role).await.get().await.unwrap();
+        for sql in statements {
+            refused(&client, role, sql).await;
+        }
     }
 }
 
@@ -190,4 +268,27 @@ async fn the_app_roles_timeouts_end_an_idle_in_transaction_session_and_a_runaway
     // The schema owner (operators, migrations) is not limited.
     let owner: String = db.pool.get().await.unwrap().query_one("SHOW statement_timeout", &[]).await.unwrap().get(0);
     assert_eq!(owner, "0");
+}
+
+#[tokio::test]
+async fn the_ses_events_role_records_feedback_confirms_and_suppresses() {
+    use outbox_tests::outbox::message_id_of;
+    use outbox_tests::ses_events::{complaint_event, origin, send_event, with_message_id, ALICE};
+    let db = TestDb::create().await;
+    let api = TestApi { api: Api::new(db.role_pool("booking_api").await, Faults::none(), test_config()) };
+    assert_eq!(api.post("/bookings", BOB, &booking_body(9)).await.status, 201);
+    let mailer = Arc::new(RecordingMailer::new());
+    let poller =
+        Poller::new(db.role_pool("outbox_poller").await, mailer, Faults::none(), PollerConfig::for_tests("app"));
+    poller.drain().await.unwrap();
+    let claim: uuid::Uuid = db.scalar("SELECT id FROM booking_notification_sends").await;
+    let id = message_id_of(&db, claim).await;
+    let ses = db.role_pool("ses_events").await;
+    for (event, want) in [
+        (send_event(claim), feedback::Recorded::Recorded { confirmed: false, suppressed: 0 }),
+        (complaint_event(claim, &[ALICE]), feedback::Recorded::Recorded { confirmed: false, suppressed: 1 }),
+    ] {
+        let handled = feedback::handle(&ses, &origin(), &with_message_id(event, &id)).await.unwrap();
+        assert_eq!(handled, feedback::Handled::Recorded(want));
+    }
 }

@@ -1,0 +1,252 @@
+//! The functions' database logins, made from their secrets at every deploy,
+//! so that no SQL is run by hand (migration V19 made the roles).
+//!
+//! The stack generates one secret per function (Secrets Manager's
+//! `GenerateSecretString`: a username and a password). After the
+//! migrations, the migration function reads each one and:
+//!
+//! - creates the login (`LOGIN`, a member of the function's role, nothing
+//!   else), or, when it exists, sets its password to the secret's and its
+//!   membership (a rotated secret takes effect at the next deploy);
+//! - completes the secret with the database's host, port and name in the
+//!   RDS format the functions (and RDS Proxy) read, once.
+//!
+//! The password reaches Postgres only as a SCRAM-SHA-256 verifier computed
+//! here, so no statement log ever holds it. A username that is already a
+//! superuser, may create roles, or is the migration role itself is refused:
+//! a secret cannot take over the owner. On Delete the logins are kept, like
+//! the schema.
+
+use deadpool_postgres::GenericClient;
+use serde_json::{Map, Value};
+
+use super::{DbConfig, DbError};
+use crate::config::settings as S;
+use crate::config::ConfigError;
+
+/// The role of each function (V19), each granted only what it runs.
+pub const FUNCTION_ROLES: [&str; 4] = ["booking_api", "outbox_poller", "outbox_sweeper", "ses_events"];
+/// The operators' role (V5; outboxctl), and the role of logins made before V19.
+pub const OPERATOR_ROLE: &str = "booking_app";
+
+/// A function's secret: the role its login joins, and the secret's ARN.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LoginSecret {
+    pub role: &'static str,
+    pub arn: String,
+}
+
+/// The logins to make: the functions' secrets, and a client to read and
+/// complete them.
+#[derive(Debug, Clone)]
+pub struct Logins {
+    pub secrets: aws_sdk_secretsmanager::Client,
+    pub functions: Vec<LoginSecret>,
+}
+
+impl Logins {
+    /// `DATABASE_LOGIN_SECRET_ARNS` (`role=arn,…`), read at cold start; None
+    /// when unset (a database whose logins are made otherwise).
+    pub async fn from_env() -> Result<Option<Self>, ConfigError> {
+        let Some(raw) = S::DATABASE_LOGIN_SECRET_ARNS.value() else { return Ok(None) };
+        let functions = parse_secret_arns(&raw)?;
+        let sdk = aws_config::defaults(aws_config::BehaviorVersion::latest()).load().await;
+        Ok(Some(Self { secrets: aws_sdk_secretsmanager::Client::new(&sdk), functions }))
+    }
+}
+
+/// Parses `role=arn,role=arn`: each role one of [`FUNCTION_ROLES`], once.
+pub fn parse_secret_arns(raw: &str) -> Result<Vec<LoginSecret>, ConfigError> {
+    let bad = |why: String| {
+        ConfigError::new(
+            "DATABASE_LOGIN_SECRET_ARNS",
+            why,
+            format!("list role=secret-arn pairs separated by commas; the roles are {}", FUNCTION_ROLES.join(", ")),
+        )
+    };
+    let mut out: Vec<LoginSecret> = Vec::new();
+    for pair in raw.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let (role, arn) = pair.split_once('=').ok_or_else(|| bad(format!("{pair:?} is not role=arn")))?;
+        let role = FUNCTION_ROLES
+            .into_iter()
+            .find(|r| *r == role.trim())
+            .ok_or_else(|| bad(format!("{:?} is not a function's role", role.trim())))?;
+        if out.iter().any(|l| l.role == role) {
+            return Err(bad(format!("{role} is named twice")));
+        }
+        let arn = arn.trim();
+        if !arn.starts_with("arn:") {
+            return Err(bad(format!("{role}'s secret {arn:?} is not an ARN")));
+        }
+        out.push(LoginSecret { role, arn: arn.to_string() });
+    }
+    if out.is_empty() {
+        return Err(bad("names no secret".into()));
+    }
+    Ok(out)
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum LoginError {
+    /// The secret cannot be read, or is not a username and password.
+    #[error("{0}")]
+    Secret(String),
+    /// The secret names a login this function must not touch.
+    #[error("{0}")]
+    Refused(String),
+    #[error(transparent)]
+    Db(#[from] DbError),
+}
+
+/// What [`ensure`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ensured {
+    Created,
+    /// It existed: its password and membership now match.
+    Updated,
+}
+
+fn valid_username(name: &str) -> bool {
+    let mut chars = name.chars();
+    matches!(chars.next(), Some(c) if c.is_ascii_lowercase() || c == '_')
+        && chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+        && name.len() <= 63
+}
+
+/// Creates `username` as a login in `role` with `password`, or sets the
+/// password and membership of the login that exists.
+pub async fn ensure(
+    client: &impl GenericClient,
+    role: &str,
+    username: &str,
+    password: &str,
+) -> Result<Ensured, LoginError> {
+    if !FUNCTION_ROLES.contains(&role) {
+        return Err(LoginError::Refused(format!("{role:?} is not a function's role")));
+    }
+    if !valid_username(username) {
+        return Err(LoginError::Refused(format!(
+            "the username {username:?} must be 1 to 63 lower-case letters, digits and underscores"
+        )));
+    }
+    if password.chars().count() < 16 {
+        return Err(LoginError::Secret(format!("the password of {username} is shorter than 16 characters")));
+    }
+    let existing = client
+        .query_opt(
+            "SELECT rolsuper OR rolcreaterole OR rolcreatedb OR rolreplication OR rolbypassrls \
+                    OR rolname = current_user OR rolname = ANY($2) \
+               FROM pg_roles WHERE rolname = $1",
+            &[&username, &FUNCTION_ROLES.iter().chain([&OPERATOR_ROLE]).copied().collect::<Vec<_>>()],
+        )
+        .await
+        .map_err(DbError::from)?;
+    if existing.as_ref().is_some_and(|r| r.get::<_, bool>(0)) {
+        return Err(LoginError::Refused(format!(
+            "{username} is a privileged role, a group role or the migration role itself: not a function's login"
+        )));
+    }
+    let verifier = postgres_protocol::password::scram_sha_256(password.as_bytes());
+    if existing.is_some() {
+        quoted(
+            client,
+            "SELECT format('ALTER ROLE %I WITH LOGIN PASSWORD %L', $1::text, $2::text)",
+            &[&username, &verifier],
+        )
+        .await?;
+        quoted(client, "SELECT format('GRANT %I TO %I', $1::text, $2::text)", &[&role, &username]).await?;
+    } else {
+        let create = "SELECT format('CREATE ROLE %I WITH LOGIN PASSWORD %L IN ROLE %I', $1::text, $2::text, $3::text)";
+        quoted(client, create, &[&username, &verifier, &role]).await?;
+    }
+    Ok(if existing.is_some() { Ensured::Updated } else { Ensured::Created })
+}
+
+/// Runs the statement `format` makes of `params`: identifiers and literals
+/// quoted by Postgres itself (`%I`, `%L`).
+async fn quoted(
+    client: &impl GenericClient,
+    format: &str,
+    params: &[&(dyn tokio_postgres::types::ToSql + Sync)],
+) -> Result<(), DbError> {
+    let sql: String = client.query_one(format, params).await?.get(0);
+    client.batch_execute(&sql).await?;
+    Ok(())
+}
+
+/// Makes the login of one function's secret and completes the secret with
+/// where the database is (`db`: the migration role's settings).
+pub async fn apply(
+    client: &impl GenericClient,
+    secrets: &aws_sdk_secretsmanager::Client,
+    login: &LoginSecret,
+    db: &DbConfig,
+) -> Result<Ensured, LoginError> {
+    use aws_sdk_secretsmanager::error::DisplayErrorContext;
+    let failed = |what: &str, e: &dyn std::fmt::Display| {
+        LoginError::Secret(format!("{}: cannot {what} {}'s secret: {e}", login.arn, login.role))
+    };
+    let read = secrets
+        .get_secret_value()
+        .secret_id(&login.arn)
+        .send()
+        .await
+        .map_err(|e| failed("read", &DisplayErrorContext(&e)))?;
+    let mut fields: Map<String, Value> =
+        read.secret_string().and_then(|s| serde_json::from_str(s).ok()).ok_or_else(|| {
+            LoginError::Secret(format!("{}'s secret is not a JSON object (values are not shown)", login.role))
+        })?;
+    let text = |name: &str| fields.get(name).and_then(Value::as_str).map(str::to_string);
+    let (Some(username), Some(password)) = (text("username"), text("password")) else {
+        return Err(LoginError::Secret(format!("{}'s secret has no username and password", login.role)));
+    };
+    let ensured = ensure(client, login.role, &username, &password).await?;
+    let host = match db.pg.get_hosts().first() {
+        Some(tokio_postgres::config::Host::Tcp(h)) => h.clone(),
+        _ => return Err(LoginError::Secret("the migration role's settings name no TCP host".into())),
+    };
+    let port = db.pg.get_ports().first().copied().unwrap_or(5432);
+    let dbname = db.pg.get_dbname().unwrap_or("postgres").to_string();
+    let wanted = [
+        ("engine", Value::from("postgres")),
+        ("host", Value::from(host)),
+        ("port", Value::from(port)),
+        ("dbname", Value::from(dbname)),
+    ];
+    if wanted.iter().any(|(k, v)| fields.get(*k) != Some(v)) {
+        fields.extend(wanted.into_iter().map(|(k, v)| (k.to_string(), v)));
+        let completed = Value::Object(fields).to_string();
+        secrets
+            .put_secret_value()
+            .secret_id(&login.arn)
+            .secret_string(completed)
+            .send()
+            .await
+            .map_err(|e| failed("complete", &DisplayErrorContext(&e)))?;
+    }
+    Ok(ensured)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn secret_arns_name_each_function_role_once() {
+        let arn = "arn:aws:secretsmanager:eu-west-1:1:secret:x";
+        let parsed = parse_secret_arns(&format!("booking_api={arn}, ses_events={arn}")).unwrap();
+        assert_eq!(parsed.iter().map(|l| l.role).collect::<Vec<_>>(), ["booking_api", "ses_events"]);
+        for bad in ["", "booking_api", "postgres=arn:x", "booking_api=arn:x,booking_api=arn:y", "booking_api=x"] {
+            let err = parse_secret_arns(bad).unwrap_err().to_string();
+            assert!(err.contains("DATABASE_LOGIN_SECRET_ARNS"), "{bad}: {err}");
+        }
+    }
+
+    #[test]
+    fn a_username_is_a_plain_lower_case_identifier() {
+        assert!(valid_username("booking_api_1a2b3c4d"));
+        for bad in ["", "Booking", "a-b", "a\"b", "1abc", &"a".repeat(64)] {
+            assert!(!valid_username(bad), "{bad}");
+        }
+    }
+}
