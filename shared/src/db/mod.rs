@@ -81,7 +81,9 @@ fn is_loopback(pg: &tokio_postgres::Config) -> bool {
 /// The connection settings in a Secrets Manager secret (the RDS format).
 #[derive(Debug, serde::Deserialize)]
 struct SecretFields {
-    host: String,
+    /// Absent from an Aurora-managed master secret (username and password
+    /// only): DATABASE_HOST names the endpoint then.
+    host: Option<String>,
     #[serde(default = "default_port")]
     port: u16,
     username: String,
@@ -172,7 +174,15 @@ impl DbConfig {
             )
         })?;
         let mut pg = tokio_postgres::Config::new();
-        pg.host(host_override.unwrap_or(&f.host)).port(f.port).user(&f.username).password(f.password.as_bytes());
+        let host = host_override.or(f.host.as_deref()).ok_or_else(|| {
+            ConfigError::new(
+                "DATABASE_SECRET_ARN",
+                "names a secret with no host, and DATABASE_HOST is not set",
+                "set DATABASE_HOST to the database's endpoint (the template does for a database it creates), \
+                 or add host to the secret",
+            )
+        })?;
+        pg.host(host).port(f.port).user(&f.username).password(f.password.as_bytes());
         pg.dbname(f.dbname.as_deref().unwrap_or("postgres"));
         Self::from_pg(pg, pool_size, connect_timeout)
     }

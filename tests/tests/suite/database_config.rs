@@ -154,6 +154,19 @@ fn database_host_replaces_the_secret_host_for_rds_proxy() {
     assert_eq!(proxied.tls, DbTls::Require { ca_file: None });
 }
 
+#[test]
+fn an_aurora_managed_master_secret_takes_its_host_from_database_host() {
+    // RDS's managed master secret holds a username and a password only.
+    let secret = r#"{"username": "booking_owner", "password": "pw"}"#;
+    let config = DbConfig::from_secret(secret, Some("cluster.rds.example"), 1, Duration::from_secs(1)).unwrap();
+    use tokio_postgres::config::Host;
+    assert_eq!(config.pg.get_hosts(), &[Host::Tcp("cluster.rds.example".into())]);
+    assert_eq!(config.pg.get_dbname(), Some("postgres"));
+    let err = DbConfig::from_secret(secret, None, 1, Duration::from_secs(1)).unwrap_err().to_string();
+    assert!(err.contains("no host") && err.contains("DATABASE_HOST"), "{err}");
+    assert!(!err.contains("pw"), "{err}");
+}
+
 /// Tuples sequential scans have read from `table` so far (the backend's
 /// pending counts are flushed first).
 async fn seq_tuples_read(db: &TestDb, table: &str) -> i64 {
