@@ -122,6 +122,12 @@ impl Pacer {
         (rate * p95.as_secs_f64() * 1.25).ceil().max(1.0) as usize
     }
 
+    /// The fleet's rate this poller paces at (sends a second; 0 until
+    /// [`Pacer::configure`]).
+    pub fn rate(&self) -> f64 {
+        self.flight.lock().expect("flight lock").rate
+    }
+
     fn set_rate(&self, rate: f64) {
         let mut f = self.flight.lock().expect("flight lock");
         f.rate = rate;

@@ -23,7 +23,7 @@ use crate::fault::Faults;
 use crate::notify::mailer::Mailer;
 use crate::notify::pace::{Pacer, ASSUMED_LATENCY};
 use crate::outbox::events::{self, claim, transitions};
-use crate::telemetry::emf::{self, Unit};
+use crate::telemetry::emf;
 
 /// Claimed rows are PROCESSING, nothing dispatched yet.
 pub const FAULT_AFTER_CLAIM: &str = "poller.after_claim";
@@ -209,16 +209,16 @@ impl<M: Mailer + 'static> Poller<M> {
         let summary = self.run_until(deadline).await?;
         let client = self.pool.get().await?;
         let oldest = events::oldest_due_age(&client).await?.unwrap_or(0.0);
-        let mut metrics = summary.metrics();
-        metrics.push(("OldestPendingAgeSeconds", oldest, Unit::Seconds));
-        emf::emit("outbox-poller", &metrics);
         let last_poll = self.last_poll.lock().expect("last poll lock").unwrap_or(started);
-        Ok(Health {
+        let health = Health {
             summary,
             oldest_due_pending_age_secs: oldest,
             duration_ms: started.elapsed().as_millis() as u64,
             claiming_until_ms: last_poll.saturating_duration_since(started).as_millis() as u64,
-        })
+            fleet_send_rate: self.pace.as_ref().map(|p| p.rate()),
+        };
+        emf::emit("outbox-poller", &health.metrics());
+        Ok(health)
     }
 
     /// The runtime's deadline, capped by `POLLER_MAX_RUN_SECS`. A local

@@ -108,6 +108,25 @@ pub struct Health {
     /// When, from the invocation's start, the run last tried to claim: it
     /// claims from its start to here (the schedule's coverage).
     pub claiming_until_ms: u64,
+    /// The fleet's send rate this run paced at (sends a second), when it
+    /// paces.
+    pub fleet_send_rate: Option<f64>,
+}
+
+impl Health {
+    /// The run's EMF metrics: the summary's, the outbox's lag, how long it
+    /// claimed (`ClaimingSeconds`: summed over a minute, at least 60 when a
+    /// poller was always claiming) and the fleet's rate (`FleetSendRate`,
+    /// sends a second: the ceiling of `Sent` per second).
+    pub fn metrics(&self) -> Vec<(&'static str, f64, Unit)> {
+        let mut metrics = self.summary.metrics();
+        metrics.push(("OldestPendingAgeSeconds", self.oldest_due_pending_age_secs, Unit::Seconds));
+        metrics.push(("ClaimingSeconds", self.claiming_until_ms as f64 / 1000.0, Unit::Seconds));
+        if let Some(rate) = self.fleet_send_rate {
+            metrics.push(("FleetSendRate", rate, Unit::Count));
+        }
+        metrics
+    }
 }
 
 /// What one sweeper run did; the sweeper Lambda returns it.

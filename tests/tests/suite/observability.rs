@@ -89,3 +89,97 @@ fn every_alarm_on_an_outbox_metric_names_a_metric_the_code_emits() {
     }
     assert!(checked >= 3, "dead letters, unconfirmed sends and oldest-pending age have alarms");
 }
+
+/// The metrics each function emits, by its `Function` dimension.
+fn emitted_by(function: &str) -> Vec<String> {
+    let names = |metrics: Vec<(&'static str, f64, emf::Unit)>| metrics.into_iter().map(|m| m.0.to_string()).collect();
+    match function {
+        "outbox-poller" => names(
+            shared::relay::Health {
+                summary: RunSummary::default(),
+                oldest_due_pending_age_secs: 0.0,
+                duration_ms: 0,
+                claiming_until_ms: 0,
+                fleet_send_rate: Some(14.0),
+            }
+            .metrics(),
+        ),
+        "outbox-sweeper" => names(shared::relay::SweepRun::default().metrics()),
+        "ses-events" => {
+            let recorded = shared::notify::feedback::Recorded::Recorded { confirmed: true, suppressed: 0 };
+            names(shared::notify::feedback::metrics(&shared::notify::feedback::Kind::Send, &recorded))
+        }
+        other => panic!("no function {other:?} emits metrics"),
+    }
+}
+
+/// The dashboard's body as CloudFormation would render it.
+fn dashboard() -> Value {
+    let template = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../template.yaml")).unwrap();
+    let start = template.find("      DashboardBody: !Sub |\n").expect("the template has a dashboard");
+    let body: String = template[start..]
+        .lines()
+        .skip(1)
+        .take_while(|l| l.starts_with("        ") || l.is_empty())
+        .collect::<Vec<_>>()
+        .join("\n");
+    let body = body.replace("${AWS::Region}", "eu-west-1").replace("${HttpApi}", "abcdef1234");
+    assert!(!body.contains("${"), "every substitution is known here");
+    serde_json::from_str(&body).expect("the dashboard body is JSON")
+}
+
+#[test]
+fn every_dashboard_metric_is_one_the_code_emits_and_every_panel_the_issue_asks_for_is_there() {
+    let mut shown = Vec::new();
+    for widget in dashboard()["widgets"].as_array().unwrap() {
+        let metrics = widget["properties"]["metrics"].as_array().unwrap();
+        let ids: Vec<&str> = metrics.iter().filter_map(|m| m.as_array()?.last()?.get("id")?.as_str()).collect();
+        for metric in metrics {
+            let parts = metric.as_array().unwrap();
+            match parts[0].as_str() {
+                Some("BookingOutbox") => {
+                    let (name, function) = (parts[1].as_str().unwrap(), parts[3].as_str().unwrap());
+                    assert_eq!(parts[2], "Function", "{metric}");
+                    assert!(emitted_by(function).iter().any(|m| m == name), "{function} emits no {name}");
+                    shown.push(name.to_string());
+                }
+                Some("AWS/ApiGateway") => {
+                    let name = parts[1].as_str().unwrap();
+                    assert!(["Count", "4xx", "5xx", "Latency"].contains(&name), "an HTTP API has no metric {name}");
+                    assert_eq!(
+                        (&parts[2], &parts[4], &parts[5]),
+                        (&Value::from("ApiId"), &Value::from("Stage"), &Value::from("$default"))
+                    );
+                    shown.push(name.to_string());
+                }
+                None => {
+                    let expression = parts[0]["expression"].as_str().expect("a metric or an expression");
+                    for word in expression
+                        .split(|c: char| !c.is_alphanumeric())
+                        .filter(|w| w.chars().next().is_some_and(char::is_alphabetic))
+                    {
+                        assert!(ids.contains(&word), "{expression} names {word}, which no metric of its widget is");
+                    }
+                }
+                Some(other) => panic!("a metric of namespace {other}"),
+            }
+        }
+    }
+    for wanted in [
+        "Sent",
+        "FleetSendRate",
+        "Delivered",
+        "Bounced",
+        "Complained",
+        "UnconfirmedSends",
+        "DeadLettered",
+        "OldestPendingAgeSeconds",
+        "ClaimingSeconds",
+        "Count",
+        "4xx",
+        "5xx",
+        "Latency",
+    ] {
+        assert!(shown.iter().any(|s| s == wanted), "the dashboard shows no {wanted}");
+    }
+}
