@@ -46,6 +46,40 @@ break_template wrong-runtime "Runtime: provided.al2023" "Runtime: provided.al209
 break_template bad-ref "Destination: !GetAtt ScheduledFailureQueue.Arn" "Destination: !GetAtt NoSuchQueue.Arn"
 break_template bad-event-property "ScheduleExpression: rate(5 minutes)" "ScheduleExpresion: rate(5 minutes)"
 
+echo "==> checkov (a template security scanner, pinned; each check the template skips says why in place)"
+CHECKOV_VENV="${CHECKOV_VENV:-.venv/checkov}"
+if [ ! -x "$CHECKOV_VENV/bin/checkov" ]; then
+  echo "==> installing checkov into $CHECKOV_VENV"
+  python3 -m venv "$CHECKOV_VENV"
+  "$CHECKOV_VENV/bin/pip" install -q --disable-pip-version-check 'checkov==3.2.334'
+fi
+checkov_scan() { "$CHECKOV_VENV/bin/checkov" -f "$1" --framework cloudformation --compact --quiet 2>/dev/null; }
+checkov_scan template.yaml >"$TMP/checkov.log" || { cat "$TMP/checkov.log" >&2; echo "error: checkov failed the template" >&2; exit 1; }
+"$SAM_VENV/bin/python" - <<'PY'
+from cfnlint.decode import decode
+tpl, errs = decode("template.yaml")
+assert not errs, errs
+skips = [(name, s) for name, r in tpl["Resources"].items()
+         for s in ((r.get("Metadata") or {}).get("checkov") or {}).get("skip", [])]
+bare = [f"{name}: {s.get('id')}" for name, s in skips if len(str(s.get("comment", "")).strip()) < 20]
+assert not bare, f"a skipped checkov check without its reason: {bare}"
+print(f"    checkov: no failed check; {len(skips)} skips, each with its reason")
+PY
+# The scanner is not blind: the same template without the migration
+# function's concurrency limit fails it.
+python3 - "$TMP/checkov-broken.yaml" <<'PY'
+import sys
+src = open("template.yaml").read()
+old = "      ReservedConcurrentExecutions: 1\n"
+assert old in src
+open(sys.argv[1], "w").write(src.replace(old, "", 1))
+PY
+if checkov_scan "$TMP/checkov-broken.yaml" >/dev/null; then
+  echo "error: checkov passed a template without the migration function's concurrency limit" >&2
+  exit 1
+fi
+echo "    checkov: the same template without ReservedConcurrentExecutions fails (CKV_AWS_115)"
+
 echo "==> template defaults agree with the code"
 "$SAM_VENV/bin/python" - <<'PY'
 from cfnlint.decode import decode
