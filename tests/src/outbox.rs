@@ -211,14 +211,20 @@ impl Worker {
         Self { journal: dir.join("sent.journal"), bin: bin.into(), _dir: TempDir(dir) }
     }
 
-    pub async fn run(&self, db: &TestDb, faults: &str, extra_env: &[(&str, &str)]) -> ExitStatus {
+    /// `drain` with `faults`, at `log_level`, on `db`.
+    fn command(&self, db: &TestDb, faults: &str, log_level: &str) -> tokio::process::Command {
         let mut cmd = tokio::process::Command::new(&self.bin);
         cmd.arg("drain")
             .arg(&self.journal)
             .env("DATABASE_URL", &db.url)
             .env(shared::fault::ENV_VAR, faults)
-            .env("RUST_LOG", "warn")
+            .env("RUST_LOG", log_level)
             .kill_on_drop(true);
+        cmd
+    }
+
+    pub async fn run(&self, db: &TestDb, faults: &str, extra_env: &[(&str, &str)]) -> ExitStatus {
+        let mut cmd = self.command(db, faults, "warn");
         for (k, v) in extra_env {
             cmd.env(k, v);
         }
@@ -226,6 +232,18 @@ impl Worker {
             .await
             .expect("worker finished within 60s")
             .expect("worker started")
+    }
+
+    /// As [`Worker::run`], at info level, returning what it printed on
+    /// stdout (its JSON logs and EMF lines).
+    pub async fn run_logged(&self, db: &TestDb, faults: &str) -> (ExitStatus, String) {
+        let mut cmd = self.command(db, faults, "info");
+        cmd.stdout(std::process::Stdio::piped());
+        let out = tokio::time::timeout(Duration::from_secs(60), cmd.output())
+            .await
+            .expect("worker finished within 60s")
+            .expect("worker started");
+        (out.status, String::from_utf8_lossy(&out.stdout).into_owned())
     }
 
     pub fn sent(&self) -> Vec<(String, String, String)> {

@@ -32,6 +32,7 @@ use uuid::Uuid;
 
 use crate::booking::service::BookingService;
 use crate::fault::Faults;
+use crate::telemetry::trace::{self, TraceContext};
 use config::ApiConfig;
 use problem::Problem;
 
@@ -144,9 +145,22 @@ impl Api {
     pub async fn handle(&self, req: Request) -> Response<Body> {
         use tracing::Instrument;
         let request_id = req.lambda_context_ref().map(|c| c.request_id.clone()).unwrap_or_default();
-        let span = tracing::info_span!("request", %request_id, method = %req.method(), path = %req.uri().path());
+        // The caller's trace, else Lambda's X-Ray trace, else a new one: the
+        // events this request writes keep it (telemetry::trace).
+        let trace = TraceContext::of_request(
+            req.headers().get("traceparent").and_then(|v| v.to_str().ok()),
+            req.lambda_context_ref().and_then(|c| c.xray_trace_id.as_deref()),
+        );
+        let span = tracing::info_span!(
+            "request",
+            %request_id,
+            trace_id = trace.trace_id(),
+            method = %req.method(),
+            path = %req.uri().path()
+        );
         let base = base_url(&req);
-        let resp = match self.route_request(&req, &base).instrument(span.clone()).await {
+        let routed = trace::scope(trace, self.route_request(&req, &base));
+        let resp = match routed.instrument(span.clone()).await {
             Ok(resp) => resp,
             Err(problem) => {
                 let types = match &self.config.problem_type_base {

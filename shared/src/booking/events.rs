@@ -135,13 +135,16 @@ pub struct BookingEvent {
     pub id: Uuid,
     pub event_type: EventType,
     pub payload: EventPayload,
+    /// The trace id of the request that wrote it, when it was traced.
+    pub trace_id: Option<String>,
 }
 
 impl BookingEvent {
     /// Reads a claimed event; the error says why it cannot be (a poison
     /// message: retrying will not help).
     pub fn decode(event: &ClaimedEvent) -> Result<Self, String> {
-        Self::from_parts(event.id, &event.event_type, &event.payload)
+        let trace_id = event.traceparent.as_deref().and_then(crate::telemetry::trace::trace_id_of);
+        Ok(Self { trace_id, ..Self::from_parts(event.id, &event.event_type, &event.payload)? })
     }
 
     /// Reads any stored event of a booking.
@@ -152,7 +155,7 @@ impl BookingEvent {
     pub fn from_parts(id: Uuid, event_type: &str, payload: &serde_json::Value) -> Result<Self, String> {
         let event_type = event_type.parse::<EventType>()?;
         let payload = EventPayload::deserialize(payload).map_err(|e| format!("unreadable payload: {e}"))?;
-        Ok(Self { id, event_type, payload })
+        Ok(Self { id, event_type, payload, trace_id: None })
     }
 
     /// Who is told what: every attendee gets the meeting as it stands (a

@@ -91,7 +91,7 @@ pub enum DeliverError {
 fn judge(outcome: SendOutcome) -> (Outcome, Delivery) {
     match outcome {
         SendOutcome::Sent { message_id } => {
-            tracing::debug!(%message_id, "sent");
+            tracing::info!(%message_id, "accepted by the provider");
             (Outcome::Sent(message_id.clone()), Delivery::Sent { message_id })
         }
         SendOutcome::NotSent { reason } => {
@@ -194,7 +194,8 @@ pub async fn deliver(
                 "send",
                 event_id = %n.event_id,
                 booking_id = %n.payload.booking.id,
-                recipient = %mask_email(n.recipient.email.as_str())
+                recipient = %mask_email(n.recipient.email.as_str()),
+                link_trace_id = n.trace_id.as_deref().unwrap_or("-"),
             );
             async move {
                 if gate.paused.load(Ordering::SeqCst) {

@@ -52,6 +52,9 @@ pub struct Notification {
     /// The send's claim (`booking_notification_sends.id`), once claimed: it
     /// travels with the message as a tag, so SES's events map back to it.
     pub claim: Option<Uuid>,
+    /// The trace of the request that wrote the event (a link, not a
+    /// parent): the send's span and SES's events about it name it.
+    pub trace_id: Option<String>,
 }
 
 impl Notification {
@@ -64,6 +67,7 @@ impl Notification {
             notice,
             introduces,
             claim: None,
+            trace_id: event.trace_id.clone(),
         }
     }
 }

@@ -65,6 +65,7 @@ pub fn mask_emails_in(text: &str) -> String {
 }
 
 pub mod emf;
+pub mod trace;
 
 #[cfg(test)]
 mod tests {

@@ -278,6 +278,7 @@ async fn a_lone_cr_in_the_description_is_stored_as_a_line_break_and_never_reache
         notice: shared::booking::events::Notice::Request,
         introduces: true,
         claim: None,
+        trace_id: None,
     };
     let ics = invite::ics(&n);
     assert!(ics.contains("DESCRIPTION:line one\\nline two\\nline three"), "{ics}");

@@ -7,7 +7,7 @@ use serde::Serialize;
 use serde_json::Value;
 use uuid::Uuid;
 
-use super::TAG_CLAIM;
+use super::{TAG_CLAIM, TAG_TRACE};
 use crate::config::settings::SES_EVENTS_ACCOUNT;
 use crate::config::ConfigError;
 
@@ -96,6 +96,9 @@ pub struct SesEvent {
     pub destination: Vec<String>,
     /// The recipients the event is about (bounced, complained, delivered).
     pub recipients: Vec<String>,
+    /// The trace of the request that wrote the message's event (the
+    /// `trace` tag), when it is a trace id; only ever logged.
+    pub trace_id: Option<String>,
 }
 
 /// A value from an event, for a log line or a refusal: quoted, and cut
@@ -207,6 +210,13 @@ pub fn parse(value: &Value, origin: &Origin) -> Result<SesEvent, Refusal> {
             Some(Uuid::parse_str(raw).map_err(|e| malformed(format!("the claim tag {}: {e}", shown(Some(raw)))))?)
         }
     };
+    let trace_id = mail
+        .get("tags")
+        .and_then(|t| t.get(TAG_TRACE))
+        .and_then(|v| v.get(0).or(Some(v)))
+        .and_then(Value::as_str)
+        .filter(|t| t.len() == 32 && t.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)))
+        .map(str::to_string);
     let destination = mail
         .get("destination")
         .and_then(Value::as_array)
@@ -227,5 +237,5 @@ pub fn parse(value: &Value, origin: &Origin) -> Result<SesEvent, Refusal> {
         Kind::DeliveryDelay => addresses("delayedRecipients", "emailAddress"),
         _ => Vec::new(),
     };
-    Ok(SesEvent { kind, message_id, claim, occurred_at, destination, recipients })
+    Ok(SesEvent { kind, message_id, claim, occurred_at, destination, recipients, trace_id })
 }

@@ -47,6 +47,8 @@ use crate::telemetry::mask_email;
 pub const TAG_CLAIM: &str = "claim";
 pub const TAG_EVENT: &str = "event_id";
 pub const TAG_TYPE: &str = "event_type";
+/// The trace id of the request that wrote the event (32 hex digits).
+pub const TAG_TRACE: &str = "trace";
 
 /// The newest verdict SES gave about the send `s` (an outer row), as a
 /// lateral subquery: `kind`, `subtype`, `occurred_at` of its latest
@@ -249,10 +251,22 @@ pub async fn handle(pool: &deadpool_postgres::Pool, origin: &Origin, value: &Val
             return Ok(Handled::Refused(refusal));
         }
     };
-    let mut client = pool.get().await?;
-    let recorded = record(&mut client, &event).await?;
-    emf::emit("ses-events", &metrics(&event.kind, &recorded));
-    Ok(Handled::Recorded(recorded))
+    use tracing::Instrument;
+    let span = tracing::info_span!(
+        "ses_event",
+        kind = event.kind.name(),
+        claim = %event.claim.map(|c| c.to_string()).unwrap_or_else(|| "-".into()),
+        link_trace_id = event.trace_id.as_deref().unwrap_or("-"),
+    );
+    async {
+        let mut client = pool.get().await?;
+        let recorded = record(&mut client, &event).await?;
+        tracing::info!(?recorded, "SES event handled");
+        emf::emit("ses-events", &metrics(&event.kind, &recorded));
+        Ok(Handled::Recorded(recorded))
+    }
+    .instrument(span)
+    .await
 }
 
 /// One event as EMF metrics (namespace `BookingOutbox`, function

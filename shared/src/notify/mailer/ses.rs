@@ -128,7 +128,8 @@ impl SesMailer {
 }
 
 /// The message tags of a send: its claim, its outbox event and its type, so
-/// SES's events about it map back to exactly one claim.
+/// SES's events about it map back to exactly one claim; and the trace of
+/// the request that wrote the event, which the feedback handler logs.
 pub fn tags(n: &Notification) -> Vec<MessageTag> {
     let mut tags = vec![
         SesMailer::tag(feedback::TAG_EVENT, &n.event_id.to_string()),
@@ -136,6 +137,9 @@ pub fn tags(n: &Notification) -> Vec<MessageTag> {
     ];
     if let Some(claim) = n.claim {
         tags.push(SesMailer::tag(feedback::TAG_CLAIM, &claim.to_string()));
+    }
+    if let Some(trace_id) = &n.trace_id {
+        tags.push(SesMailer::tag(feedback::TAG_TRACE, trace_id));
     }
     tags
 }

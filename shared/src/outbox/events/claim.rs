@@ -26,6 +26,8 @@ pub struct ClaimedEvent {
     pub payload: serde_json::Value,
     /// Attempts including this one.
     pub attempts: i32,
+    /// The W3C trace context of the request that wrote it.
+    pub traceparent: Option<String>,
 }
 
 /// The claim statement ($1 = limit, $2 = worker id), from the start of
@@ -65,7 +67,8 @@ const DUE_TAIL: &str = formatcp!(
         SET status = {PROCESSING}, locked_at = now(), locked_by = $2, \
             attempts = o.attempts + 1, updated_at = now() \
        FROM due WHERE o.ctid = due.ctid AND o.id = due.id \
-     RETURNING o.id, o.aggregate_id, o.aggregate_version, o.event_type, o.payload, o.attempts, o.next_attempt_at"
+     RETURNING o.id, o.aggregate_id, o.aggregate_version, o.event_type, o.payload, o.attempts, o.next_attempt_at, \
+               o.traceparent"
 );
 
 /// A place in the due index: an event's `(next_attempt_at, id)`.
@@ -180,6 +183,7 @@ pub async fn claim_due(
             event_type: row.get("event_type"),
             payload: row.get("payload"),
             attempts: row.get("attempts"),
+            traceparent: row.get("traceparent"),
         })
         .collect())
 }

@@ -30,6 +30,7 @@ use status::sql::{DEAD, DONE, PENDING, PROCESSING};
 pub use status::EventStatus;
 
 use crate::db::DbResult;
+use crate::telemetry::trace;
 
 /// An event to write with a business change.
 #[derive(Debug, Clone)]
@@ -49,18 +50,27 @@ pub const CHANNEL: &str = "outbox_events";
 
 /// Inserts a PENDING event and notifies [`CHANNEL`], in one statement. Runs
 /// in the caller's transaction, so the event and its notification commit
-/// with the business change or not at all.
+/// with the business change or not at all. The event keeps the current
+/// trace context ([`trace::current`]: the API request's), so every later
+/// step of its delivery names the same trace.
 pub async fn insert(tx: &impl GenericClient, event: &NewEvent) -> DbResult<Uuid> {
     let id = Uuid::now_v7();
     tx.execute(
         &tx.prepare_cached(formatcp!(
             "WITH event AS (\
-               INSERT INTO outbox_events (id, aggregate_id, aggregate_version, event_type, payload) \
-               VALUES ($1, $2, $3, $4, $5) RETURNING id) \
+               INSERT INTO outbox_events (id, aggregate_id, aggregate_version, event_type, payload, traceparent) \
+               VALUES ($1, $2, $3, $4, $5, $6) RETURNING id) \
              SELECT pg_notify('{CHANNEL}', '') FROM event"
         ))
         .await?,
-        &[&id, &event.aggregate_id, &event.aggregate_version, &event.event_type, &Json(&*event.payload)],
+        &[
+            &id,
+            &event.aggregate_id,
+            &event.aggregate_version,
+            &event.event_type,
+            &Json(&*event.payload),
+            &trace::current(),
+        ],
     )
     .await?;
     Ok(id)
@@ -104,10 +114,12 @@ pub struct StoredEvent {
     /// When the status last changed (for DEAD: when it died).
     pub updated_at: DateTime<Utc>,
     pub payload: serde_json::Value,
+    /// The W3C trace context of the request that wrote it.
+    pub traceparent: Option<String>,
 }
 
 const COLUMNS: &str = "id, aggregate_id, aggregate_version, event_type, status, attempts, last_error, \
-                       next_attempt_at, locked_by, created_at, updated_at, payload";
+                       next_attempt_at, locked_by, created_at, updated_at, payload, traceparent";
 
 fn stored(r: &tokio_postgres::Row) -> DbResult<StoredEvent> {
     Ok(StoredEvent {
@@ -123,6 +135,7 @@ fn stored(r: &tokio_postgres::Row) -> DbResult<StoredEvent> {
         created_at: r.get("created_at"),
         updated_at: r.get("updated_at"),
         payload: r.get("payload"),
+        traceparent: r.get("traceparent"),
     })
 }
 
