@@ -165,7 +165,7 @@ settings! {
     FEEDBACK_GRACE_SECS = Some("900"), &[Sweeper, Outboxctl];
     /// opt-in (0: off): resend sends still not confirmed after this (at least the grace); risk: a `Send` event delayed past it means a duplicate
     UNKNOWN_AUTO_RESEND_AFTER_SECS = Some("0"), &[Sweeper, Outboxctl];
-    /// DONE events, processed_events and settled sends older than this many days are deleted
+    /// DONE events, processed_events and settled sends older than this many days are deleted, then SES's feedback about the sends that are gone
     RETENTION_DAYS = Some("7"), &[Sweeper, Outboxctl];
     /// rows per retention delete
     RETENTION_BATCH_SIZE = Some("1000"), &[Sweeper, Outboxctl];

@@ -2,7 +2,8 @@
 //! in bounded batches so one run never holds long locks or bloats a
 //! transaction. Each table's own module says which of its rows may go; the
 //! order matters: finished events first, then the sends and
-//! `processed_events` rows that only go once their event is gone or done.
+//! `processed_events` rows that only go once their event is gone or done,
+//! then SES's feedback about sends that are gone.
 
 use std::future::Future;
 
@@ -12,7 +13,7 @@ use super::config::RetentionConfig;
 use super::summary::RetentionReport;
 use crate::booking::{idempotency, limits};
 use crate::db::DbResult;
-use crate::notify::{recipient_limit, sends};
+use crate::notify::{feedback, recipient_limit, sends};
 use crate::outbox::{events, processed};
 
 /// Runs `purge(batch_size)` until it deletes less than a batch, at most
@@ -37,10 +38,11 @@ pub async fn run(client: &impl GenericClient, cfg: &RetentionConfig) -> DbResult
     let age = cfg.max_age;
     let events = in_batches(cfg, |n| events::purge_done(client, age, n)).await?;
     let sends = in_batches(cfg, |n| sends::purge(client, age, n)).await?;
+    let feedback = in_batches(cfg, |n| feedback::purge(client, age, n)).await?;
     let processed_events = in_batches(cfg, |n| processed::purge(client, age, n)).await?;
     let ttl = cfg.idempotency_key_ttl;
     let idempotency_keys = in_batches(cfg, |n| idempotency::purge_expired(client, ttl, n)).await?;
     let usage_counters = in_batches(cfg, |n| limits::purge_old(client, n)).await?
         + in_batches(cfg, |n| recipient_limit::purge_old(client, n)).await?;
-    Ok(RetentionReport { events, processed_events, sends, idempotency_keys, usage_counters })
+    Ok(RetentionReport { events, processed_events, sends, feedback, idempotency_keys, usage_counters })
 }

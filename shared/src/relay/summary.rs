@@ -184,6 +184,8 @@ pub struct RetentionReport {
     pub events: u64,
     pub processed_events: u64,
     pub sends: u64,
+    /// SES's events about sends retention already deleted.
+    pub feedback: u64,
     pub idempotency_keys: u64,
     /// Abuse-limit counters of past days.
     pub usage_counters: u64,

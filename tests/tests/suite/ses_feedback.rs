@@ -323,3 +323,28 @@ async fn a_send_confirmed_by_ses_while_the_mailer_waits_stays_sent() {
         "the late timeout does not undo it"
     );
 }
+
+#[tokio::test]
+async fn retention_deletes_what_ses_said_about_a_send_only_once_the_send_is_gone() {
+    use outbox_tests::outbox::AGE_SENDS_30_DAYS;
+    use shared::relay::{retention, RetentionConfig};
+    let db = TestDb::create().await;
+    let (claim, _) = one_send(&db, ALICE, None).await;
+    let delivered = with_message_id(delivery_event(claim), &message_id_of(&db, claim).await);
+    handle(&db, &delivered).await;
+    let client = db.pool.get().await.unwrap();
+    client.batch_execute("UPDATE send_feedback SET received_at = now() - interval '30 days'").await.unwrap();
+    let kept = retention::run(&client, &RetentionConfig::default()).await.unwrap();
+    assert_eq!((kept.sends, kept.feedback), (0, 0), "the send still exists: the API shows what SES said");
+    assert_eq!(db.count("send_feedback").await, 1);
+    client
+        .batch_execute(&format!(
+            "UPDATE outbox_events SET completed_at = now() - interval '30 days'; \
+             UPDATE processed_events SET processed_at = now() - interval '30 days'; {AGE_SENDS_30_DAYS};"
+        ))
+        .await
+        .unwrap();
+    let gone = retention::run(&client, &RetentionConfig::default()).await.unwrap();
+    assert_eq!((gone.events, gone.sends, gone.feedback), (1, 1, 1), "{gone:?}");
+    assert_eq!(db.count("send_feedback").await, 0);
+}

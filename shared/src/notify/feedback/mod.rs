@@ -59,6 +59,21 @@ pub const VERDICT_OF_SEND: &str = "SELECT f.kind, f.subtype, f.occurred_at FROM 
       WHERE f.send_id = s.id AND f.kind IN ('Delivery', 'Bounce', 'Complaint', 'Reject', 'RenderingFailure') \
       ORDER BY f.occurred_at DESC LIMIT 1";
 
+/// Retention: deletes up to `limit` feedback rows received more than
+/// `max_age` ago whose send no longer exists (retention deleted it, after
+/// its event). While the send exists, what SES said about it stays: the
+/// API shows it (`notify::tracking`).
+pub async fn purge(client: &impl GenericClient, max_age: std::time::Duration, limit: i64) -> DbResult<u64> {
+    const SQL: &str = const_format::formatcp!(
+        "DELETE FROM send_feedback WHERE ctid IN ( \
+             SELECT f.ctid FROM send_feedback f \
+              WHERE f.received_at < now() - make_interval(secs => $1) \
+                AND NOT EXISTS ({}f.send_id) LIMIT $2)",
+        sends::SEND_WITH_ID
+    );
+    Ok(client.execute(SQL, &[&max_age.as_secs_f64(), &limit]).await?)
+}
+
 /// Why an event about a claim is not about that claim's message: the
 /// message id SES gave the send differs, or the message did not go to the
 /// claim's recipient alone. None: it matches.

@@ -63,6 +63,10 @@ pub const SENDS_OF_EVENT: &str = "SELECT s.id, s.recipient_email, s.status, s.cl
             s.confirmed_by, s.unconfirmed_at, s.last_error \
        FROM booking_notification_sends s WHERE s.outbox_event_id = e.id";
 
+/// `… <id expression>)` completes a subquery that finds the send at all:
+/// a table whose rows belong to a send keeps them while it exists.
+pub const SEND_WITH_ID: &str = "SELECT 1 FROM booking_notification_sends s WHERE s.id = ";
+
 /// `(recipient, status)` of every send of an event, by recipient.
 pub async fn of_event(client: &impl GenericClient, event_id: Uuid) -> DbResult<Vec<(String, SendStatus)>> {
     let rows = client
