@@ -289,6 +289,8 @@ where
             })?;
             tracing::info!(role = login.role, ?ensured, "function login made from its secret");
         }
+        // The logins made just now get their roles' timeouts too.
+        db::role_limits::apply(&client, &limits).await.map_err(|e| Failure::Database(e.to_string()))?;
         reason.push_str(&format!("; {} function login(s) match their secrets", logins.functions.len()));
     }
     Ok((reason, applied))

@@ -295,6 +295,18 @@ async fn each_functions_login_is_made_from_its_generated_secret_rotated_on_updat
             .unwrap()
             .get(0);
         assert!(member, "{username} is a plain login in {role}");
+        let timeouts: i64 = admin
+            .query_one(
+                "SELECT count(*) FROM pg_db_role_setting s JOIN pg_roles r ON r.oid = s.setrole \
+                  WHERE r.rolname = $1 AND s.setdatabase = (SELECT oid FROM pg_database WHERE datname = current_database()) \
+                    AND array_to_string(s.setconfig, ',') LIKE '%statement_timeout=%' \
+                    AND array_to_string(s.setconfig, ',') LIKE '%idle_in_transaction_session_timeout=%'",
+                &[&username],
+            )
+            .await
+            .unwrap()
+            .get(0);
+        assert_eq!(timeouts, 1, "{username} has its role's timeouts from the same run");
         admin.batch_execute(&format!("GRANT outbox_password_checked TO {username}")).await.unwrap();
         // The secret is completed in the RDS format the function reads.
         let secret = secret_json(&secrets, arn).await;
