@@ -14,6 +14,7 @@ pub mod publisher;
 pub mod ses;
 pub mod ses_events;
 pub mod ses_standin;
+pub mod smtp;
 pub mod spans;
 
 use std::time::Duration;

@@ -5,6 +5,9 @@ package (neither shares code with the Rust builder), and prints one JSON
 object per message.
 
 usage: inspect_mail.py ENDPOINT [SOURCE_FILTER]
+       inspect_mail.py --mailbox FILE   (the SMTP test server's mailbox,
+                                         scripts/smtp-server.py: one JSON line
+                                         a message, with its envelope)
 """
 import json
 import sys
@@ -64,6 +67,7 @@ def summarise(entry):
         "parts": parts,
         "defects": [str(d) for p in msg.walk() for d in p.defects],
     }
+    out["claim"] = str(msg["X-Outbox-Claim"]) if msg["X-Outbox-Claim"] is not None else None
     for p in msg.walk():
         if p.get_content_type() == "text/plain":
             out["text"] = p.get_content()
@@ -75,6 +79,13 @@ def summarise(entry):
 
 
 def main():
+    if sys.argv[1] == "--mailbox":
+        with open(sys.argv[2], encoding="utf-8") as f:
+            for line in f:
+                stored = json.loads(line)
+                entry = {"raw_data": stored["data"], "destinations": stored["rcpt_tos"], "source": stored["mail_from"]}
+                print(json.dumps(summarise(entry)))
+        return
     endpoint = sys.argv[1].rstrip("/")
     source = sys.argv[2] if len(sys.argv) > 2 else None
     data = json.load(urllib.request.urlopen(endpoint + "/moto-api/data.json"))

@@ -147,6 +147,28 @@ settings! {
     SES_CONNECT_TIMEOUT_MS = Some("3000"), &[Poller];
     /// read timeout of one SES call; with the connect timeout, one send's worst case
     SES_READ_TIMEOUT_MS = Some("10000"), &[Poller];
+    /// the poller's mail provider: `ses` (SES v2, with its feedback loop) or `smtp` (any SMTP server, `SMTP_*`)
+    MAILER = Some("ses"), &[Poller];
+    /// with `MAILER=smtp`: `smtps://host:465` (implicit TLS) or `smtp://host:587` (STARTTLS, required); no credentials in it
+    SMTP_URL = None, &[Poller];
+    /// with `MAILER=smtp`: the sender the SMTP provider lets you use, `Name <address>`
+    SMTP_FROM_ADDRESS = None, &[Poller];
+    /// Secrets Manager secret with the SMTP AUTH `username` and `password` (JSON)
+    SMTP_SECRET_ARN = None, &[Poller];
+    /// SMTP AUTH user when there is no secret (with `SMTP_PASSWORD`); neither: no AUTH
+    SMTP_USERNAME = None, &[Poller];
+    /// SMTP AUTH password when there is no secret (with `SMTP_USERNAME`)
+    SMTP_PASSWORD = None, &[Poller];
+    /// extra trusted CA certificates (PEM) for the SMTP server's certificate; the public roots are built in
+    SMTP_CA_FILE = None, &[Poller];
+    /// opening one SMTP connection: TCP, TLS, greeting, EHLO, STARTTLS and AUTH together
+    SMTP_CONNECT_TIMEOUT_MS = Some("3000"), &[Poller];
+    /// one message on an open connection: MAIL, RCPT, DATA and the reply to the final `.` together; with the connect timeout, one send's worst case
+    SMTP_SEND_TIMEOUT_MS = Some("10000"), &[Poller];
+    /// open SMTP connections one poller keeps (and sends at once: its concurrency is capped to it)
+    SMTP_MAX_CONNECTIONS = Some("8"), &[Poller];
+    /// the whole fleet's cap in messages/s through SMTP (the provider's limit); 0 or unset: none
+    SMTP_MAX_SEND_RATE = None, &[Poller];
     /// the only AWS account (12 digits) whose SES events are read, with the function's `AWS_REGION`; any other event is refused (the template passes its own account)
     SES_EVENTS_ACCOUNT = None, &[Reader::SesEvents];
     /// the only CloudFormation stack (its ARN) whose custom-resource requests are served, answered only to CloudFormation's response bucket of the function's `AWS_REGION` (the template passes its own stack)

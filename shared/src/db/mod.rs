@@ -124,7 +124,7 @@ impl DbConfig {
                     )
                 })?;
                 let sdk = aws_config::defaults(aws_config::BehaviorVersion::latest()).load().await;
-                let secret = fetch_secret(&sdk, &arn).await?;
+                let secret = fetch_secret(&sdk, S::DATABASE_SECRET_ARN.name, &arn).await?;
                 // With RDS Proxy the secret still names the database itself;
                 // DATABASE_HOST points the functions at the proxy instead.
                 let host = S::DATABASE_HOST.value();
@@ -343,24 +343,18 @@ fn rustls_config(bundled: &[u8], ca_file: Option<&std::path::Path>) -> Result<ru
         .with_no_client_auth())
 }
 
-/// Reads a Secrets Manager secret's string.
-pub async fn fetch_secret(sdk: &aws_config::SdkConfig, arn: &str) -> Result<String, ConfigError> {
+/// Reads a Secrets Manager secret's string; `var` is the setting that names
+/// it (the error names it).
+pub async fn fetch_secret(sdk: &aws_config::SdkConfig, var: &str, arn: &str) -> Result<String, ConfigError> {
     let client = aws_sdk_secretsmanager::Client::new(sdk);
     let out = client.get_secret_value().secret_id(arn).send().await.map_err(|e| {
         ConfigError::new(
-            "DATABASE_SECRET_ARN",
-            format!(
-                "{arn}: cannot read the database secret: {}",
-                aws_sdk_secretsmanager::error::DisplayErrorContext(&e)
-            ),
+            var,
+            format!("{arn}: cannot read the secret: {}", aws_sdk_secretsmanager::error::DisplayErrorContext(&e)),
             "check the ARN and that the function's role may call secretsmanager:GetSecretValue on it",
         )
     })?;
     out.secret_string.ok_or_else(|| {
-        ConfigError::new(
-            "DATABASE_SECRET_ARN",
-            format!("{arn} names a secret with no SecretString"),
-            "store the settings as a JSON string",
-        )
+        ConfigError::new(var, format!("{arn} names a secret with no SecretString"), "store it as a JSON string")
     })
 }

@@ -156,14 +156,21 @@ fn html_body(n: &Notification) -> String {
     format!("<!doctype html><html><body><pre style=\"font-family:sans-serif\">{escaped}</pre></body></html>")
 }
 
-/// A Message-ID that is the same for one (event, recipient), so a receiving
-/// system can recognise a repeat if one ever happens.
-fn message_id(n: &Notification, sender: &Sender) -> String {
+/// A Message-ID derived from the claim's key (event, recipient): the same
+/// for every claim of one recipient's notification (a released claim's
+/// retry, an operator's resend), so a provider or mailbox that
+/// de-duplicates on Message-ID drops a repeat. The claim itself is in
+/// [`CLAIM_HEADER`].
+pub fn message_id(n: &Notification, sender: &Sender) -> String {
     let digest = Sha256::digest(n.recipient.email.as_str().as_bytes());
     let short: String = digest.iter().take(8).map(|b| format!("{b:02x}")).collect();
     let domain = sender.email.as_str().rsplit('@').next().unwrap_or("booking-outbox.invalid");
     format!("{}.{short}@{domain}", n.event_id)
 }
+
+/// The header naming the send's claim (`booking_notification_sends.id`), so
+/// an operator can match a provider's log line to the claim row.
+pub const CLAIM_HEADER: &str = "X-Outbox-Claim";
 
 /// The raw RFC 5322 message for one recipient.
 pub fn build(n: &Notification, sender: &Sender) -> Vec<u8> {
@@ -183,7 +190,11 @@ pub fn build(n: &Notification, sender: &Sender) -> Vec<u8> {
         "multipart/alternative",
         vec![MimePart::new("text/plain", text_body(n)), MimePart::new("text/html", html_body(n)), calendar],
     );
-    MessageBuilder::new()
+    let mut message = MessageBuilder::new();
+    if let Some(claim) = n.claim {
+        message = message.header(CLAIM_HEADER, mail_builder::headers::raw::Raw::new(claim.to_string()));
+    }
+    message
         .from(Address::new_address(Some(from_name), sender.email.as_str().to_string()))
         .to(Address::new_address(Some(n.recipient.name.as_str().to_string()), n.recipient.email.as_str().to_string()))
         .reply_to(Address::new_address(

@@ -25,6 +25,9 @@ use crate::db::DbResult;
 /// The provider row of SES.
 pub const SES: &str = "ses";
 
+/// The provider row of the SMTP mailer (paced only with `SMTP_MAX_SEND_RATE`).
+pub const SMTP: &str = "smtp";
+
 /// The fleet's rate as last configured.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Configured {

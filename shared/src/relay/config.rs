@@ -157,19 +157,19 @@ impl PollerConfig {
     /// Checks at cold start that one send's worst case (`worst_case`: the
     /// mailer's connect plus read timeout) and the safety margin fit in
     /// the function's timeout; otherwise no send could ever start safely.
-    pub fn check_send_fits(&self, worst_case: Duration) -> Result<(), ConfigError> {
+    pub fn check_send_fits(&self, worst_case: Duration, timeouts: &str) -> Result<(), ConfigError> {
         if let Some(max_run) = self.max_run {
             if worst_case + self.safety_margin >= max_run {
                 return Err(ConfigError::new(
                     "POLLER_MAX_RUN_SECS",
                     format!(
-                        "({}s) leaves no room for one send: SES_CONNECT_TIMEOUT_MS + SES_READ_TIMEOUT_MS ({} ms) \
+                        "({}s) leaves no room for one send: {timeouts} ({} ms) \
                          plus POLLER_SAFETY_MARGIN_SECS ({}s) do not fit in it, so no run would claim anything",
                         max_run.as_secs(),
                         worst_case.as_millis(),
                         self.safety_margin.as_secs()
                     ),
-                    "lower the SES timeouts or the safety margin, or raise POLLER_MAX_RUN_SECS",
+                    format!("lower {timeouts} or the safety margin, or raise POLLER_MAX_RUN_SECS"),
                 ));
             }
         }
@@ -196,13 +196,13 @@ impl PollerConfig {
             return Err(ConfigError::new(
                 "POLLER_TIMEOUT_SECS",
                 format!(
-                    "({}s) leaves no room for one send: SES_CONNECT_TIMEOUT_MS + SES_READ_TIMEOUT_MS ({} ms) \
+                    "({}s) leaves no room for one send: {timeouts} ({} ms) \
                      plus POLLER_SAFETY_MARGIN_SECS ({}s) do not fit in it",
                     timeout.as_secs(),
                     worst_case.as_millis(),
                     self.safety_margin.as_secs()
                 ),
-                "lower the SES timeouts or the safety margin, or raise the function's timeout",
+                format!("lower {timeouts} or the safety margin, or raise the function's timeout"),
             ));
         }
         Ok(())

@@ -13,6 +13,9 @@
 //! instead (configured like the poller Lambda: `SES_ENDPOINT_URL`,
 //! `SES_FROM_ADDRESS`, ...), with `POLLER_CONCURRENCY` sends at once: the
 //! fault run kills such workers at random while a proxy injects faults.
+//! With `OUTBOX_WORKER_MAILER=smtp` it sends through the SMTP mailer
+//! (`SMTP_URL`, `SMTP_FROM_ADDRESS`, `SMTP_CA_FILE`, ...) to a real SMTP
+//! server, the same way.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -21,6 +24,7 @@ use shared::db::DbConfig;
 use shared::fault::Faults;
 use shared::notify::mailer::recording::RecordingMailer;
 use shared::notify::mailer::ses::{SesConfig, SesMailer};
+use shared::notify::mailer::smtp::{SmtpConfig, SmtpMailer};
 use shared::notify::mailer::Mailer;
 use shared::relay::{Poller, PollerConfig};
 
@@ -47,9 +51,21 @@ async fn main() {
         config.batches_in_flight = batches.parse().expect("POLLER_BATCHES_IN_FLIGHT");
     }
     let faults = Faults::from_env().expect("fault spec");
-    if std::env::var("OUTBOX_WORKER_MAILER").as_deref() == Ok("ses") {
+    let mailer = std::env::var("OUTBOX_WORKER_MAILER").unwrap_or_default();
+    if mailer == "ses" {
         config.concurrency = PollerConfig::concurrency_from_env().expect("POLLER_CONCURRENCY");
         let mailer = SesMailer::from_env(SesConfig::from_env().expect("SES settings")).await;
+        run(Poller::new(pool, Arc::new(mailer), faults, config), cmd).await;
+    } else if mailer == "smtp" {
+        // A setting refused as the poller's cold start refuses it: one line.
+        let refused = |e: shared::config::ConfigError| -> ! {
+            eprintln!("{e}");
+            std::process::exit(2)
+        };
+        let smtp = SmtpConfig::from_env().await.unwrap_or_else(|e| refused(e));
+        config.concurrency =
+            PollerConfig::concurrency_from_env().expect("POLLER_CONCURRENCY").min(smtp.max_connections);
+        let mailer = SmtpMailer::new(smtp).unwrap_or_else(|e| refused(e));
         run(Poller::new(pool, Arc::new(mailer), faults, config), cmd).await;
     } else {
         let mailer = RecordingMailer::with_journal(journal).expect("journal file");

@@ -92,16 +92,20 @@ async fn connection_settings_come_from_a_secrets_manager_secret() {
         .expect("moto creates the secret")
         .arn
         .unwrap();
-    let fetched = shared::db::fetch_secret(&sdk, &arn).await.unwrap();
+    let fetched = shared::db::fetch_secret(&sdk, "DATABASE_SECRET_ARN", &arn).await.unwrap();
     let pool = DbConfig::from_secret(&fetched, None, 1, Duration::from_secs(5)).unwrap().build_pool().unwrap();
     let n: i64 = pool.get().await.unwrap().query_one("SELECT count(*) FROM outbox_events", &[]).await.unwrap().get(0);
     assert_eq!(n, 0, "connected to the migrated test database named in the secret");
 
-    let err = shared::db::fetch_secret(&sdk, "arn:aws:secretsmanager:us-east-1:123456789012:secret:nope")
-        .await
-        .unwrap_err()
-        .to_string();
-    assert!(err.contains("cannot read the database secret"), "{err}");
+    let err = shared::db::fetch_secret(
+        &sdk,
+        "DATABASE_SECRET_ARN",
+        "arn:aws:secretsmanager:us-east-1:123456789012:secret:nope",
+    )
+    .await
+    .unwrap_err()
+    .to_string();
+    assert!(err.contains("DATABASE_SECRET_ARN") && err.contains("cannot read the secret"), "{err}");
     let err = DbConfig::from_secret("{\"host\": 1}", None, 1, Duration::from_secs(1)).unwrap_err().to_string();
     assert!(err.contains("must be JSON with host, port, username, password and dbname"), "{err}");
 }

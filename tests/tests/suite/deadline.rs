@@ -69,20 +69,25 @@ async fn short_deadline_run(group: usize, concurrency: usize, delay: Duration) {
     assert_eq!(events_of(&db, booking.id).await[0].status, EventStatus::Done);
 }
 
+const SES_TIMEOUTS: &str = "SES_CONNECT_TIMEOUT_MS + SES_READ_TIMEOUT_MS";
+
 #[test]
 fn a_send_that_cannot_fit_in_the_function_timeout_is_refused_at_cold_start() {
     let mut config = PollerConfig::for_tests("cold");
     config.safety_margin = Duration::from_secs(15);
     config.function_timeout = Some(Duration::from_secs(20));
-    let err = config.check_send_fits(Duration::from_secs(13)).unwrap_err().to_string();
+    let err = config.check_send_fits(Duration::from_secs(13), SES_TIMEOUTS).unwrap_err().to_string();
     assert!(err.contains("POLLER_TIMEOUT_SECS") && err.contains("SES_READ_TIMEOUT_MS"), "{err}");
     config.function_timeout = Some(Duration::from_secs(60));
-    assert!(config.check_send_fits(Duration::from_secs(13)).is_ok());
+    assert!(config.check_send_fits(Duration::from_secs(13), SES_TIMEOUTS).is_ok());
     // A local run capped at 15 s (make dev) must leave room for a send too.
     config.max_run = Some(Duration::from_secs(15));
-    let err = config.check_send_fits(Duration::from_secs(13)).unwrap_err().to_string();
+    let err = config.check_send_fits(Duration::from_secs(13), SES_TIMEOUTS).unwrap_err().to_string();
     assert!(err.contains("POLLER_MAX_RUN_SECS"), "{err}");
-    assert!(config.check_send_fits(Duration::from_secs(6)).is_err(), "6 + 15 margin");
+    assert!(config.check_send_fits(Duration::from_secs(6), SES_TIMEOUTS).is_err(), "6 + 15 margin");
     config.safety_margin = Duration::from_secs(3);
-    assert!(config.check_send_fits(Duration::from_secs(6)).is_ok(), "1 s connect + 5 s read + 3 s margin < 15 s");
+    assert!(
+        config.check_send_fits(Duration::from_secs(6), SES_TIMEOUTS).is_ok(),
+        "1 s connect + 5 s read + 3 s margin < 15 s"
+    );
 }

@@ -31,6 +31,7 @@ mod ses_feedback;
 mod ses_feedback_end_to_end;
 mod ses_mailer;
 mod settings;
+mod smtp_mailer;
 mod trace_across_the_outbox;
 mod unknown_reconciliation;
 mod vacuum_horizon;

@@ -5,8 +5,36 @@
 pub mod recording;
 #[cfg(feature = "ses")]
 pub mod ses;
+#[cfg(feature = "smtp")]
+pub mod smtp;
 
 use super::Notification;
+use crate::config::settings as S;
+use crate::config::ConfigError;
+
+/// Which provider the poller sends through (`MAILER`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Provider {
+    /// SES v2 (`SES_*`), with its feedback loop (ses-events).
+    Ses,
+    /// Any SMTP server (`SMTP_*`); no delivery feedback.
+    Smtp,
+}
+
+impl Provider {
+    pub fn from_env() -> Result<Self, ConfigError> {
+        let raw: String = S::MAILER.parsed()?;
+        match raw.to_ascii_lowercase().as_str() {
+            "ses" => Ok(Provider::Ses),
+            "smtp" => Ok(Provider::Smtp),
+            _ => Err(ConfigError::new(
+                S::MAILER.name,
+                format!("({raw:?}) names no mail provider"),
+                "set it to ses (SES_* settings) or smtp (SMTP_URL, SMTP_FROM_ADDRESS, ...)",
+            )),
+        }
+    }
+}
 
 /// What a send attempt tells the poller.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -63,6 +91,12 @@ pub trait Mailer: Send + Sync {
         std::time::Duration::ZERO
     }
 
+    /// The settings that make up [`Mailer::worst_case`], as a cold-start
+    /// error names them.
+    fn timeouts(&self) -> &'static str {
+        "the mailer's timeouts"
+    }
+
     /// The provider's send rate for the account, in messages a second
     /// (SES: `GetAccount`'s `MaxSendRate`); None: the provider sets none.
     async fn account_rate(&self) -> Result<Option<f64>, String> {
@@ -78,6 +112,10 @@ impl<M: Mailer + ?Sized> Mailer for std::sync::Arc<M> {
 
     fn worst_case(&self) -> std::time::Duration {
         (**self).worst_case()
+    }
+
+    fn timeouts(&self) -> &'static str {
+        (**self).timeouts()
     }
 
     async fn account_rate(&self) -> Result<Option<f64>, String> {

@@ -150,6 +150,10 @@ impl Mailer for SesMailer {
         self.config.connect_timeout + self.config.read_timeout
     }
 
+    fn timeouts(&self) -> &'static str {
+        "SES_CONNECT_TIMEOUT_MS + SES_READ_TIMEOUT_MS"
+    }
+
     async fn account_rate(&self) -> Result<Option<f64>, String> {
         let account = self
             .client
