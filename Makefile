@@ -1,5 +1,7 @@
-.PHONY: dev test mailbox bench bench-production measure-functions deploy-check smoke smoke-localstack
+.PHONY: dev test mailbox bench bench-production measure-functions deploy-check smoke smoke-localstack smoke-smtp
 # The whole stack locally: Postgres, migrations, moto SES, cargo lambda watch, schedules.
+# `make dev MAILER=smtp`: the poller sends through SMTP, to a local SMTP
+# server (STARTTLS, AUTH) whose mailbox `make mailbox` reads.
 # `make dev LOCALSTACK=1`: the functions read the database settings from a
 # Secrets Manager secret in LocalStack (LOCALSTACK_ENDPOINT, default
 # http://127.0.0.1:4566; installed and started on the host if none answers).
@@ -8,7 +10,7 @@ dev:
 # The whole test suite against real services (Postgres, moto).
 test:
 	./scripts/test.sh
-# Invitations delivered to the local mailbox (moto, or LocalStack's SES v2) while `make dev` runs.
+# Invitations delivered to the local mailbox (moto, LocalStack's SES v2, or the SMTP server) while `make dev` runs.
 mailbox:
 	./scripts/mailbox.sh
 # Poller throughput and commit-to-send latency against a baseline.
@@ -29,3 +31,6 @@ smoke:
 # End-to-end smoke test of `make dev LOCALSTACK=1`: the database secret read from LocalStack.
 smoke-localstack:
 	./scripts/smoke-localstack.sh
+# End-to-end smoke test of `make dev MAILER=smtp`: invitations through the local SMTP server.
+smoke-smtp:
+	./scripts/smoke-smtp.sh

@@ -21,8 +21,14 @@
 # LocalStack only if it emulates it (a paid LocalStack with
 # LOCALSTACK_AUTH_TOKEN); the free edition answers 501, so moto stays.
 #
+# `make dev MAILER=smtp`: the poller sends through SMTP instead, to a local
+# SMTP server (scripts/smtp-server.py: aiosmtpd with STARTTLS required, a
+# CA made in $DEV_DIR/smtp-tls, AUTH, and a mailbox file that `make mailbox`
+# reads); no moto, no SES events.
+#
 # Ports: DEV_PG_PORT (54329), DEV_MOTO_PORT (5055), DEV_SES_PORT (5056, the
-# SES endpoint the functions use: the publisher), DEV_LAMBDA_PORT (9000).
+# SES endpoint the functions use: the publisher), DEV_SMTP_PORT (5025, with
+# MAILER=smtp), DEV_LAMBDA_PORT (9000).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib/postgres.sh
@@ -35,6 +41,8 @@ DEV_PG_PORT="${DEV_PG_PORT:-54329}"
 DEV_MOTO_PORT="${DEV_MOTO_PORT:-5055}"
 DEV_SES_PORT="${DEV_SES_PORT:-5056}"
 DEV_LAMBDA_PORT="${DEV_LAMBDA_PORT:-9000}"
+DEV_SMTP_PORT="${DEV_SMTP_PORT:-5025}"
+MAILER="${MAILER:-ses}"
 DEV_SWEEP_EVERY="${DEV_SWEEP_EVERY:-60}"
 DEV_INVOKE_TIMEOUT="${DEV_INVOKE_TIMEOUT:-60}"
 DEV_FIRST_INVOKE_TIMEOUT="${DEV_FIRST_INVOKE_TIMEOUT:-900}"
@@ -46,6 +54,10 @@ for pair in "DEV_INVOKE_TIMEOUT:$DEV_INVOKE_TIMEOUT" "DEV_FIRST_INVOKE_TIMEOUT:$
   "DEV_STALL_SECS:$DEV_STALL_SECS" "DEV_SWEEP_EVERY:$DEV_SWEEP_EVERY"; do
   case "${pair#*:}" in ''|*[!0-9]*|0) echo "error: ${pair%%:*} must be a whole number of seconds, 1 or more (got '${pair#*:}')" >&2; exit 1 ;; esac
 done
+case "$MAILER" in
+  ses|smtp) ;;
+  *) echo "error: MAILER must be ses or smtp (got '$MAILER')" >&2; exit 1 ;;
+esac
 case "$LOCALSTACK" in
   1|true|yes) LOCALSTACK=1 ;;
   0|false|no|"") LOCALSTACK="" ;;
@@ -63,10 +75,14 @@ check_port() {
   fi
 }
 check_port Postgres "$DEV_PG_PORT" DEV_PG_PORT
-check_port "the SES event publisher" "$DEV_SES_PORT" DEV_SES_PORT
 check_port "cargo lambda watch" "$DEV_LAMBDA_PORT" DEV_LAMBDA_PORT
-# With LOCALSTACK=1 moto is needed only if LocalStack has no SES v2: checked then.
-[ -n "$LOCALSTACK" ] || check_port moto "$DEV_MOTO_PORT" DEV_MOTO_PORT
+if [ "$MAILER" = smtp ]; then
+  check_port "the local SMTP server" "$DEV_SMTP_PORT" DEV_SMTP_PORT
+else
+  check_port "the SES event publisher" "$DEV_SES_PORT" DEV_SES_PORT
+  # With LOCALSTACK=1 moto is needed only if LocalStack has no SES v2: checked then.
+  [ -n "$LOCALSTACK" ] || check_port moto "$DEV_MOTO_PORT" DEV_MOTO_PORT
+fi
 
 PIDS=()
 PG_DIR="$DEV_DIR/pg"
@@ -232,7 +248,9 @@ PY
   DB_SECRET_ARN="$(sed -n 's/^arn //p' <<<"$ls_out")"
   echo "==> database secret in LocalStack Secrets Manager: $DB_SECRET_ARN"
   sesv2="$(sed -n 's/^sesv2 //p' <<<"$ls_out")"
-  if [ "$sesv2" = yes ]; then
+  if [ "$MAILER" = smtp ]; then
+    :
+  elif [ "$sesv2" = yes ]; then
     SES_BACKEND=localstack
     SES_UPSTREAM="$LOCALSTACK_ENDPOINT"
     echo "==> SES v2: LocalStack answers it; sending through LocalStack (verified sender $SENDER)"
@@ -243,7 +261,24 @@ PY
   fi
 fi
 
-if [ "$SES_BACKEND" = moto ]; then
+SMTP_DEV_USER=dev
+SMTP_DEV_PASSWORD=local-dev-smtp-password
+if [ "$MAILER" = smtp ]; then
+  SES_BACKEND=smtp
+  SES_UPSTREAM="$DEV_DIR/smtp-mailbox.jsonl"
+  echo "==> SMTP server on 127.0.0.1:$DEV_SMTP_PORT (STARTTLS required, AUTH; mailbox $(shown "$SES_UPSTREAM"), logs in $LOGS/smtp.log)"
+  spawn "$MOTO_VENV/bin/python" scripts/smtp-server.py --listen "127.0.0.1:$DEV_SMTP_PORT" --tls starttls \
+    --tls-dir "$DEV_DIR/smtp-tls" --auth "$SMTP_DEV_USER:$SMTP_DEV_PASSWORD" --mailbox "$SES_UPSTREAM" \
+    >"$DEV_DIR/smtp.log" 2>&1
+  SMTP_PID=$!
+  ready=""
+  for _ in $(seq 1 50); do
+    grep -q '^ready ' "$DEV_DIR/smtp.log" 2>/dev/null && { ready=1; break; }
+    kill -0 "$SMTP_PID" 2>/dev/null || break
+    sleep 0.2
+  done
+  [ -n "$ready" ] || { echo "error: the SMTP server did not come up; see $LOGS/smtp.log" >&2; cat "$DEV_DIR/smtp.log" >&2; exit 1; }
+elif [ "$SES_BACKEND" = moto ]; then
   echo "==> moto (SES v2) on 127.0.0.1:$DEV_MOTO_PORT"
   spawn "$MOTO_VENV/bin/moto_server" -H 127.0.0.1 -p "$DEV_MOTO_PORT" >"$DEV_DIR/moto.log" 2>&1
   wait_http "http://127.0.0.1:$DEV_MOTO_PORT/moto-api/data.json" "$!" 100 \
@@ -262,16 +297,18 @@ printf 'SES_BACKEND=%s\nSES_UPSTREAM=%s\n' "$SES_BACKEND" "$SES_UPSTREAM" >"$DEV
 # moto (and LocalStack) publish no SES events and keep no tags: the
 # publisher, in front, plays SES + EventBridge for every send through it.
 SES_INVOKE_URL="http://127.0.0.1:$DEV_LAMBDA_PORT/2015-03-31/functions/ses-events/invocations"
-echo "==> SES event publisher on 127.0.0.1:$DEV_SES_PORT -> $SES_UPSTREAM (logs in $LOGS/ses-publisher.log)"
-: >"$DEV_DIR/ses-events.jsonl"
 # The account SES "publishes" as; ses-events reads only that account's
 # events (SES_EVENTS_ACCOUNT, in dev.env below), in AWS_REGION.
 DEV_SES_ACCOUNT=123456789012
-spawn python3 scripts/ses-publisher.py --listen "127.0.0.1:$DEV_SES_PORT" --upstream "$SES_UPSTREAM" \
-  --account "$DEV_SES_ACCOUNT" --region us-east-1 \
-  --events-file "$DEV_DIR/ses-events.jsonl" --invoke "$SES_INVOKE_URL" >"$DEV_DIR/ses-publisher.log" 2>&1
-wait_http "http://127.0.0.1:$DEV_SES_PORT/" "$!" 50 \
-  || { echo "error: the SES event publisher did not come up; see $LOGS/ses-publisher.log" >&2; cat "$DEV_DIR/ses-publisher.log" >&2; exit 1; }
+if [ "$MAILER" = ses ]; then
+  echo "==> SES event publisher on 127.0.0.1:$DEV_SES_PORT -> $SES_UPSTREAM (logs in $LOGS/ses-publisher.log)"
+  : >"$DEV_DIR/ses-events.jsonl"
+  spawn python3 scripts/ses-publisher.py --listen "127.0.0.1:$DEV_SES_PORT" --upstream "$SES_UPSTREAM" \
+    --account "$DEV_SES_ACCOUNT" --region us-east-1 \
+    --events-file "$DEV_DIR/ses-events.jsonl" --invoke "$SES_INVOKE_URL" >"$DEV_DIR/ses-publisher.log" 2>&1
+  wait_http "http://127.0.0.1:$DEV_SES_PORT/" "$!" 50 \
+    || { echo "error: the SES event publisher did not come up; see $LOGS/ses-publisher.log" >&2; cat "$DEV_DIR/ses-publisher.log" >&2; exit 1; }
+fi
 
 if [ -n "$LOCALSTACK" ]; then
   # The production path: DbConfig::from_env reads DATABASE_SECRET_ARN with
@@ -311,6 +348,19 @@ POLLER_MAX_RUN_SECS=15
 SWEEP_STUCK_AFTER_SECS=$DEV_SWEEP_STUCK_AFTER_SECS
 RUST_LOG=info
 ENV
+if [ "$MAILER" = smtp ]; then
+  # The same 1 + 5 s worst case as SES's above.
+  cat >>"$DEV_DIR/dev.env" <<ENV
+MAILER=smtp
+SMTP_URL=smtp://127.0.0.1:$DEV_SMTP_PORT
+SMTP_FROM_ADDRESS="Bookings <$SENDER>"
+SMTP_CA_FILE=$DEV_DIR/smtp-tls/ca.crt
+SMTP_USERNAME=$SMTP_DEV_USER
+SMTP_PASSWORD=$SMTP_DEV_PASSWORD
+SMTP_CONNECT_TIMEOUT_MS=1000
+SMTP_SEND_TIMEOUT_MS=5000
+ENV
+fi
 
 echo "==> cargo lambda watch on 127.0.0.1:$DEV_LAMBDA_PORT (logs in $LOGS/watch.log)"
 # The dev feature compiles in the local identity headers; release builds lack
@@ -365,10 +415,20 @@ if [ -n "$LOCALSTACK" ]; then
 else
   DB_LINE="Database settings: the functions get DATABASE_URL ($LOGS/dev.env)."
 fi
-if [ "$SES_BACKEND" = localstack ]; then
+if [ "$SES_BACKEND" = smtp ]; then
+  MAILBOX_HINT="make mailbox   (or: python3 scripts/mailbox.py --smtp $(shown "$SES_UPSTREAM"))"
+  MAIL_LINE="Mail: the poller sends through SMTP (MAILER=smtp) to 127.0.0.1:$DEV_SMTP_PORT, STARTTLS + AUTH; no SES events."
+elif [ "$SES_BACKEND" = localstack ]; then
   MAILBOX_HINT="make mailbox   (LocalStack's sent mail: $LOCALSTACK_ENDPOINT/_aws/ses)"
 else
   MAILBOX_HINT="make mailbox   (or: python3 scripts/mailbox.py http://127.0.0.1:$DEV_MOTO_PORT)"
+fi
+if [ "$SES_BACKEND" = smtp ]; then
+  MAIL_LOG="$LOGS/smtp.log"
+else
+  MAIL_LOG="$LOGS/ses-publisher.log"
+  MAIL_LINE="SES events: the functions send through the publisher on 127.0.0.1:$DEV_SES_PORT, which publishes each
+message's Send + Delivery events to the ses-events function (the mailbox's events column; $LOGS/ses-events.jsonl)."
 fi
 cat <<MSG
 
@@ -382,11 +442,10 @@ curl -s -X POST $URL/bookings \\
        "attendees": [{"email": "alice@example.com", "name": "Alice"}, {"email": "carol@example.com", "name": "Carol"}]}'
 
 Then, seconds later, the local mailbox:  $MAILBOX_HINT
-SES events: the functions send through the publisher on 127.0.0.1:$DEV_SES_PORT, which publishes each
-message's Send + Delivery events to the ses-events function (the mailbox's events column; $LOGS/ses-events.jsonl).
+$MAIL_LINE
 $DB_LINE
 Operator CLI:  DATABASE_URL=$DATABASE_URL SWEEP_STUCK_AFTER_SECS=$DEV_SWEEP_STUCK_AFTER_SECS POLLER_TIMEOUT_SECS=$DEV_POLLER_TIMEOUT_SECS cargo run -q -p outboxctl -- status
-Logs: $LOGS/watch.log, $LOGS/outbox-poller.log, $LOGS/outbox-sweeper.log, $LOGS/ses-publisher.log.  Ctrl-C stops everything.
+Logs: $LOGS/watch.log, $LOGS/outbox-poller.log, $LOGS/outbox-sweeper.log, $MAIL_LOG.  Ctrl-C stops everything.
 MSG
 
 wait "$WATCH_PID"

@@ -5,10 +5,12 @@ published for each message (e.g. `Send,Delivery`), and subject.
 
 The SES is moto (`/moto-api/data.json`), or with --localstack a LocalStack
 that answers SES v2 (a paid one, LOCALSTACK_AUTH_TOKEN; its sent-mail
-listing `/_aws/ses`). `make mailbox` (scripts/mailbox.sh) picks the one the
-running `make dev` uses.
+listing `/_aws/ses`), or with --smtp FILE the mailbox of the local SMTP
+server (scripts/smtp-server.py, `make dev MAILER=smtp`): no SES events
+there, the events column is "-". `make mailbox` (scripts/mailbox.sh) picks
+the one the running `make dev` uses.
 
-usage: mailbox.py [ENDPOINT] [--localstack] [--events FILE] [--json]
+usage: mailbox.py [ENDPOINT] [--localstack | --smtp FILE] [--events FILE] [--json]
   ENDPOINT  moto (default http://127.0.0.1:$DEV_MOTO_PORT or :5055), read
             directly, not through the publisher; with --localstack,
             LocalStack (default $LOCALSTACK_ENDPOINT or http://127.0.0.1:4566)
@@ -67,17 +69,28 @@ def localstack_messages(endpoint):
             yield entry.get("Id"), entry["RawData"]
 
 
+def smtp_messages(path):
+    """The same from the SMTP server's mailbox file; the id is the Message-ID."""
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            entry = json.loads(line)
+            yield entry.get("message_id"), entry["data"]
+
+
 def main():
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     dev_dir = os.environ.get("DEV_DIR", os.path.join(root, ".local"))
     p = argparse.ArgumentParser(description="The local mailbox (moto, or LocalStack's SES v2).")
     p.add_argument("endpoint", nargs="?")
     p.add_argument("--localstack", action="store_true", help="read LocalStack's /_aws/ses instead of moto")
+    p.add_argument("--smtp", metavar="FILE", help="read the local SMTP server's mailbox file instead of moto")
     p.add_argument("--events", default=os.path.join(dev_dir, "ses-events.jsonl"), metavar="FILE",
                    help="the SES events ses-publisher.py wrote (default: %(default)s)")
     p.add_argument("--json", action="store_true", help="print the messages as JSON")
     args = p.parse_args()
-    if args.localstack:
+    if args.smtp:
+        endpoint, source, where, hint = args.smtp, smtp_messages, "", "make dev MAILER=smtp"
+    elif args.localstack:
         endpoint = args.endpoint or os.environ.get("LOCALSTACK_ENDPOINT", "http://127.0.0.1:4566")
         source, where, hint = localstack_messages, "/_aws/ses", "make dev LOCALSTACK=1"
     else:

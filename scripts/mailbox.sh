@@ -2,7 +2,8 @@
 # `make mailbox`: the local mailbox of the running `make dev`, from whichever
 # SES it sends to: moto, or LocalStack's SES v2 when `make dev LOCALSTACK=1`
 # found one (scripts/mailbox.py --localstack, which reads LocalStack's
-# /_aws/ses). scripts/dev.sh records which in
+# /_aws/ses), or, with `make dev MAILER=smtp`, the local SMTP server's
+# mailbox file (--smtp). scripts/dev.sh records which in
 # $DEV_DIR/mailbox.env. Arguments (--json, --events FILE) pass through.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -13,6 +14,9 @@ if [ -f "$DEV_DIR/mailbox.env" ]; then
   SES_UPSTREAM="$(sed -n 's/^SES_UPSTREAM=//p' "$DEV_DIR/mailbox.env")"
 fi
 export DEV_DIR
+if [ "$SES_BACKEND" = smtp ]; then
+  exec python3 scripts/mailbox.py --smtp "$SES_UPSTREAM" "$@"
+fi
 if [ "$SES_BACKEND" = localstack ]; then
   exec python3 scripts/mailbox.py --localstack ${SES_UPSTREAM:+"$SES_UPSTREAM"} "$@"
 fi

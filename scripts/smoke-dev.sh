@@ -21,19 +21,14 @@ cd "$(dirname "$0")/.."
 source scripts/lib/postgres.sh
 source scripts/lib/smoke.sh
 
-DEV_DIR="$(mktemp -d /tmp/outbox-smoke.XXXXXX)"
-# The server runs as `postgres` when we are root: let it reach its data dir.
-chmod 755 "$DEV_DIR"
+smoke_dev_dir ""
 # A poller run lasts at most 15 s (POLLER_MAX_RUN_SECS): 25 s leaves room.
 INVOKE_TIMEOUT=25
 STALL_SECS=10
 SMOKE_ENV=(DEV_INVOKE_TIMEOUT="$INVOKE_TIMEOUT" DEV_STALL_SECS="$STALL_SECS")
-new_ports() {
-  DEV_PG_PORT="$(free_port)" DEV_MOTO_PORT="$(free_port)" DEV_SES_PORT="$(free_port)" DEV_LAMBDA_PORT="$(free_port)"
-}
 
 # ---- run 1 -------------------------------------------------------------------
-new_ports
+smoke_free_ports
 say "run 1: make dev (ports pg $DEV_PG_PORT, moto $DEV_MOTO_PORT, ses $DEV_SES_PORT, lambda $DEV_LAMBDA_PORT; DEV_INVOKE_TIMEOUT=$INVOKE_TIMEOUT DEV_STALL_SECS=$STALL_SECS)"
 smoke_start "$DEV_DIR.run1.log"
 smoke_wait_up 900
@@ -115,7 +110,7 @@ pgrep -f "moto_server -H 127.0.0.1 -p $DEV_MOTO_PORT" >/dev/null && fail "moto s
 say "Ctrl-C twice: everything stopped, ports free"
 
 # ---- run 2 -------------------------------------------------------------------
-new_ports
+smoke_free_ports
 say "run 2: make dev (ports pg $DEV_PG_PORT, moto $DEV_MOTO_PORT, ses $DEV_SES_PORT, lambda $DEV_LAMBDA_PORT)"
 smoke_start "$DEV_DIR.run2.log"
 smoke_wait_up 900

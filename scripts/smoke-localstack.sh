@@ -13,9 +13,8 @@ cd "$(dirname "$0")/.."
 source scripts/lib/postgres.sh
 source scripts/lib/smoke.sh
 
-DEV_DIR="$(mktemp -d /tmp/outbox-smoke-localstack.XXXXXX)"
-chmod 755 "$DEV_DIR"
-DEV_PG_PORT="$(free_port)" DEV_MOTO_PORT="$(free_port)" DEV_SES_PORT="$(free_port)" DEV_LAMBDA_PORT="$(free_port)"
+smoke_dev_dir -localstack
+smoke_free_ports
 LS_PORT="$(free_port)"
 LS_ENDPOINT="http://127.0.0.1:$LS_PORT"
 SMOKE_ENV=(LOCALSTACK_ENDPOINT="$LS_ENDPOINT")

@@ -1,5 +1,5 @@
 # Helpers of the end-to-end smoke tests of `make dev` (scripts/smoke-dev.sh,
-# scripts/smoke-localstack.sh). Sourced after scripts/lib/postgres.sh.
+# scripts/smoke-localstack.sh, scripts/smoke-smtp.sh). Sourced after scripts/lib/postgres.sh.
 #
 # `make dev` runs in a process group of its own (SMOKE_PGID, make's pid), as
 # a terminal runs its foreground job; signals go to that group as a terminal
@@ -13,6 +13,17 @@ SMOKE_PGID=""
 # Extra VAR=value settings for make dev's environment.
 SMOKE_ENV=()
 SMOKE_T0=$(date +%s)
+
+# smoke_dev_dir NAME: a throwaway data dir for make dev (DEV_DIR), which the
+# server, running as `postgres` when we are root, can reach.
+smoke_dev_dir() {
+  DEV_DIR="$(mktemp -d "/tmp/outbox-smoke$1.XXXXXX")"
+  chmod 755 "$DEV_DIR"
+}
+# smoke_free_ports: free loopback ports for each service make dev starts.
+smoke_free_ports() {
+  DEV_PG_PORT="$(free_port)" DEV_MOTO_PORT="$(free_port)" DEV_SES_PORT="$(free_port)" DEV_LAMBDA_PORT="$(free_port)"
+}
 
 smoke_elapsed() { echo "$(( $(date +%s) - SMOKE_T0 ))s"; }
 say() { echo "==> smoke [$(smoke_elapsed)]: $*"; }
@@ -138,6 +149,8 @@ smoke_wait_invites() {
   [ "$n" = "2" ] || fail "expected 2 invites for '$title' in the mailbox within $2 s, found $n"
   python3 -c 'import json,sys; to=sorted(x["to"] for x in json.loads(sys.argv[1]) if x["subject"].startswith("Invitation: "+sys.argv[2])); assert to==["alice@example.com","carol@example.com"], to' "$mail" "$title" \
     || fail "one invite per attendee expected for '$title'"
+  # Through SMTP there are no SES events to check.
+  [ "${SMOKE_SES_EVENTS:-1}" = 1 ] || return 0
   # The publisher writes the events file before it answers the poller.
   for _ in $(seq 1 20); do
     mail=$(smoke_mailbox --json 2>/dev/null || echo '[]')

@@ -17,6 +17,20 @@ pub fn moto_endpoint() -> String {
         .expect("SES_ENDPOINT_URL is not set: run the tests with ./scripts/test.sh, which starts moto")
 }
 
+/// Creates a Secrets Manager secret (named `{prefix}-<uuid>`) in moto,
+/// holding `value`; returns its ARN.
+pub async fn create_secret(endpoint: &str, prefix: &str, value: &str) -> String {
+    aws_sdk_secretsmanager::Client::new(&sdk_config_for(endpoint))
+        .create_secret()
+        .name(format!("{prefix}-{}", uuid::Uuid::now_v7().simple()))
+        .secret_string(value)
+        .send()
+        .await
+        .expect("moto creates the secret")
+        .arn
+        .unwrap()
+}
+
 fn sdk_config() -> aws_config::SdkConfig {
     sdk_config_with(None)
 }

@@ -83,15 +83,7 @@ async fn connection_settings_come_from_a_secrets_manager_secret() {
         "engine": "postgres", "host": "127.0.0.1", "port": port.parse::<u16>().unwrap(),
         "username": "postgres", "password": "unused-with-trust-auth", "dbname": db.name
     });
-    let arn = aws_sdk_secretsmanager::Client::new(&sdk)
-        .create_secret()
-        .name(format!("booking-db-{}", uuid::Uuid::now_v7().simple()))
-        .secret_string(secret.to_string())
-        .send()
-        .await
-        .expect("moto creates the secret")
-        .arn
-        .unwrap();
+    let arn = outbox_tests::ses::create_secret(&endpoint, "booking-db", &secret.to_string()).await;
     let fetched = shared::db::fetch_secret(&sdk, "DATABASE_SECRET_ARN", &arn).await.unwrap();
     let pool = DbConfig::from_secret(&fetched, None, 1, Duration::from_secs(5)).unwrap().build_pool().unwrap();
     let n: i64 = pool.get().await.unwrap().query_one("SELECT count(*) FROM outbox_events", &[]).await.unwrap().get(0);

@@ -366,6 +366,39 @@ async fn smtp_crash_after_the_accepted_dot_before_recording_sends_no_duplicate()
     assert_eq!(event_status(&db, event).await.0, EventStatus::Done);
 }
 
+/// Production's way: the AUTH credentials come from a Secrets Manager
+/// secret (moto's), read at cold start, not from the environment.
+#[tokio::test]
+async fn smtp_auth_from_a_secrets_manager_secret_delivers() {
+    let server = SmtpServer::start(Options::default());
+    let db = TestDb::create().await;
+    create_booking(&db, 9, &[ALICE]).await;
+    let endpoint = outbox_tests::ses::moto_endpoint();
+    let secret = json!({"username": outbox_tests::smtp::USER, "password": PASSWORD});
+    let arn = outbox_tests::ses::create_secret(&endpoint, "smtp-auth", &secret.to_string()).await;
+    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_outbox-worker"));
+    cmd.args(["drain", "/dev/null"]).env("DATABASE_URL", &db.url).env("OUTBOX_WORKER_MAILER", "smtp");
+    for (k, v) in server.env() {
+        if !k.starts_with("SMTP_USERNAME") && !k.starts_with("SMTP_PASSWORD") {
+            cmd.env(k, v);
+        }
+    }
+    cmd.env("SMTP_SECRET_ARN", &arn)
+        .env("AWS_ENDPOINT_URL_SECRETS_MANAGER", &endpoint)
+        .env("AWS_REGION", "us-east-1")
+        .env("AWS_ACCESS_KEY_ID", "test")
+        .env("AWS_SECRET_ACCESS_KEY", "test")
+        .env("AWS_EC2_METADATA_DISABLED", "true");
+    let out = cmd.output().await.unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(server.messages().len(), 1, "authenticated with the secret's credentials");
+
+    // Both sources at once is refused: one place for a credential.
+    cmd.env("SMTP_USERNAME", "someone").env("SMTP_PASSWORD", "x");
+    let out = cmd.output().await.unwrap();
+    assert!(String::from_utf8_lossy(&out.stderr).contains("SMTP_SECRET_ARN is set, and so is SMTP_USERNAME"));
+}
+
 #[tokio::test]
 async fn smtp_settings_are_refused_at_cold_start_with_the_fix() {
     let server = SmtpServer::start(Options::default());
