@@ -7,6 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
+use outbox_tests::api::{Caller, TestApi};
 use outbox_tests::outbox::*;
 use outbox_tests::smtp::{Options, SmtpServer, PASSWORD};
 use outbox_tests::{Rng, TestDb};
@@ -15,6 +16,8 @@ use shared::fault::Faults;
 use shared::notify::deliver::{FAULT_AFTER_SEND, FAULT_AFTER_SEND_CLAIM};
 use shared::notify::mailer::smtp::{Login, SmtpConfig, SmtpMailer};
 use shared::notify::mailer::Mailer;
+use shared::notify::pace::Pacer;
+use shared::notify::send_rate;
 use shared::relay::{Poller, PollerConfig};
 use uuid::Uuid;
 
@@ -93,6 +96,59 @@ async fn an_invitation_over_smtp_is_the_ses_paths_message_with_a_message_id_from
         let ids: BTreeSet<_> = stored.iter().map(|s| s.message_id.clone()).collect();
         assert_eq!(ids.len(), 2);
     }
+}
+
+/// Non-ASCII everywhere a person can type it: the message the server
+/// stores parses back to the same text (as SES's does in ses_mailer.rs).
+#[tokio::test]
+async fn an_invitation_with_unicode_names_and_title_arrives_intact_over_smtp() {
+    let server = SmtpServer::start(Options::default());
+    let db = TestDb::create().await;
+    let api = TestApi::new(&db);
+    let bob = Caller { email: "bob@example.com", name: "Bob Organizer", sub: "sub-bob" };
+    let body = json!({
+        "title": "Revue de conception — été",
+        "start": "2026-12-01T09:00:00Z",
+        "end": "2026-12-01T09:45:00Z",
+        "timezone": "Europe/Paris",
+        "attendees": [{"email": "zoe@example.com", "name": "Zoë Ünïcode"}],
+        "location": "Salle 4; étage 2"
+    });
+    assert_eq!(api.post("/bookings", bob, &body).await.status, 201);
+    assert_eq!(smtp_poller(&db, server.config()).drain().await.unwrap().sent, 1);
+    let parsed = server.parsed();
+    assert_eq!(parsed.len(), 1);
+    let m = &parsed[0];
+    assert_eq!(m["defects"], json!([]));
+    assert!(m["to"].as_str().unwrap().contains("Zoë Ünïcode"), "{}", m["to"]);
+    assert_eq!(m["subject"], "Invitation: Revue de conception — été @ Tue 1 Dec 2026 10:00 (CET)");
+    assert_eq!(m["calendar"]["SUMMARY"], "Revue de conception — été");
+    assert_eq!(m["calendar"]["LOCATION"], "Salle 4; étage 2");
+}
+
+/// `SMTP_MAX_SEND_RATE`: the fleet's sends through SMTP are paced by their
+/// own row of the shared bucket (V22), taken as the poller's own role.
+#[tokio::test]
+async fn smtp_max_send_rate_paces_the_fleet_through_its_own_bucket_as_the_pollers_role() {
+    let server = SmtpServer::start(Options::default());
+    let db = TestDb::create().await;
+    for slot in 0..6 {
+        create_booking(&db, slot, &[&format!("guest{slot}@example.com")]).await;
+    }
+    let pool = db.role_pool("outbox_poller").await;
+    let config = PollerConfig::for_tests("smtp-paced");
+    let pacer = Pacer::new(pool.clone(), send_rate::SMTP, config.concurrency);
+    let mailer = Arc::new(SmtpMailer::new(server.config()).unwrap());
+    let poller = Poller::new(pool, mailer, Faults::none(), config).with_pace(pacer, Some(20.0));
+    assert_eq!(poller.refresh_rate().await.unwrap(), Some(20.0), "no account rate: the cap is the rate");
+    assert_eq!(poller.drain().await.unwrap().sent, 6);
+    assert_eq!(server.messages().len(), 6);
+    let (provider, rate): (String, f64) = {
+        let client = db.pool.get().await.unwrap();
+        let row = client.query_one("SELECT provider, rate FROM send_rate", &[]).await.unwrap();
+        (row.get(0), row.get(1))
+    };
+    assert_eq!((provider.as_str(), rate), ("smtp", 20.0));
 }
 
 #[tokio::test]

@@ -576,10 +576,6 @@ impl Mailer for SmtpMailer {
             Ended::Stale(why) => classify(Stage::Mail, Failure::Lost(why)),
         }
     }
-
-    async fn account_rate(&self) -> Result<Option<f64>, String> {
-        Ok(None)
-    }
 }
 
 impl SmtpMailer {
