@@ -217,7 +217,9 @@ class Mailbox:
         do = f.get("do", "reply") if f else None
         if do == "reply":
             if f["reply"].startswith("421"):
+                await server.push(f["reply"])  # then close: nothing after it is written
                 server.transport.close()
+                return "421 closing"
             return f["reply"]
         if do == "drop":
             server.transport.abort()

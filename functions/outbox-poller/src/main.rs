@@ -37,8 +37,8 @@ async fn main() -> Result<(), Error> {
         }
         Provider::Smtp => {
             let smtp = SmtpConfig::from_env().await?;
-            // One send per kept connection at most; paced only under a cap.
-            config.concurrency = config.concurrency.min(smtp.max_connections);
+            // No more sends at once than connections; paced only under a cap.
+            config.concurrency = smtp.sends_per_batch(config.concurrency, config.batches_in_flight)?;
             let pace = smtp.max_send_rate.map(|cap| (send_rate::SMTP, Some(cap)));
             serve(pool, SmtpMailer::new(smtp)?, config, pace, wake).await
         }

@@ -165,7 +165,7 @@ settings! {
     SMTP_CONNECT_TIMEOUT_MS = Some("3000"), &[Poller];
     /// one message on an open connection: MAIL, RCPT, DATA and the reply to the final `.` together; with the connect timeout, one send's worst case
     SMTP_SEND_TIMEOUT_MS = Some("10000"), &[Poller];
-    /// open SMTP connections one poller keeps (and sends at once: its concurrency is capped to it)
+    /// SMTP connections one poller has open at most (its sends at once are capped to match, shared among `POLLER_BATCHES_IN_FLIGHT`, which must not exceed it)
     SMTP_MAX_CONNECTIONS = Some("8"), &[Poller];
     /// the whole fleet's cap in messages/s through SMTP (the provider's limit); 0 or unset: none
     SMTP_MAX_SEND_RATE = None, &[Poller];

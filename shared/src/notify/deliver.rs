@@ -176,7 +176,8 @@ pub async fn deliver(
         .collect();
     let ids = sends::claim::new_ids(&claims);
     let limit = gate.mails_per_recipient_per_day;
-    let Claimed { mut out, to_send } = match claim_group(pool, group, &claims, &ids, worker, limit).await {
+    let claimant = (worker, mailer.provider());
+    let Claimed { mut out, to_send } = match claim_group(pool, group, &claims, &ids, claimant, limit).await {
         Ok(claimed) => claimed,
         Err(e) => {
             release_unsent(pool, &ids, &e).await;
@@ -328,11 +329,11 @@ async fn claim_group(
     group: &[Planned],
     claims: &[GroupClaim<'_>],
     ids: &[Uuid],
-    worker: &str,
+    (worker, provider): (&str, &str),
     mails_per_recipient_per_day: i32,
 ) -> Result<Claimed, DbError> {
     let client = pool.get().await?;
-    let claimed = sends::claim(&client, claims, ids, worker).await?;
+    let claimed = sends::claim(&client, claims, ids, worker, provider).await?;
     let mut out: Vec<Option<Delivery>> = vec![None; group.len()];
     let (mut orphans, mut to_send) = (Vec::new(), Vec::new());
     for (i, (p, claim)) in group.iter().zip(claimed).enumerate() {

@@ -84,7 +84,7 @@ pub enum Reader<'a> {
 const SQL: &str = formatcp!(
     "SELECT e.id AS event_id, e.aggregate_version, e.event_type, e.status AS event_status, e.created_at, \
             e.updated_at, e.open_payload, s.recipient_email, s.status AS send_status, s.claimed_at, \
-            s.completed_at, s.confirmed_by, s.unconfirmed_at, s.last_error, \
+            s.completed_at, s.confirmed_by, s.unconfirmed_at, s.last_error, s.provider, \
             f.kind AS verdict, f.subtype AS verdict_subtype, f.occurred_at AS verdict_at \
        FROM ({EVENTS_OF_BOOKING}) e \
        LEFT JOIN LATERAL ({SENDS_OF_EVENT}) s ON true \
@@ -205,6 +205,9 @@ fn send_state(row: &tokio_postgres::Row) -> DbResult<SendState> {
         SendStatus::Sent => (State::Sent, at, Some(by_ses), None),
         SendStatus::Unknown => {
             let detail = match row.get::<_, Option<DateTime<Utc>>>("unconfirmed_at") {
+                _ if row.get::<_, Option<&str>>("provider").is_some_and(|p| p != crate::notify::send_rate::SES) => {
+                    "sent through SMTP, whose answer was lost: the server may have it, and nothing reports back"
+                }
                 Some(_) => "SES sent no event about it within the grace period: very likely never accepted",
                 None => "waiting for SES's own events to settle it",
             };

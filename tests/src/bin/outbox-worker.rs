@@ -63,8 +63,8 @@ async fn main() {
             std::process::exit(2)
         };
         let smtp = SmtpConfig::from_env().await.unwrap_or_else(|e| refused(e));
-        config.concurrency =
-            PollerConfig::concurrency_from_env().expect("POLLER_CONCURRENCY").min(smtp.max_connections);
+        let concurrency = PollerConfig::concurrency_from_env().expect("POLLER_CONCURRENCY");
+        config.concurrency = smtp.sends_per_batch(concurrency, config.batches_in_flight).unwrap_or_else(|e| refused(e));
         let mailer = SmtpMailer::new(smtp).unwrap_or_else(|e| refused(e));
         run(Poller::new(pool, Arc::new(mailer), faults, config), cmd).await;
     } else {

@@ -302,6 +302,10 @@ impl shared::notify::mailer::Mailer for ConfirmedWhileWaiting {
         feedback::handle(&self.pool, &origin(), &send_event(claim)).await.unwrap();
         SendOutcome::Unknown { reason: "read timeout".into() }
     }
+
+    fn provider(&self) -> &'static str {
+        shared::notify::send_rate::SES
+    }
 }
 
 #[tokio::test]

@@ -140,7 +140,7 @@ async fn hostile_titles_and_names_cannot_add_or_split_headers() {
     headers.sort();
     assert_eq!(
         headers,
-        ["Content-Type", "Date", "From", "MIME-Version", "Message-ID", "Reply-To", "Subject", "To"],
+        ["Content-Type", "Date", "From", "MIME-Version", "Message-ID", "Reply-To", "Subject", "To", "X-Outbox-Claim"],
         "no header was added"
     );
     assert_eq!(m["to_addresses"], json!(["alice@example.com"]), "the name could not add a recipient");

@@ -18,7 +18,7 @@ use shared::notify::mailer::smtp::{Login, SmtpConfig, SmtpMailer};
 use shared::notify::mailer::Mailer;
 use shared::notify::pace::Pacer;
 use shared::notify::send_rate;
-use shared::relay::{Poller, PollerConfig};
+use shared::relay::{FeedbackConfig, Poller, PollerConfig};
 use uuid::Uuid;
 
 const ALICE: &str = "alice@example.com";
@@ -259,6 +259,32 @@ async fn connection_lost_after_the_final_dot_is_unknown_and_never_resent() {
     smtp_poller(&db, server.config()).drain().await.unwrap();
     assert_eq!(server.messages().len(), 1, "never sent again");
     assert_eq!(sends(&db, event).await, vec![(ALICE.into(), SendStatus::Unknown)]);
+}
+
+/// Nothing reports back from SMTP: an UNKNOWN send there is never "not
+/// confirmed by SES", so the sweeper's opt-in auto-resend passes it over
+/// (the server has this one), and operators see why.
+#[tokio::test]
+async fn an_unknown_smtp_send_is_never_auto_resent_and_is_listed_as_without_feedback() {
+    let server = server_with(json!([{"at": "EOM", "do": "store-then-drop", "times": 1}]));
+    let (db, event) = drain_one(&server, server.config()).await;
+    assert_eq!(sends(&db, event).await, vec![(ALICE.into(), SendStatus::Unknown)]);
+    let client = db.pool.get().await.unwrap();
+    client
+        .execute("UPDATE booking_notification_sends SET claimed_at = claimed_at - interval '2 hours'", &[])
+        .await
+        .unwrap();
+    let mut config = sweeper_config(8);
+    config.feedback = FeedbackConfig::new(Duration::from_secs(900), Some(Duration::from_secs(960))).unwrap();
+    let run = shared::relay::sweeper::run(&db.pool, &config).await.unwrap();
+    assert_eq!((run.feedback.newly_unconfirmed, run.feedback.auto_resent), (0, 0), "{run:?}");
+    smtp_poller(&db, server.config()).drain().await.unwrap();
+    assert_eq!(server.messages().len(), 1, "never sent again");
+
+    let listed = outbox_tests::ctl::ctl(&db, &["unknown", "list", "--json"]).json();
+    assert_eq!(listed[0]["confirmation"], "no_feedback", "{listed}");
+    let counts = shared::notify::unknown::counts(&client, Duration::from_secs(900)).await.unwrap();
+    assert_eq!((counts.awaiting_feedback, counts.not_confirmed), (0, 1), "it counts toward the alarm");
 }
 
 #[tokio::test]
@@ -561,6 +587,7 @@ async fn smtp_fault_run_sends_no_duplicate_and_loses_nothing_silently() {
     let counts = send_counts(&db).await;
     let unknown_delivered = rows.iter().filter(|r| r.2 == "UNKNOWN" && in_mailbox.contains(&r.0.to_string())).count();
     let log = server.stop();
+    assert!(log.starts_with("faults applied: {'"), "the server faulted some commands: {log}");
     println!(
         "smtp fault run: {} sends, {} messages stored, {kills} pollers killed, {log}; SENT {}, FAILED {}, \
          UNKNOWN {} ({unknown_delivered} of them in the mailbox); duplicates 0",

@@ -84,6 +84,10 @@ impl SendOutcome {
 pub trait Mailer: Send + Sync {
     async fn send(&self, notification: &Notification) -> SendOutcome;
 
+    /// The provider a claim records (`booking_notification_sends.provider`):
+    /// only SES's sends can later be confirmed by its events.
+    fn provider(&self) -> &'static str;
+
     /// The longest one send can take before it gives up (connect plus read
     /// timeout): the poller starts a send only when this much time, plus
     /// its safety margin, is left before the invocation's deadline.
@@ -108,6 +112,10 @@ pub trait Mailer: Send + Sync {
 impl<M: Mailer + ?Sized> Mailer for std::sync::Arc<M> {
     async fn send(&self, notification: &Notification) -> SendOutcome {
         (**self).send(notification).await
+    }
+
+    fn provider(&self) -> &'static str {
+        (**self).provider()
     }
 
     fn worst_case(&self) -> std::time::Duration {

@@ -91,6 +91,12 @@ impl Mailer for RecordingMailer {
         self.delay.unwrap_or_default()
     }
 
+    /// It stands in for SES: its UNKNOWN sends are SES's, which SES's
+    /// events (the tests publish them) may confirm.
+    fn provider(&self) -> &'static str {
+        crate::notify::send_rate::SES
+    }
+
     async fn send(&self, n: &Notification) -> SendOutcome {
         if let Some(d) = self.delay {
             tokio::time::sleep(d).await;

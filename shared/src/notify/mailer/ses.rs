@@ -154,6 +154,10 @@ impl Mailer for SesMailer {
         "SES_CONNECT_TIMEOUT_MS + SES_READ_TIMEOUT_MS"
     }
 
+    fn provider(&self) -> &'static str {
+        crate::notify::send_rate::SES
+    }
+
     async fn account_rate(&self) -> Result<Option<f64>, String> {
         let account = self
             .client

@@ -149,14 +149,23 @@ impl SmtpConfig {
                         "point it at a PEM file",
                     )
                 })?;
-                Certificate::from_pem(&pem).map_err(|e| {
-                    ConfigError::new(
-                        S::SMTP_CA_FILE.name,
-                        format!("({path}) holds no usable certificate: {e}"),
-                        "point it at PEM CA certificates",
-                    )
-                })?;
-                Some(pem)
+                match crate::db::pem_certificates(&pem) {
+                    Ok(certs) if !certs.is_empty() => Some(pem),
+                    Ok(_) => {
+                        return Err(ConfigError::new(
+                            S::SMTP_CA_FILE.name,
+                            format!("({path}) holds no certificate"),
+                            "point it at PEM CA certificates",
+                        ))
+                    }
+                    Err(e) => {
+                        return Err(ConfigError::new(
+                            S::SMTP_CA_FILE.name,
+                            format!("({path}) holds no usable certificate: {e}"),
+                            "point it at PEM CA certificates",
+                        ))
+                    }
+                }
             }
             None => None,
         };
@@ -195,6 +204,25 @@ impl SmtpConfig {
             max_connections,
             max_send_rate,
         })
+    }
+}
+
+impl SmtpConfig {
+    /// The sends each batch in flight may have at once so that the poller
+    /// never has more than `SMTP_MAX_CONNECTIONS` (its `concurrency` is per
+    /// batch): the configured concurrency, capped at an equal share.
+    pub fn sends_per_batch(&self, concurrency: usize, batches_in_flight: usize) -> Result<usize, ConfigError> {
+        if self.max_connections < batches_in_flight {
+            return Err(ConfigError::new(
+                S::SMTP_MAX_CONNECTIONS.name,
+                format!(
+                    "({}) is below POLLER_BATCHES_IN_FLIGHT ({batches_in_flight}): each batch in flight needs a connection",
+                    self.max_connections
+                ),
+                "raise SMTP_MAX_CONNECTIONS, or lower POLLER_BATCHES_IN_FLIGHT",
+            ));
+        }
+        Ok(concurrency.min(self.max_connections / batches_in_flight.max(1)))
     }
 }
 
@@ -292,10 +320,15 @@ pub fn classify(stage: Stage, failure: Failure) -> SendOutcome {
     };
     match failure {
         Failure::Reply(421, text) => SendOutcome::Paused { reason: format!("SMTP 421 at {at}: {text}") },
-        Failure::Tls(text) => SendOutcome::Misconfigured { reason: format!("SMTP TLS failed at {at}: {text}") },
+        // Only the handshake is configuration: a TLS error later (an alert,
+        // a bad record) is a connection lost, placed like one below.
+        Failure::Tls(text) if matches!(stage, Stage::Connect | Stage::StartTls) => {
+            SendOutcome::Misconfigured { reason: format!("SMTP TLS failed at {at}: {text}") }
+        }
         Failure::Reply(code, text) => {
             let reason = format!("SMTP {code} at {at}: {text}");
             let permanent = (500..600).contains(&code);
+            let throttling = ["throttl", "rate limit", "too many"].iter().any(|w| text.to_lowercase().contains(w));
             match stage {
                 // The sender, the credentials or the server's policy for us.
                 Stage::Connect | Stage::StartTls | Stage::Auth | Stage::Mail if permanent => {
@@ -303,13 +336,18 @@ pub fn classify(stage: Stage, failure: Failure) -> SendOutcome {
                 }
                 // STARTTLS refused at all: TLS is required.
                 Stage::StartTls => SendOutcome::Misconfigured { reason },
+                // "Authentication required" is ours to fix, not the recipient's.
+                Stage::Rcpt if code == 530 => SendOutcome::Misconfigured { reason },
                 Stage::Rcpt | Stage::Data | Stage::Body | Stage::AfterDot if permanent => {
                     SendOutcome::Rejected { reason }
                 }
+                // A rate refusal (SES's SMTP interface: "454 Throttling
+                // failure"): nothing was taken; back soon, no attempt used.
+                _ if throttling => SendOutcome::Throttled { reason },
                 _ => SendOutcome::NotSent { reason },
             }
         }
-        Failure::Lost(text) | Failure::TimedOut(text) => {
+        Failure::Tls(text) | Failure::Lost(text) | Failure::TimedOut(text) => {
             let reason = format!("SMTP connection {at}: {text}");
             match stage {
                 Stage::AfterDot => SendOutcome::Unknown { reason },
@@ -362,6 +400,8 @@ pub struct SmtpMailer {
     tls: TlsParameters,
     hello: ClientId,
     idle: Mutex<Vec<Idle>>,
+    /// One per connection open at once (`SMTP_MAX_CONNECTIONS`).
+    open: tokio::sync::Semaphore,
 }
 
 /// How a transaction on one connection ended.
@@ -388,13 +428,14 @@ impl SmtpMailer {
             ConfigError::new(S::SMTP_URL.name, format!("cannot set up TLS for its host: {e}"), "check the host name")
         })?;
         let domain = config.from.email.as_str().rsplit('@').next().unwrap_or("localhost").to_string();
-        Ok(Self { config, from, tls, hello: ClientId::Domain(domain), idle: Mutex::new(Vec::new()) })
+        let open = tokio::sync::Semaphore::new(config.max_connections);
+        Ok(Self { config, from, tls, hello: ClientId::Domain(domain), idle: Mutex::new(Vec::new()), open })
     }
 
     fn take_idle(&self) -> Option<Conn> {
         let mut idle = self.idle.lock().expect("idle lock");
         while let Some(kept) = idle.pop() {
-            if kept.since.elapsed() < IDLE_MAX && !kept.conn.has_broken() {
+            if kept.since.elapsed() < IDLE_MAX {
                 return Some(kept.conn);
             }
             close(kept.conn);
@@ -440,12 +481,11 @@ impl SmtpMailer {
         if let Some(login) = &self.config.login {
             let credentials = Credentials::new(login.username.clone(), login.password.clone());
             if let Err(e) = conn.auth(&[Mechanism::Plain, Mechanism::Login], &credentials).await {
-                let failure = match failure_of(&e) {
-                    // No mechanism in common: no retry can help.
-                    Failure::Lost(text) if e.is_client() => Failure::Reply(530, text),
-                    other => other,
-                };
-                return Err(classify(Stage::Auth, failure));
+                if e.is_client() {
+                    // No mechanism in common (PLAIN, LOGIN): no retry can help.
+                    return Err(SendOutcome::Misconfigured { reason: format!("SMTP AUTH: {e}") });
+                }
+                return Err(classify(Stage::Auth, failure_of(&e)));
             }
         }
         Ok(Box::new(conn))
@@ -469,15 +509,21 @@ impl SmtpMailer {
             }
             params.push(MailParameter::Body(MailBodyParameter::EightBitMime));
         }
-        match timeout_at(deadline, conn.command(Mail::new(Some(self.from.clone()), params))).await {
+        // On a kept connection MAIL is also the probe: nothing of the
+        // message is sent yet, so a connection that does not answer in a
+        // connect timeout, or refuses for any reason but a permanent one,
+        // is replaced within the same deadline.
+        let mail_by = if reused { deadline.min(Instant::now() + self.config.connect_timeout) } else { deadline };
+        match timeout_at(mail_by, conn.command(Mail::new(Some(self.from.clone()), params))).await {
             Ok(Ok(_)) => {}
             Ok(Err(e)) => {
                 let failure = failure_of(&e);
-                if reused && matches!(failure, Failure::Lost(_) | Failure::Reply(421, _)) {
+                if reused && !matches!(failure, Failure::Reply(500..=599, _)) {
                     return Ended::Stale(e.to_string());
                 }
                 return Ended::Outcome(classify(Stage::Mail, failure), None);
             }
+            Err(_) if reused => return Ended::Stale("no reply to MAIL on a kept connection".into()),
             Err(_) => {
                 return Ended::Outcome(
                     classify(Stage::Mail, Failure::TimedOut("no reply to MAIL in time".into())),
@@ -549,8 +595,21 @@ impl Mailer for SmtpMailer {
         "SMTP_CONNECT_TIMEOUT_MS + SMTP_SEND_TIMEOUT_MS"
     }
 
+    fn provider(&self) -> &'static str {
+        crate::notify::send_rate::SMTP
+    }
+
     async fn send(&self, n: &Notification) -> SendOutcome {
         let deadline = Instant::now() + self.worst_case();
+        // The poller never has more sends in flight than connections
+        // ([`SmtpConfig::sends_per_batch`]); should it, the extra one waits
+        // for nothing: it is refused before anything is sent.
+        let Ok(_open) = self.open.try_acquire() else {
+            let max = self.config.max_connections;
+            return SendOutcome::NotSent {
+                reason: format!("all {max} SMTP connections (SMTP_MAX_CONNECTIONS) are busy"),
+            };
+        };
         let to: Address = match n.recipient.email.as_str().parse() {
             Ok(to) => to,
             Err(e) => return SendOutcome::Rejected { reason: format!("the recipient is not an SMTP address: {e}") },
@@ -627,6 +686,23 @@ mod tests {
     }
 
     #[test]
+    fn a_tls_error_after_the_handshake_is_a_lost_connection_and_after_the_dot_unknown() {
+        let tls = || Failure::Tls("received fatal alert".into());
+        assert_eq!(kind(classify(Stage::AfterDot, tls())), "unknown");
+        for stage in [Stage::Auth, Stage::Mail, Stage::Rcpt, Stage::Data, Stage::Body] {
+            assert_eq!(kind(classify(stage, tls())), "retryable", "{stage:?}");
+        }
+    }
+
+    #[test]
+    fn a_rate_refusal_is_throttled_and_530_at_rcpt_is_configuration() {
+        let throttled = Failure::Reply(454, "454 Throttling failure: Maximum sending rate exceeded".into());
+        assert_eq!(kind(classify(Stage::Mail, throttled.clone())), "throttled");
+        assert_eq!(kind(classify(Stage::AfterDot, throttled)), "throttled");
+        assert_eq!(kind(classify(Stage::Rcpt, reply(530))), "configuration");
+    }
+
+    #[test]
     fn a_421_pauses_wherever_it_comes() {
         for stage in [Stage::Connect, Stage::Mail, Stage::Rcpt, Stage::Data, Stage::AfterDot] {
             assert_eq!(kind(classify(stage, reply(421))), "paused", "{stage:?}");
@@ -642,6 +718,171 @@ mod tests {
         assert_eq!(kind(classify(Stage::Connect, reply(554))), "configuration");
         assert_eq!(kind(classify(Stage::StartTls, reply(454))), "configuration");
         assert_eq!(kind(classify(Stage::Connect, Failure::Tls("bad certificate".into()))), "configuration");
+    }
+
+    /// lettre's connection over an in-memory pipe to a scripted server, so
+    /// the cut can fall exactly where the test says.
+    #[derive(Debug)]
+    struct Pipe(tokio::io::DuplexStream);
+
+    impl tokio::io::AsyncRead for Pipe {
+        fn poll_read(
+            mut self: std::pin::Pin<&mut Self>,
+            cx: &mut std::task::Context<'_>,
+            buf: &mut tokio::io::ReadBuf<'_>,
+        ) -> std::task::Poll<std::io::Result<()>> {
+            std::pin::Pin::new(&mut self.0).poll_read(cx, buf)
+        }
+    }
+
+    impl tokio::io::AsyncWrite for Pipe {
+        fn poll_write(
+            mut self: std::pin::Pin<&mut Self>,
+            cx: &mut std::task::Context<'_>,
+            buf: &[u8],
+        ) -> std::task::Poll<std::io::Result<usize>> {
+            std::pin::Pin::new(&mut self.0).poll_write(cx, buf)
+        }
+        fn poll_flush(
+            mut self: std::pin::Pin<&mut Self>,
+            cx: &mut std::task::Context<'_>,
+        ) -> std::task::Poll<std::io::Result<()>> {
+            std::pin::Pin::new(&mut self.0).poll_flush(cx)
+        }
+        fn poll_shutdown(
+            mut self: std::pin::Pin<&mut Self>,
+            cx: &mut std::task::Context<'_>,
+        ) -> std::task::Poll<std::io::Result<()>> {
+            std::pin::Pin::new(&mut self.0).poll_shutdown(cx)
+        }
+    }
+
+    impl lettre::transport::smtp::client::AsyncTokioStream for Pipe {
+        fn peer_addr(&self) -> std::io::Result<std::net::SocketAddr> {
+            Ok(([127, 0, 0, 1], 25).into())
+        }
+    }
+
+    /// Where the scripted server hangs up.
+    #[derive(Clone, Copy)]
+    enum Cut {
+        AtMail,
+        MidBody,
+        AfterDot,
+        Never,
+    }
+
+    /// Runs one transaction against a server that hangs up at `cut`.
+    async fn transact_cut_at(cut: Cut, reused: bool) -> Ended {
+        use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
+        // A small pipe: the body (about 8 KB) is written as the server reads.
+        let (client, server) = tokio::io::duplex(256);
+        let script = tokio::spawn(async move {
+            let (r, mut w) = tokio::io::split(server);
+            let mut r = tokio::io::BufReader::new(r);
+            let mut line = String::new();
+            w.write_all(b"220 scripted ESMTP\r\n").await.unwrap();
+            for reply in ["250 scripted\r\n", "250 sender ok\r\n", "250 recipient ok\r\n", "354 go on\r\n"] {
+                line.clear();
+                r.read_line(&mut line).await.unwrap();
+                if line.starts_with("MAIL") && matches!(cut, Cut::AtMail) {
+                    return;
+                }
+                w.write_all(reply.as_bytes()).await.unwrap();
+            }
+            if matches!(cut, Cut::MidBody) {
+                let mut some = [0u8; 512];
+                r.read_exact(&mut some).await.unwrap();
+                return;
+            }
+            loop {
+                line.clear();
+                assert!(r.read_line(&mut line).await.unwrap() > 0, "the client hung up first");
+                if line == ".\r\n" {
+                    break;
+                }
+            }
+            if matches!(cut, Cut::Never) {
+                w.write_all(b"250 queued\r\n").await.unwrap();
+                let _ = r.read_line(&mut line).await; // until the client goes
+            }
+        });
+        let config = SmtpConfig {
+            from: Sender::parse("Bookings <bookings@example.com>").unwrap(),
+            host: "127.0.0.1".into(),
+            port: 25,
+            security: Security::StartTls,
+            login: None,
+            extra_roots_pem: None,
+            connect_timeout: Duration::from_secs(2),
+            send_timeout: Duration::from_secs(5),
+            max_connections: 1,
+            max_send_rate: None,
+        };
+        let mailer = SmtpMailer::new(config).unwrap();
+        let conn =
+            AsyncSmtpConnection::connect_with_transport(Box::new(Pipe(client)), &ClientId::Domain("test".into()))
+                .await
+                .unwrap();
+        let raw: Vec<u8> = (0..120).flat_map(|i| format!("Line {i:03} {}\r\n", "x".repeat(60)).into_bytes()).collect();
+        let to: Address = "alice@example.com".parse().unwrap();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let ended = mailer.transact(Box::new(conn), reused, &to, &raw, "id@example.com", deadline).await;
+        if !matches!(cut, Cut::Never) {
+            script.await.unwrap();
+        }
+        ended
+    }
+
+    fn outcome(ended: Ended) -> &'static str {
+        match ended {
+            Ended::Outcome(o, _) => kind(o),
+            Ended::Stale(_) => "stale",
+        }
+    }
+
+    #[tokio::test]
+    async fn a_connection_cut_while_the_body_is_written_is_a_known_failure() {
+        assert_eq!(outcome(transact_cut_at(Cut::MidBody, false).await), "retryable");
+    }
+
+    #[tokio::test]
+    async fn a_connection_cut_right_after_the_final_dot_is_unknown() {
+        assert_eq!(outcome(transact_cut_at(Cut::AfterDot, false).await), "unknown");
+    }
+
+    #[tokio::test]
+    async fn the_whole_transaction_sends_and_keeps_the_connection() {
+        match transact_cut_at(Cut::Never, false).await {
+            Ended::Outcome(SendOutcome::Sent { message_id }, Some(_)) => assert_eq!(message_id, "id@example.com"),
+            _ => panic!("expected Sent with the connection kept"),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_kept_connection_cut_at_mail_is_stale_and_a_new_one_a_known_failure() {
+        assert_eq!(outcome(transact_cut_at(Cut::AtMail, true).await), "stale");
+        assert_eq!(outcome(transact_cut_at(Cut::AtMail, false).await), "retryable");
+    }
+
+    #[test]
+    fn sends_per_batch_never_add_up_to_more_than_the_connections() {
+        let server = |max| SmtpConfig {
+            from: Sender::parse("b@example.com").unwrap(),
+            host: "h".into(),
+            port: 25,
+            security: Security::StartTls,
+            login: None,
+            extra_roots_pem: None,
+            connect_timeout: Duration::from_secs(1),
+            send_timeout: Duration::from_secs(1),
+            max_connections: max,
+            max_send_rate: None,
+        };
+        assert_eq!(server(8).sends_per_batch(128, 2).unwrap(), 4);
+        assert_eq!(server(8).sends_per_batch(3, 2).unwrap(), 3);
+        assert_eq!(server(9).sends_per_batch(128, 4).unwrap(), 2);
+        assert_eq!(server(1).sends_per_batch(128, 2).unwrap_err().var, "SMTP_MAX_CONNECTIONS");
     }
 
     #[test]

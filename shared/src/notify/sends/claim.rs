@@ -46,6 +46,7 @@ pub async fn claim(
     group: &[GroupClaim<'_>],
     ids: &[Uuid],
     worker: &str,
+    provider: &str,
 ) -> DbResult<Vec<Claim>> {
     assert_eq!(ids.len(), group.len(), "one new id per claim");
     let events: Vec<Uuid> = group.iter().map(|c| c.notification.event_id).collect();
@@ -64,16 +65,16 @@ pub async fn claim(
                 .prepare_cached(
                     "INSERT INTO booking_notification_sends \
                          (id, outbox_event_id, booking_id, recipient_email, event_type, claimed_by, status, \
-                          superseded_by, last_error, completed_at) \
+                          superseded_by, last_error, completed_at, provider) \
                      SELECT c.id, c.event_id, c.booking_id, c.recipient, c.event_type, $6, c.status, c.by, c.reason, \
-                            CASE WHEN c.by IS NULL THEN NULL ELSE now() END \
+                            CASE WHEN c.by IS NULL THEN NULL ELSE now() END, $10 \
                        FROM unnest($1::uuid[], $2::uuid[], $3::uuid[], $4::text[], $5::text[], $7::text[], \
                                    $8::uuid[], $9::text[]) \
                             AS c(id, event_id, booking_id, recipient, event_type, status, by, reason) \
                      ON CONFLICT (outbox_event_id, recipient_email, event_type) DO NOTHING RETURNING id",
                 )
                 .await?,
-            &[&ids, &events, &bookings, &recipients, &types, &worker, &statuses, &by, &reasons],
+            &[&ids, &events, &bookings, &recipients, &types, &worker, &statuses, &by, &reasons, &provider],
         )
         .await?;
     let won: HashSet<Uuid> = won.iter().map(|r| r.get(0)).collect();

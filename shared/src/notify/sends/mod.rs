@@ -60,7 +60,7 @@ pub async fn possibly_told_many(
 /// `confirmed_by`, `unconfirmed_at`, `last_error`. It reads
 /// `booking_notification_sends_one_per_recipient`.
 pub const SENDS_OF_EVENT: &str = "SELECT s.id, s.recipient_email, s.status, s.claimed_at, s.completed_at, \
-            s.confirmed_by, s.unconfirmed_at, s.last_error \
+            s.confirmed_by, s.unconfirmed_at, s.last_error, s.provider \
        FROM booking_notification_sends s WHERE s.outbox_event_id = e.id";
 
 /// `… <id expression>)` completes a subquery that finds the send at all:

@@ -17,6 +17,10 @@ use super::SendStatus;
 use crate::db::DbResult;
 use crate::outbox::events::IN_FLIGHT_EVENT_WITH_ID;
 
+/// The only provider whose events can settle an UNKNOWN send (a literal
+/// for the statements below).
+const FEEDBACK_PROVIDER: &str = formatcp!("'{}'", crate::notify::send_rate::SES);
+
 /// Where a send with an unknown outcome stands with SES's own feedback.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -28,6 +32,10 @@ pub enum Confirmation {
     NotConfirmed,
     /// Was ambiguous, then SES's own event proved it accepted: SENT.
     ConfirmedBySes,
+    /// Sent through SMTP, which reports nothing back: the server may have
+    /// it. Never resent by the sweeper or `--unconfirmed`; an operator
+    /// checks the provider's log for its Message-ID.
+    NoFeedback,
 }
 
 impl Confirmation {
@@ -35,6 +43,7 @@ impl Confirmation {
         match row.get::<_, &str>("confirmation") {
             "confirmed" => Confirmation::ConfirmedBySes,
             "not_confirmed" => Confirmation::NotConfirmed,
+            "no_feedback" => Confirmation::NoFeedback,
             _ => Confirmation::AwaitingFeedback,
         }
     }
@@ -44,6 +53,7 @@ impl Confirmation {
             Confirmation::AwaitingFeedback => "awaiting SES feedback",
             Confirmation::NotConfirmed => "not confirmed by SES",
             Confirmation::ConfirmedBySes => "confirmed by SES event",
+            Confirmation::NoFeedback => "sent through SMTP, which reports nothing back: check its log",
         }
     }
 }
@@ -88,6 +98,7 @@ const UNKNOWN_COLUMNS: &str = formatcp!(
     "s.id, s.outbox_event_id, s.booking_id, s.recipient_email, s.event_type, s.status, s.last_error, \
      s.claimed_at, s.claimed_by, s.unconfirmed_at, \
      CASE WHEN s.status = {SENT} THEN 'confirmed' \
+          WHEN s.provider <> {FEEDBACK_PROVIDER} THEN 'no_feedback' \
           WHEN s.claimed_at < now() - make_interval(secs => $1) THEN 'not_confirmed' \
           ELSE 'awaiting' END AS confirmation"
 );
@@ -125,6 +136,7 @@ pub async fn mark_unconfirmed(client: &impl GenericClient, grace: Duration, limi
         "UPDATE booking_notification_sends s SET unconfirmed_at = now() \
           WHERE s.id IN (SELECT id FROM booking_notification_sends \
                           WHERE last_error IS NOT NULL AND status = {UNKNOWN} AND unconfirmed_at IS NULL \
+                            AND provider = {FEEDBACK_PROVIDER} \
                             AND claimed_at < now() - make_interval(secs => $1) \
                           ORDER BY claimed_at LIMIT $2) \
       RETURNING {UNKNOWN_COLUMNS}"
@@ -140,6 +152,7 @@ pub async fn unconfirmed_ids(client: &impl GenericClient, older_than: Duration, 
     let sql = formatcp!(
         "SELECT id FROM booking_notification_sends \
           WHERE last_error IS NOT NULL AND status = {UNKNOWN} AND claimed_at < now() - make_interval(secs => $1) \
+            AND provider = {FEEDBACK_PROVIDER} \
           ORDER BY claimed_at LIMIT $2"
     );
     let rows = client.query(sql, &[&older_than.as_secs_f64(), &limit]).await?;
@@ -147,7 +160,8 @@ pub async fn unconfirmed_ids(client: &impl GenericClient, older_than: Duration, 
 }
 
 /// How the sends that were ambiguous stand: UNKNOWN awaiting feedback,
-/// UNKNOWN not confirmed past `grace`, and those SES's events confirmed.
+/// UNKNOWN not confirmed past `grace` (and every SMTP one: nothing will
+/// confirm it), and those SES's events confirmed.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct UnknownCounts {
     pub awaiting_feedback: i64,
@@ -157,8 +171,10 @@ pub struct UnknownCounts {
 
 pub async fn unknown_counts(client: &impl GenericClient, grace: Duration) -> DbResult<UnknownCounts> {
     let sql = formatcp!(
-        "SELECT count(*) FILTER (WHERE status = {UNKNOWN} AND claimed_at >= now() - make_interval(secs => $1)), \
-                count(*) FILTER (WHERE status = {UNKNOWN} AND claimed_at < now() - make_interval(secs => $1)), \
+        "SELECT count(*) FILTER (WHERE status = {UNKNOWN} AND provider = {FEEDBACK_PROVIDER} \
+                                   AND claimed_at >= now() - make_interval(secs => $1)), \
+                count(*) FILTER (WHERE status = {UNKNOWN} AND (provider <> {FEEDBACK_PROVIDER} \
+                                   OR claimed_at < now() - make_interval(secs => $1))), \
                 count(*) FILTER (WHERE status = {SENT} AND confirmed_by = {SES_EVENT}) \
            FROM booking_notification_sends WHERE status IN ({UNKNOWN}, {SENT})"
     );
