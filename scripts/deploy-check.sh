@@ -5,7 +5,7 @@
 #   3. template defaults agree with the code (sweep timeout > poller timeout);
 #   4. `sam build` of the five functions (cargo lambda, as a deploy builds
 #      them); none of the binaries it produced carries a dev switch, and only
-#      the poller links the SES v2 client.
+#      the poller links the SES v2 client and the SMTP mailer.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib/lambda.sh
@@ -223,6 +223,13 @@ for f, binary in built.items():
     if links != (f == "outbox-poller"):
         sys.exit(f"error: the release {f} {'links' if links else 'lacks'} the SES v2 client")
 print("    the SES v2 client is linked by outbox-poller alone")
+# Nor the SMTP mailer (shared's `smtp` feature, lettre): its marker is its
+# refusal to send in the clear.
+for f, binary in built.items():
+    links = b"does not offer STARTTLS" in binary
+    if links != (f == "outbox-poller"):
+        sys.exit(f"error: the release {f} {'links' if links else 'lacks'} the SMTP mailer")
+print("    the SMTP mailer is linked by outbox-poller alone")
 # The tests' dev builds: the crash worker (fault points) and the API
 # Gateway stand-in (the booking API handler, identity headers included).
 dev = ["target/debug/outbox-worker", "target/debug/api-gateway"]

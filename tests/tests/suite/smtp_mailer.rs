@@ -236,17 +236,19 @@ async fn permanent_reply_after_the_final_dot_fails_that_recipient() {
 
 #[tokio::test]
 async fn service_unavailable_421_pauses_the_run_without_burning_an_attempt() {
-    let server = server_with(json!([{"at": "MAIL", "reply": "421 4.3.2 Service not available", "times": 1}]));
-    let db = TestDb::create().await;
-    create_booking(&db, 9, &[ALICE]).await;
-    let event = only_event_id(&db).await;
-    let summary = smtp_poller(&db, server.config()).drain().await.unwrap();
-    assert!(summary.paused, "{summary:?}");
-    let (status, attempts, last_error) = event_status(&db, event).await;
-    assert_eq!((status, attempts), (EventStatus::Pending, 0), "requeued, no attempt used");
-    assert!(last_error.unwrap_or_default().contains("421"));
-    assert!(sends(&db, event).await.is_empty(), "claim released");
-    assert!(server.messages().is_empty());
+    for at in ["MAIL", "RCPT", "DATA", "EOM"] {
+        let server = server_with(json!([{"at": at, "reply": "421 4.3.2 Service not available", "times": 1}]));
+        let db = TestDb::create().await;
+        create_booking(&db, 9, &[ALICE]).await;
+        let event = only_event_id(&db).await;
+        let summary = smtp_poller(&db, server.config()).drain().await.unwrap();
+        assert!(summary.paused, "{at}: {summary:?}");
+        let (status, attempts, last_error) = event_status(&db, event).await;
+        assert_eq!((status, attempts), (EventStatus::Pending, 0), "{at}: requeued, no attempt used");
+        assert!(last_error.unwrap_or_default().contains("421"), "{at}");
+        assert!(sends(&db, event).await.is_empty(), "{at}: claim released");
+        assert!(server.messages().is_empty(), "{at}");
+    }
 }
 
 #[tokio::test]
