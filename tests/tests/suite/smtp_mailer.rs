@@ -18,6 +18,7 @@ use shared::notify::mailer::smtp::{Login, SmtpConfig, SmtpMailer};
 use shared::notify::mailer::Mailer;
 use shared::notify::pace::Pacer;
 use shared::notify::send_rate;
+use shared::relay::event::FAULT_BEFORE_DONE_COMMIT;
 use shared::relay::{FeedbackConfig, Poller, PollerConfig};
 use uuid::Uuid;
 
@@ -396,21 +397,38 @@ async fn a_send_never_outlasts_the_mailers_worst_case() {
     assert!(sends(&db, event).await.is_empty());
 }
 
+/// A crash scene: a server, a booking for `recipients`, its event, and a
+/// poller process (`outbox-worker`) that sends through the server with
+/// `extra` settings.
+async fn crash_scene(recipients: &[&str], extra: &[(&'static str, &str)]) -> (SmtpServer, TestDb, Uuid, Worker, Env) {
+    let server = SmtpServer::start(Options::default());
+    let db = TestDb::create().await;
+    create_booking(&db, 9, recipients).await;
+    let event = only_event_id(&db).await;
+    let worker = Worker::new(env!("CARGO_BIN_EXE_outbox-worker"));
+    let mut env = server.env();
+    env.push(("OUTBOX_WORKER_MAILER", "smtp".into()));
+    env.extend(extra.iter().map(|(k, v)| (*k, v.to_string())));
+    (server, db, event, worker, Env(env))
+}
+
+/// A worker's environment, owned.
+struct Env(Vec<(&'static str, String)>);
+
+impl Env {
+    fn pairs(&self) -> Vec<(&str, &str)> {
+        self.0.iter().map(|(k, v)| (*k, v.as_str())).collect()
+    }
+}
+
 /// The design story's crash between the claim and the send, against a
 /// real SMTP server: the poller process dies; the claim stays, becomes
 /// UNKNOWN, and nothing is sent for it.
 #[tokio::test]
 async fn smtp_crash_after_claim_before_send_is_missed_and_visible_as_unknown() {
-    let server = SmtpServer::start(Options::default());
-    let db = TestDb::create().await;
-    create_booking(&db, 9, &[ALICE, CAROL]).await;
-    let event = only_event_id(&db).await;
-    let worker = Worker::new(env!("CARGO_BIN_EXE_outbox-worker"));
-    let mut env = server.env();
-    env.push(("OUTBOX_WORKER_MAILER", "smtp".into()));
-    env.push(("POLLER_CLAIM_GROUP", "1".into()));
-    env.push(("POLLER_CONCURRENCY", "1".into()));
-    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let one_at_a_time = [("POLLER_CLAIM_GROUP", "1"), ("POLLER_CONCURRENCY", "1")];
+    let (server, db, event, worker, env) = crash_scene(&[ALICE, CAROL], &one_at_a_time).await;
+    let env = env.pairs();
 
     assert!(killed(worker.run(&db, &format!("{FAULT_AFTER_SEND_CLAIM}=kill"), &env).await));
     assert!(server.messages().is_empty(), "the crash came before the SMTP transaction");
@@ -429,15 +447,8 @@ async fn smtp_crash_after_claim_before_send_is_missed_and_visible_as_unknown() {
 /// the claim ends UNKNOWN, and the retry sends nothing.
 #[tokio::test]
 async fn smtp_crash_after_the_accepted_dot_before_recording_sends_no_duplicate() {
-    let server = SmtpServer::start(Options::default());
-    let db = TestDb::create().await;
-    create_booking(&db, 9, &[ALICE]).await;
-    let event = only_event_id(&db).await;
-    let worker = Worker::new(env!("CARGO_BIN_EXE_outbox-worker"));
-    let mut env = server.env();
-    env.push(("OUTBOX_WORKER_MAILER", "smtp".into()));
-    env.push(("POLLER_CONCURRENCY", "1".into()));
-    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let (server, db, event, worker, env) = crash_scene(&[ALICE], &[("POLLER_CONCURRENCY", "1")]).await;
+    let env = env.pairs();
 
     assert!(killed(worker.run(&db, &format!("{FAULT_AFTER_SEND}=kill"), &env).await));
     assert_eq!(server.messages().len(), 1, "the server took responsibility for the mail");
@@ -481,6 +492,24 @@ async fn smtp_auth_from_a_secrets_manager_secret_delivers() {
     cmd.env("SMTP_USERNAME", "someone").env("SMTP_PASSWORD", "x");
     let out = cmd.output().await.unwrap();
     assert!(String::from_utf8_lossy(&out.stderr).contains("SMTP_SECRET_ARN is set, and so is SMTP_USERNAME"));
+}
+
+/// The crash after every send, before the event's DONE commit: the retry
+/// finds each claim and sends nothing twice.
+#[tokio::test]
+async fn smtp_crash_after_the_sends_before_the_done_commit_sends_no_duplicate() {
+    let (server, db, event, worker, env) = crash_scene(&[ALICE, CAROL], &[]).await;
+    let env = env.pairs();
+
+    assert!(killed(worker.run(&db, &format!("{FAULT_BEFORE_DONE_COMMIT}=kill"), &env).await));
+    assert_eq!(server.messages().len(), 2, "both went out before the crash");
+    assert_eq!(event_status(&db, event).await.0, EventStatus::Processing);
+
+    sweep_after_timeout(&db, 8).await;
+    assert!(worker.run(&db, "", &env).await.success());
+    assert_eq!(server.messages().len(), 2, "the claims stopped both sends the second time");
+    assert_eq!(sends(&db, event).await, vec![(ALICE.into(), SendStatus::Sent), (CAROL.into(), SendStatus::Sent)]);
+    assert_eq!(event_status(&db, event).await.0, EventStatus::Done);
 }
 
 #[tokio::test]
