@@ -15,7 +15,9 @@
 # GET /bookings/{id} and the page's bare SQL; BENCH_ONLY=listing runs only
 # that. Last, the held-snapshot stress (tests/benches/stress.rs)
 # and graphile-worker under the same stress; BENCH_ONLY=stress runs only
-# that, BENCH_STATEMENTS=1 adds each drain's statement costs. All figures go
+# that, BENCH_STATEMENTS=1 adds each drain's statement costs. BENCH_ONLY=smtp
+# runs only the SMTP bench (tests/benches/smtp.rs: the poller through the
+# SMTP mailer beside a bare SMTP client, against the local test server). All figures go
 # to $BENCH_RESULTS (key<TAB>value; a temporary file unless set) and are
 # printed as one table at the end.
 set -euo pipefail
@@ -57,6 +59,14 @@ stress() {
 if [ "${BENCH_ONLY:-}" = "listing" ]; then
   listing
   python3 scripts/lib/bench-table.py "$BENCH_RESULTS"
+  exit 0
+fi
+if [ "${BENCH_ONLY:-}" = "smtp" ]; then
+  # The local SMTP test server (aiosmtpd) lives in the moto venv.
+  source scripts/lib/moto.sh
+  moto_ensure_installed
+  OUTBOX_TEST_PYTHON="$PWD/$MOTO_VENV/bin/python" RUST_LOG="${RUST_LOG:-error}" \
+    cargo bench --locked -p outbox-tests --bench smtp
   exit 0
 fi
 if [ "${BENCH_ONLY:-}" = "stress" ]; then

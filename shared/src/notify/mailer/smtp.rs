@@ -31,7 +31,9 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use lettre::transport::smtp::authentication::{Credentials, Mechanism};
-use lettre::transport::smtp::client::{AsyncSmtpConnection, Certificate, CertificateStore, TlsParameters};
+use lettre::transport::smtp::client::{
+    AsyncSmtpConnection, AsyncTokioStream, Certificate, CertificateStore, TlsParameters,
+};
 use lettre::transport::smtp::commands::{Data, Mail, Rcpt};
 use lettre::transport::smtp::extension::{ClientId, Extension, MailBodyParameter, MailParameter};
 use lettre::transport::smtp::Error as SmtpError;
@@ -369,6 +371,16 @@ fn failure_of(e: &SmtpError) -> Failure {
     Failure::Lost(e.to_string())
 }
 
+/// An I/O error of the TLS handshake: a rustls error inside is TLS (the
+/// certificate, the protocol), anything else the connection.
+fn io_failure(e: std::io::Error) -> Failure {
+    if e.get_ref().is_some_and(|inner| inner.downcast_ref::<rustls::Error>().is_some()) {
+        Failure::Tls(format!("the TLS handshake failed: {e}"))
+    } else {
+        Failure::Lost(e.to_string())
+    }
+}
+
 /// A handshake error reaches lettre as an I/O error around a rustls one.
 fn caused_by_tls(e: &SmtpError) -> bool {
     let mut source = std::error::Error::source(e);
@@ -399,6 +411,10 @@ pub struct SmtpMailer {
     from: Address,
     tls: TlsParameters,
     hello: ClientId,
+    /// Implicit TLS (`smtps://`), made here on a NODELAY socket; STARTTLS
+    /// is lettre's, with [`Self::tls`]. Both trust the same roots.
+    implicit: tokio_rustls::TlsConnector,
+    server_name: rustls::pki_types::ServerName<'static>,
     idle: Mutex<Vec<Idle>>,
     /// One per connection open at once (`SMTP_MAX_CONNECTIONS`).
     open: tokio::sync::Semaphore,
@@ -417,19 +433,19 @@ impl SmtpMailer {
         let from: Address = config.from.email.as_str().parse().map_err(|e| {
             ConfigError::new(S::SMTP_FROM_ADDRESS.name, format!("is not an SMTP address: {e}"), "use an ASCII address")
         })?;
-        let mut tls = TlsParameters::builder(config.host.clone()).certificate_store(CertificateStore::WebpkiRoots);
-        if let Some(pem) = &config.extra_roots_pem {
-            let cert = Certificate::from_pem(pem).map_err(|e| {
-                ConfigError::new(S::SMTP_CA_FILE.name, format!("holds no usable certificate: {e}"), "use PEM")
-            })?;
-            tls = tls.add_root_certificate(cert);
-        }
-        let tls = tls.build_rustls().map_err(|e| {
-            ConfigError::new(S::SMTP_URL.name, format!("cannot set up TLS for its host: {e}"), "check the host name")
-        })?;
+        let (tls, implicit, server_name) = tls_for(&config)?;
         let domain = config.from.email.as_str().rsplit('@').next().unwrap_or("localhost").to_string();
         let open = tokio::sync::Semaphore::new(config.max_connections);
-        Ok(Self { config, from, tls, hello: ClientId::Domain(domain), idle: Mutex::new(Vec::new()), open })
+        Ok(Self {
+            config,
+            from,
+            tls,
+            hello: ClientId::Domain(domain),
+            implicit,
+            server_name,
+            idle: Mutex::new(Vec::new()),
+            open,
+        })
     }
 
     fn take_idle(&self) -> Option<Conn> {
@@ -459,12 +475,24 @@ impl SmtpMailer {
 
     /// Opens, secures and authenticates a connection.
     async fn connect(&self) -> Result<Conn, SendOutcome> {
-        let implicit = (self.config.security == Security::Implicit).then(|| self.tls.clone());
-        let server = (self.config.host.as_str(), self.config.port);
-        let mut conn =
-            AsyncSmtpConnection::connect_tokio1(server, Some(self.config.connect_timeout), &self.hello, implicit, None)
-                .await
-                .map_err(|e| classify(Stage::Connect, failure_of(&e)))?;
+        let lost = |e: std::io::Error| classify(Stage::Connect, Failure::Lost(e.to_string()));
+        let tcp = tokio::net::TcpStream::connect((self.config.host.as_str(), self.config.port)).await.map_err(lost)?;
+        // The message and its final `.` are two writes: without NODELAY the
+        // `.` waits for the server's delayed ACK of the body (Nagle), some
+        // 40 ms a message.
+        tcp.set_nodelay(true).map_err(lost)?;
+        let stream: Box<dyn AsyncTokioStream> = match self.config.security {
+            Security::StartTls => Box::new(tcp),
+            Security::Implicit => Box::new(Encrypted(
+                self.implicit
+                    .connect(self.server_name.clone(), tcp)
+                    .await
+                    .map_err(|e| classify(Stage::Connect, io_failure(e)))?,
+            )),
+        };
+        let mut conn = AsyncSmtpConnection::connect_with_transport(stream, &self.hello)
+            .await
+            .map_err(|e| classify(Stage::Connect, failure_of(&e)))?;
         if self.config.security == Security::StartTls {
             if !conn.can_starttls() {
                 return Err(classify(
@@ -571,6 +599,84 @@ fn failed<T>(
         Ok(Ok(_)) => None,
         Ok(Err(e)) => Some(classify(stage, failure_of(&e))),
         Err(_) => Some(classify(stage, Failure::TimedOut(format!("no reply to {command} in time")))),
+    }
+}
+
+/// The TLS of a connection to the configured host, trusting the public
+/// roots plus `SMTP_CA_FILE`'s: lettre's parameters for STARTTLS, and the
+/// connector for implicit TLS, which is made here on a NODELAY socket.
+fn tls_for(
+    config: &SmtpConfig,
+) -> Result<(TlsParameters, tokio_rustls::TlsConnector, rustls::pki_types::ServerName<'static>), ConfigError> {
+    let ca = |e: String| ConfigError::new(S::SMTP_CA_FILE.name, format!("holds no usable certificate: {e}"), "use PEM");
+    let extra = match &config.extra_roots_pem {
+        Some(pem) => crate::db::pem_certificates(pem).map_err(ca)?,
+        None => Vec::new(),
+    };
+    let mut starttls = TlsParameters::builder(config.host.clone()).certificate_store(CertificateStore::WebpkiRoots);
+    let mut roots = rustls::RootCertStore::empty();
+    roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
+    for cert in extra {
+        starttls = starttls.add_root_certificate(Certificate::from_der(cert.to_vec()).map_err(|e| ca(e.to_string()))?);
+        roots.add(cert).map_err(|e| ca(e.to_string()))?;
+    }
+    let host = |e: String| {
+        ConfigError::new(
+            S::SMTP_URL.name,
+            format!("names a host TLS cannot check: {e}"),
+            "use a DNS name or an IP address",
+        )
+    };
+    let starttls = starttls.build_rustls().map_err(|e| host(e.to_string()))?;
+    let provider = std::sync::Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+    let client = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| ConfigError::new(S::SMTP_URL.name, format!("cannot set up TLS: {e}"), "report this as a bug"))?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    let name = rustls::pki_types::ServerName::try_from(config.host.clone()).map_err(|e| host(e.to_string()))?;
+    Ok((starttls, tokio_rustls::TlsConnector::from(std::sync::Arc::new(client)), name))
+}
+
+/// An implicit-TLS stream, as lettre takes a transport.
+#[derive(Debug)]
+struct Encrypted(tokio_rustls::client::TlsStream<tokio::net::TcpStream>);
+
+impl tokio::io::AsyncRead for Encrypted {
+    fn poll_read(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.0).poll_read(cx, buf)
+    }
+}
+
+impl tokio::io::AsyncWrite for Encrypted {
+    fn poll_write(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        std::pin::Pin::new(&mut self.0).poll_write(cx, buf)
+    }
+    fn poll_flush(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.0).poll_flush(cx)
+    }
+    fn poll_shutdown(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.0).poll_shutdown(cx)
+    }
+}
+
+impl AsyncTokioStream for Encrypted {
+    fn peer_addr(&self) -> std::io::Result<std::net::SocketAddr> {
+        self.0.get_ref().0.peer_addr()
     }
 }
 
