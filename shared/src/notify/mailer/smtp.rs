@@ -483,12 +483,11 @@ impl SmtpMailer {
         tcp.set_nodelay(true).map_err(lost)?;
         let stream: Box<dyn AsyncTokioStream> = match self.config.security {
             Security::StartTls => Box::new(tcp),
-            Security::Implicit => Box::new(Encrypted(
-                self.implicit
-                    .connect(self.server_name.clone(), tcp)
-                    .await
-                    .map_err(|e| classify(Stage::Connect, io_failure(e)))?,
-            )),
+            Security::Implicit => {
+                let peer = tcp.peer_addr().map_err(lost)?;
+                let tls = self.implicit.connect(self.server_name.clone(), tcp).await;
+                Box::new(Transport(tls.map_err(|e| classify(Stage::Connect, io_failure(e)))?, peer))
+            }
         };
         let mut conn = AsyncSmtpConnection::connect_with_transport(stream, &self.hello)
             .await
@@ -638,11 +637,12 @@ fn tls_for(
     Ok((starttls, tokio_rustls::TlsConnector::from(std::sync::Arc::new(client)), name))
 }
 
-/// An implicit-TLS stream, as lettre takes a transport.
+/// A stream as lettre takes its transport: the implicit-TLS one made here
+/// (and the tests' in-memory pipe), with the peer's address.
 #[derive(Debug)]
-struct Encrypted(tokio_rustls::client::TlsStream<tokio::net::TcpStream>);
+struct Transport<S>(S, std::net::SocketAddr);
 
-impl tokio::io::AsyncRead for Encrypted {
+impl<S: tokio::io::AsyncRead + Unpin> tokio::io::AsyncRead for Transport<S> {
     fn poll_read(
         mut self: std::pin::Pin<&mut Self>,
         cx: &mut std::task::Context<'_>,
@@ -652,7 +652,7 @@ impl tokio::io::AsyncRead for Encrypted {
     }
 }
 
-impl tokio::io::AsyncWrite for Encrypted {
+impl<S: tokio::io::AsyncWrite + Unpin> tokio::io::AsyncWrite for Transport<S> {
     fn poll_write(
         mut self: std::pin::Pin<&mut Self>,
         cx: &mut std::task::Context<'_>,
@@ -674,9 +674,12 @@ impl tokio::io::AsyncWrite for Encrypted {
     }
 }
 
-impl AsyncTokioStream for Encrypted {
+impl<S> AsyncTokioStream for Transport<S>
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Sync + Unpin + std::fmt::Debug,
+{
     fn peer_addr(&self) -> std::io::Result<std::net::SocketAddr> {
-        self.0.get_ref().0.peer_addr()
+        Ok(self.1)
     }
 }
 
@@ -826,49 +829,6 @@ mod tests {
         assert_eq!(kind(classify(Stage::Connect, Failure::Tls("bad certificate".into()))), "configuration");
     }
 
-    /// lettre's connection over an in-memory pipe to a scripted server, so
-    /// the cut can fall exactly where the test says.
-    #[derive(Debug)]
-    struct Pipe(tokio::io::DuplexStream);
-
-    impl tokio::io::AsyncRead for Pipe {
-        fn poll_read(
-            mut self: std::pin::Pin<&mut Self>,
-            cx: &mut std::task::Context<'_>,
-            buf: &mut tokio::io::ReadBuf<'_>,
-        ) -> std::task::Poll<std::io::Result<()>> {
-            std::pin::Pin::new(&mut self.0).poll_read(cx, buf)
-        }
-    }
-
-    impl tokio::io::AsyncWrite for Pipe {
-        fn poll_write(
-            mut self: std::pin::Pin<&mut Self>,
-            cx: &mut std::task::Context<'_>,
-            buf: &[u8],
-        ) -> std::task::Poll<std::io::Result<usize>> {
-            std::pin::Pin::new(&mut self.0).poll_write(cx, buf)
-        }
-        fn poll_flush(
-            mut self: std::pin::Pin<&mut Self>,
-            cx: &mut std::task::Context<'_>,
-        ) -> std::task::Poll<std::io::Result<()>> {
-            std::pin::Pin::new(&mut self.0).poll_flush(cx)
-        }
-        fn poll_shutdown(
-            mut self: std::pin::Pin<&mut Self>,
-            cx: &mut std::task::Context<'_>,
-        ) -> std::task::Poll<std::io::Result<()>> {
-            std::pin::Pin::new(&mut self.0).poll_shutdown(cx)
-        }
-    }
-
-    impl lettre::transport::smtp::client::AsyncTokioStream for Pipe {
-        fn peer_addr(&self) -> std::io::Result<std::net::SocketAddr> {
-            Ok(([127, 0, 0, 1], 25).into())
-        }
-    }
-
     /// Where the scripted server hangs up.
     #[derive(Clone, Copy)]
     enum Cut {
@@ -926,10 +886,14 @@ mod tests {
             max_send_rate: None,
         };
         let mailer = SmtpMailer::new(config).unwrap();
-        let conn =
-            AsyncSmtpConnection::connect_with_transport(Box::new(Pipe(client)), &ClientId::Domain("test".into()))
-                .await
-                .unwrap();
+        let conn = AsyncSmtpConnection::connect_with_transport(
+            // lettre's connection over an in-memory pipe to the scripted
+            // server, so the cut falls exactly where the test says.
+            Box::new(Transport(client, ([127, 0, 0, 1], 25).into())),
+            &ClientId::Domain("test".into()),
+        )
+        .await
+        .unwrap();
         let raw: Vec<u8> = (0..120).flat_map(|i| format!("Line {i:03} {}\r\n", "x".repeat(60)).into_bytes()).collect();
         let to: Address = "alice@example.com".parse().unwrap();
         let deadline = Instant::now() + Duration::from_secs(5);
