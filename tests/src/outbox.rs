@@ -251,6 +251,38 @@ impl Worker {
     }
 }
 
+/// A fault run's pollers: six poller processes (each made by `worker`),
+/// one after another, each SIGKILLed 0.3–1.5 s in if it still runs (what
+/// the last one left PROCESSING swept first); then swept and drained to the
+/// end, a throttled event given its retry delay. Returns how many were
+/// killed.
+pub async fn kill_then_drain(db: &TestDb, rng: &mut crate::Rng, worker: impl Fn() -> tokio::process::Command) -> usize {
+    let mut kills = 0;
+    for _ in 0..6 {
+        sweep_after_timeout(db, 8).await;
+        let mut child = worker().spawn().unwrap();
+        let wait = Duration::from_millis(300 + rng.below(1200));
+        if tokio::time::timeout(wait, child.wait()).await.is_err() {
+            child.start_kill().unwrap(); // SIGKILL
+            child.wait().await.unwrap();
+            kills += 1;
+        }
+    }
+    for round in 0.. {
+        assert!(round < 20, "the outbox drains");
+        sweep_after_timeout(db, 8).await;
+        println!("round {round}: events {:?} sends {:?}", event_counts(db).await, send_counts(db).await);
+        let status = tokio::time::timeout(Duration::from_secs(120), worker().status()).await.unwrap().unwrap();
+        assert!(status.success());
+        let counts = event_counts(db).await;
+        if counts[&EventStatus::Pending] + counts[&EventStatus::Processing] == 0 {
+            return kills;
+        }
+        tokio::time::sleep(shared::relay::event::THROTTLED_RETRY).await;
+    }
+    unreachable!()
+}
+
 /// True when the child died of SIGKILL.
 pub fn killed(status: ExitStatus) -> bool {
     use std::os::unix::process::ExitStatusExt;

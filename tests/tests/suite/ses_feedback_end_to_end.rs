@@ -158,31 +158,7 @@ async fn fault_run_confirms_every_unknown_that_reached_ses_and_sends_no_duplicat
             .kill_on_drop(true);
         cmd
     };
-    let mut kills = 0;
-    for _ in 0..6 {
-        let mut child = worker(&proxy.endpoint).spawn().unwrap();
-        let wait = Duration::from_millis(300 + rng.below(1200));
-        if tokio::time::timeout(wait, child.wait()).await.is_err() {
-            child.start_kill().unwrap(); // SIGKILL
-            child.wait().await.unwrap();
-            kills += 1;
-        }
-    }
-    // Then sweep what the killed workers left and drain to the end.
-    for round in 0.. {
-        assert!(round < 20, "the outbox drains");
-        sweep_after_timeout(&s.db, 8).await;
-        println!("round {round}: events {:?} sends {:?}", event_counts(&s.db).await, send_counts(&s.db).await);
-        let status =
-            tokio::time::timeout(Duration::from_secs(120), worker(&proxy.endpoint).status()).await.unwrap().unwrap();
-        assert!(status.success());
-        let counts = event_counts(&s.db).await;
-        if counts[&EventStatus::Pending] + counts[&EventStatus::Processing] == 0 {
-            break;
-        }
-        // A throttled event is due again a little later.
-        tokio::time::sleep(shared::relay::event::THROTTLED_RETRY).await;
-    }
+    let kills = kill_then_drain(&s.db, &mut rng, || worker(&proxy.endpoint)).await;
 
     let unknown_before: i64 = send_counts(&s.db).await[&SendStatus::Unknown];
     // Two events (Send, Delivery) for each message moto accepted.

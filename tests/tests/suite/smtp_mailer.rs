@@ -570,28 +570,7 @@ async fn smtp_fault_run_sends_no_duplicate_and_loses_nothing_silently() {
         }
         cmd
     };
-    let mut kills = 0;
-    for _ in 0..6 {
-        // What the last one left PROCESSING is due again for the next.
-        sweep_after_timeout(&db, 8).await;
-        let mut child = worker().spawn().unwrap();
-        let wait = Duration::from_millis(300 + rng.below(1200));
-        if tokio::time::timeout(wait, child.wait()).await.is_err() {
-            child.start_kill().unwrap(); // SIGKILL
-            child.wait().await.unwrap();
-            kills += 1;
-        }
-    }
-    for round in 0.. {
-        assert!(round < 20, "the outbox drains");
-        sweep_after_timeout(&db, 8).await;
-        let status = tokio::time::timeout(Duration::from_secs(120), worker().status()).await.unwrap().unwrap();
-        assert!(status.success());
-        let counts = event_counts(&db).await;
-        if counts[&EventStatus::Pending] + counts[&EventStatus::Processing] == 0 {
-            break;
-        }
-    }
+    let kills = kill_then_drain(&db, &mut rng, worker).await;
 
     // No recipient of an event got it twice.
     let stored = server.messages();

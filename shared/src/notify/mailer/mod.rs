@@ -80,6 +80,22 @@ impl SendOutcome {
     }
 }
 
+#[cfg(test)]
+impl SendOutcome {
+    /// The outcome's class, as the adapters' unit tests compare them.
+    pub(crate) fn kind(&self) -> &'static str {
+        match self {
+            SendOutcome::Sent { .. } => "sent",
+            SendOutcome::NotSent { .. } => "retryable",
+            SendOutcome::Throttled { .. } => "throttled",
+            SendOutcome::Paused { .. } => "paused",
+            SendOutcome::Rejected { .. } => "permanent",
+            SendOutcome::Misconfigured { .. } => "configuration",
+            SendOutcome::Unknown { .. } => "unknown",
+        }
+    }
+}
+
 #[async_trait::async_trait]
 pub trait Mailer: Send + Sync {
     async fn send(&self, notification: &Notification) -> SendOutcome;

@@ -267,15 +267,7 @@ mod tests {
     }
 
     fn kind(o: SendOutcome) -> &'static str {
-        match o {
-            SendOutcome::Sent { .. } => "sent",
-            SendOutcome::NotSent { .. } => "retryable",
-            SendOutcome::Throttled { .. } => "throttled",
-            SendOutcome::Paused { .. } => "paused",
-            SendOutcome::Rejected { .. } => "permanent",
-            SendOutcome::Misconfigured { .. } => "configuration",
-            SendOutcome::Unknown { .. } => "unknown",
-        }
+        o.kind()
     }
 
     #[test]

@@ -1,0 +1,293 @@
+//! The SMTP mailer's settings (`SMTP_*`, read and checked at cold start).
+
+use std::time::Duration;
+
+use crate::config::settings as S;
+use crate::config::ConfigError;
+use crate::notify::invite::Sender;
+
+/// How the connection is secured.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Security {
+    /// `smtps://`: TLS from the first byte (port 465).
+    Implicit,
+    /// `smtp://`: STARTTLS, required (port 587).
+    StartTls,
+}
+
+/// SMTP AUTH credentials; the password never reaches a log.
+#[derive(Clone)]
+pub struct Login {
+    pub username: String,
+    pub password: String,
+}
+
+impl std::fmt::Debug for Login {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Login").field("username", &self.username).field("password", &"<redacted>").finish()
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct SmtpConfig {
+    /// `SMTP_FROM_ADDRESS`.
+    pub from: Sender,
+    /// From `SMTP_URL`.
+    pub host: String,
+    pub port: u16,
+    pub security: Security,
+    /// `SMTP_SECRET_ARN`, or `SMTP_USERNAME` + `SMTP_PASSWORD`; None: no AUTH.
+    pub login: Option<Login>,
+    /// `SMTP_CA_FILE`: PEM certificates trusted besides the public roots.
+    pub extra_roots_pem: Option<Vec<u8>>,
+    pub connect_timeout: Duration,
+    pub send_timeout: Duration,
+    /// `SMTP_MAX_CONNECTIONS`: kept connections, and sends at once.
+    pub max_connections: usize,
+    /// `SMTP_MAX_SEND_RATE`: the fleet's cap in messages a second.
+    pub max_send_rate: Option<f64>,
+}
+
+impl SmtpConfig {
+    /// Reads and checks every `SMTP_*` setting (and the AUTH secret, when
+    /// one is named): at cold start, so a wrong one fails the first
+    /// invocation with the fix.
+    pub async fn from_env() -> Result<Self, ConfigError> {
+        let url: String = S::SMTP_URL.value().ok_or_else(|| {
+            ConfigError::new(
+                S::SMTP_URL.name,
+                "is not set, and MAILER is smtp",
+                "set it to smtps://host:465 (implicit TLS) or smtp://host:587 (STARTTLS)",
+            )
+        })?;
+        let (host, port, security) = parse_url(&url)?;
+        let from: String = S::SMTP_FROM_ADDRESS.value().ok_or_else(|| {
+            ConfigError::new(
+                S::SMTP_FROM_ADDRESS.name,
+                "is not set, and MAILER is smtp",
+                "set the sender your SMTP provider lets you use, e.g. \"Bookings <bookings@example.com>\"",
+            )
+        })?;
+        let from = Sender::parse(&from).map_err(|e| {
+            ConfigError::new(
+                S::SMTP_FROM_ADDRESS.name,
+                format!("is invalid: {e}"),
+                "use \"Name <address>\" or a bare address",
+            )
+        })?;
+        let login = match (S::SMTP_SECRET_ARN.value(), S::SMTP_USERNAME.value(), S::SMTP_PASSWORD.value()) {
+            (Some(_), Some(_), _) | (Some(_), _, Some(_)) => {
+                return Err(ConfigError::new(
+                    S::SMTP_SECRET_ARN.name,
+                    "is set, and so is SMTP_USERNAME or SMTP_PASSWORD",
+                    "keep the credentials in one place: the secret (production) or the two variables",
+                ))
+            }
+            (Some(arn), None, None) => {
+                let sdk = aws_config::defaults(aws_config::BehaviorVersion::latest()).load().await;
+                Some(login_from_secret(&crate::db::fetch_secret(&sdk, S::SMTP_SECRET_ARN.name, &arn).await?)?)
+            }
+            (None, Some(username), Some(password)) => Some(Login { username, password }),
+            (None, None, None) => None,
+            (None, _, _) => {
+                return Err(ConfigError::new(
+                    S::SMTP_USERNAME.name,
+                    "and SMTP_PASSWORD must be set together",
+                    "set both, or neither for a server that needs no AUTH",
+                ))
+            }
+        };
+        let extra_roots_pem = match S::SMTP_CA_FILE.value() {
+            Some(path) => {
+                let pem = std::fs::read(&path).map_err(|e| {
+                    ConfigError::new(
+                        S::SMTP_CA_FILE.name,
+                        format!("({path}) cannot be read: {e}"),
+                        "point it at a PEM file",
+                    )
+                })?;
+                match crate::db::pem_certificates(&pem) {
+                    Ok(certs) if !certs.is_empty() => Some(pem),
+                    Ok(_) => {
+                        return Err(ConfigError::new(
+                            S::SMTP_CA_FILE.name,
+                            format!("({path}) holds no certificate"),
+                            "point it at PEM CA certificates",
+                        ))
+                    }
+                    Err(e) => {
+                        return Err(ConfigError::new(
+                            S::SMTP_CA_FILE.name,
+                            format!("({path}) holds no usable certificate: {e}"),
+                            "point it at PEM CA certificates",
+                        ))
+                    }
+                }
+            }
+            None => None,
+        };
+        let max_send_rate: Option<f64> = S::SMTP_MAX_SEND_RATE.optional::<f64>()?.filter(|r| *r != 0.0);
+        if max_send_rate.is_some_and(|r| !(r.is_finite() && r > 0.0)) {
+            return Err(ConfigError::new(
+                S::SMTP_MAX_SEND_RATE.name,
+                "must be a positive number of messages a second",
+                "set it above 0 (e.g. 10), or to 0 or unset for no cap",
+            ));
+        }
+        let max_connections: usize = S::SMTP_MAX_CONNECTIONS.parsed()?;
+        if max_connections == 0 {
+            return Err(ConfigError::new(
+                S::SMTP_MAX_CONNECTIONS.name,
+                "must be 1 or more",
+                "set it to 1 or more (e.g. 8)",
+            ));
+        }
+        let ms = |s: &crate::config::Setting| -> Result<Duration, ConfigError> {
+            let ms: u64 = s.parsed()?;
+            if ms == 0 {
+                return Err(ConfigError::new(s.name, "must be above 0", "set a number of milliseconds, e.g. 3000"));
+            }
+            Ok(Duration::from_millis(ms))
+        };
+        Ok(Self {
+            from,
+            host,
+            port,
+            security,
+            login,
+            extra_roots_pem,
+            connect_timeout: ms(&S::SMTP_CONNECT_TIMEOUT_MS)?,
+            send_timeout: ms(&S::SMTP_SEND_TIMEOUT_MS)?,
+            max_connections,
+            max_send_rate,
+        })
+    }
+}
+
+impl SmtpConfig {
+    /// The sends each batch in flight may have at once so that the poller
+    /// never has more than `SMTP_MAX_CONNECTIONS` (its `concurrency` is per
+    /// batch): the configured concurrency, capped at an equal share.
+    pub fn sends_per_batch(&self, concurrency: usize, batches_in_flight: usize) -> Result<usize, ConfigError> {
+        if self.max_connections < batches_in_flight {
+            return Err(ConfigError::new(
+                S::SMTP_MAX_CONNECTIONS.name,
+                format!(
+                    "({}) is below POLLER_BATCHES_IN_FLIGHT ({batches_in_flight}): each batch in flight needs a connection",
+                    self.max_connections
+                ),
+                "raise SMTP_MAX_CONNECTIONS, or lower POLLER_BATCHES_IN_FLIGHT",
+            ));
+        }
+        Ok(concurrency.min(self.max_connections / batches_in_flight.max(1)))
+    }
+}
+
+/// `smtps://host[:port]` or `smtp://host[:port]`, nothing else: no
+/// credentials (they belong in a secret), no path, no query.
+pub fn parse_url(raw: &str) -> Result<(String, u16, Security), ConfigError> {
+    let var = S::SMTP_URL.name;
+    let fix = "use smtps://host:465 (implicit TLS) or smtp://host:587 (STARTTLS, required)";
+    let url = url::Url::parse(raw).map_err(|e| ConfigError::new(var, format!("is not a URL: {e}"), fix))?;
+    let (security, default_port) = match url.scheme() {
+        "smtps" => (Security::Implicit, 465),
+        "smtp" => (Security::StartTls, 587),
+        other => return Err(ConfigError::new(var, format!("has the scheme {other:?}"), fix)),
+    };
+    if !url.username().is_empty() || url.password().is_some() {
+        return Err(ConfigError::new(
+            var,
+            "holds credentials",
+            "remove them from the URL and put them in the secret named by SMTP_SECRET_ARN \
+             (or SMTP_USERNAME and SMTP_PASSWORD)",
+        ));
+    }
+    if !matches!(url.path(), "" | "/") || url.query().is_some() || url.fragment().is_some() {
+        return Err(ConfigError::new(var, "has a path, a query or a fragment", fix));
+    }
+    let host = match url.host() {
+        Some(url::Host::Domain(d)) if !d.is_empty() => d.to_string(),
+        Some(url::Host::Ipv4(ip)) => ip.to_string(),
+        Some(url::Host::Ipv6(ip)) => ip.to_string(),
+        _ => return Err(ConfigError::new(var, "names no host", fix)),
+    };
+    Ok((host, url.port().unwrap_or(default_port), security))
+}
+
+/// The AUTH secret: JSON with `username` and `password`.
+fn login_from_secret(secret: &str) -> Result<Login, ConfigError> {
+    #[derive(serde::Deserialize)]
+    struct Fields {
+        username: String,
+        password: String,
+    }
+    let f: Fields = serde_json::from_str(secret).map_err(|_| {
+        ConfigError::new(
+            S::SMTP_SECRET_ARN.name,
+            "names a secret that is not JSON with a username and a password",
+            "store {\"username\": \"...\", \"password\": \"...\"} in it",
+        )
+    })?;
+    Ok(Login { username: f.username, password: f.password })
+}
+
+#[cfg(test)]
+impl SmtpConfig {
+    /// A configuration for `host:port` (STARTTLS, no AUTH), for tests.
+    pub(crate) fn for_tests(host: &str, port: u16, max_connections: usize) -> Self {
+        SmtpConfig {
+            from: Sender::parse("Bookings <bookings@example.com>").unwrap(),
+            host: host.into(),
+            port,
+            security: Security::StartTls,
+            login: None,
+            extra_roots_pem: None,
+            connect_timeout: Duration::from_secs(2),
+            send_timeout: Duration::from_secs(5),
+            max_connections,
+            max_send_rate: None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sends_per_batch_never_add_up_to_more_than_the_connections() {
+        let server = |max| SmtpConfig::for_tests("h", 25, max);
+        assert_eq!(server(8).sends_per_batch(128, 2).unwrap(), 4);
+        assert_eq!(server(8).sends_per_batch(3, 2).unwrap(), 3);
+        assert_eq!(server(9).sends_per_batch(128, 4).unwrap(), 2);
+        assert_eq!(server(1).sends_per_batch(128, 2).unwrap_err().var, "SMTP_MAX_CONNECTIONS");
+    }
+
+    #[test]
+    fn the_url_takes_only_tls_schemes_and_no_credentials() {
+        assert_eq!(
+            parse_url("smtps://mail.example.com").unwrap(),
+            ("mail.example.com".into(), 465, Security::Implicit)
+        );
+        assert_eq!(parse_url("smtp://127.0.0.1:2525").unwrap(), ("127.0.0.1".into(), 2525, Security::StartTls));
+        assert_eq!(parse_url("smtp://[::1]:25/").unwrap(), ("::1".into(), 25, Security::StartTls));
+        for bad in [
+            "http://mail.example.com",
+            "smtp://user:pw@mail.example.com",
+            "smtp://u@h",
+            "smtp://h/x",
+            "smtp://h?a=1",
+            "nope",
+        ] {
+            let e = parse_url(bad).unwrap_err();
+            assert_eq!(e.var, "SMTP_URL", "{bad}");
+        }
+        assert!(parse_url("smtps://user:secret@h").unwrap_err().fix.contains("SMTP_SECRET_ARN"));
+    }
+
+    #[test]
+    fn the_password_is_never_printed() {
+        let login = Login { username: "u".into(), password: "hunter2".into() };
+        assert!(!format!("{login:?}").contains("hunter2"));
+    }
+}
