@@ -76,7 +76,8 @@ pub struct SmtpMailer {
     implicit: tokio_rustls::TlsConnector,
     server_name: rustls::pki_types::ServerName<'static>,
     idle: Mutex<Vec<Idle>>,
-    /// One per connection open at once (`SMTP_MAX_CONNECTIONS`).
+    /// One per send in flight, each on a connection of its own: with the
+    /// kept ones, never more than `SMTP_MAX_CONNECTIONS` open.
     open: tokio::sync::Semaphore,
 }
 
@@ -84,7 +85,8 @@ pub struct SmtpMailer {
 enum Ended {
     /// An outcome, and the connection when it can be kept.
     Outcome(SendOutcome, Option<Conn>),
-    /// A kept connection failed at MAIL with nothing sent (closed while idle).
+    /// A kept connection failed at MAIL, or did not answer it in time, with
+    /// nothing of the message sent (closed while idle, or dead).
     Stale(String),
 }
 
