@@ -61,6 +61,17 @@ async fn drain_one(server: &SmtpServer, config: SmtpConfig) -> (TestDb, Uuid) {
     (db, event)
 }
 
+/// A known failure, `fault` once: the claim is released, the retry sends
+/// the invitation, and it is in the mailbox once.
+async fn released_then_sent_once(fault: serde_json::Value) {
+    let server = server_with(json!([fault.clone()]));
+    let (db, event) = drain_one(&server, server.config()).await;
+    assert_eq!(server.messages().len(), 1, "{fault}: sent once, by the retry");
+    let (status, attempts, _) = event_status(&db, event).await;
+    assert_eq!((status, attempts), (EventStatus::Done, 2), "{fault}: released, then retried");
+    assert_eq!(sends(&db, event).await, vec![(ALICE.into(), SendStatus::Sent)]);
+}
+
 #[tokio::test]
 async fn an_invitation_over_smtp_is_the_ses_paths_message_with_a_message_id_from_the_claim() {
     for tls in ["starttls", "implicit"] {
@@ -155,24 +166,14 @@ async fn smtp_max_send_rate_paces_the_fleet_through_its_own_bucket_as_the_poller
 #[tokio::test]
 async fn transient_reply_at_mail_rcpt_or_data_releases_the_claim_and_retries() {
     for at in ["MAIL", "RCPT", "DATA"] {
-        let server = server_with(json!([{"at": at, "reply": "451 4.3.0 Try again later", "times": 1}]));
-        let (db, event) = drain_one(&server, server.config()).await;
-        assert_eq!(server.messages().len(), 1, "{at}: sent once, by the retry");
-        let (status, attempts, _) = event_status(&db, event).await;
-        assert_eq!((status, attempts), (EventStatus::Done, 2), "{at}: released, then retried");
-        assert_eq!(sends(&db, event).await, vec![(ALICE.into(), SendStatus::Sent)]);
+        released_then_sent_once(json!({"at": at, "reply": "451 4.3.0 Try again later", "times": 1})).await;
     }
 }
 
 #[tokio::test]
 async fn connection_dropped_before_the_final_dot_releases_the_claim_and_retries() {
     for at in ["MAIL", "RCPT", "DATA"] {
-        let server = server_with(json!([{"at": at, "do": "drop", "times": 1}]));
-        let (db, event) = drain_one(&server, server.config()).await;
-        assert_eq!(server.messages().len(), 1, "{at}: sent once, by the retry");
-        let (status, attempts, _) = event_status(&db, event).await;
-        assert_eq!((status, attempts), (EventStatus::Done, 2), "{at}");
-        assert_eq!(sends(&db, event).await, vec![(ALICE.into(), SendStatus::Sent)]);
+        released_then_sent_once(json!({"at": at, "do": "drop", "times": 1})).await;
     }
 }
 
@@ -307,14 +308,7 @@ async fn no_reply_after_the_final_dot_is_unknown_and_never_resent() {
 
 #[tokio::test]
 async fn a_stalled_command_before_the_final_dot_releases_the_claim_and_retries() {
-    let server = SmtpServer::start(Options {
-        faults: json!([{"at": "RCPT", "do": "stall", "secs": 6, "times": 1}]),
-        ..Options::default()
-    });
-    let (db, event) = drain_one(&server, server.config()).await;
-    assert_eq!(server.messages().len(), 1, "sent once, by the retry");
-    assert_eq!(event_status(&db, event).await.1, 2);
-    assert_eq!(sends(&db, event).await, vec![(ALICE.into(), SendStatus::Sent)]);
+    released_then_sent_once(json!({"at": "RCPT", "do": "stall", "secs": 6, "times": 1})).await;
 }
 
 #[tokio::test]
