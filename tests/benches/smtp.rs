@@ -35,7 +35,7 @@ async fn poller_round(server: &SmtpServer, n: usize) -> f64 {
     config.batch_size = shared::config::settings::POLLER_BATCH_SIZE.default_value();
     config.batches_in_flight = shared::config::settings::POLLER_BATCHES_IN_FLIGHT.default_value();
     let concurrency = shared::config::settings::POLLER_CONCURRENCY.default_value();
-    config.concurrency = smtp.sends_per_batch(concurrency, config.batches_in_flight).unwrap();
+    config.concurrency = smtp.sends_in_flight(concurrency);
     let poller = Poller::new(db.pool.clone(), Arc::new(SmtpMailer::new(smtp).unwrap()), Faults::none(), config);
     let before = server.messages().len();
     let started = Instant::now();

@@ -4,9 +4,13 @@
 //! reports that rate through `GetAccount`, adds a network latency to every
 //! answer, and logs when it accepted each message, to whom, for which claim.
 //!
-//! The rate is a token bucket holding one second of sends (SES: "you can
-//! exceed this quota for short bursts, but not for a sustained period"),
-//! checked when a request arrives. An accepted message is forwarded to the
+//! The rate is enforced, when a request arrives, in one of the shapes a
+//! limiter may have ([`Limiter`]): AWS documents only that the maximum send
+//! rate is "per second" and that "you can exceed this quota for short
+//! bursts, but not for sustained periods", never the shape. A token bucket
+//! holding one second of sends is the most forgiving; at most the rate in
+//! any sliding one-second window the strictest. A refused request counts
+//! for nothing (SES counts messages it accepted). An accepted message is forwarded to the
 //! upstream (moto) when there is one, and answered with moto's message id;
 //! without one, the stand-in answers with its own id, as SES would.
 //!
@@ -19,11 +23,48 @@ use std::time::{Duration, Instant};
 use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
 
+/// How the stand-in counts the account's rate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Limiter {
+    /// A token bucket holding one second of sends, refilled at the rate.
+    Bucket,
+    /// At most the rate in any one-second window ending now.
+    Sliding,
+    /// At most the rate in each calendar second (fixed windows).
+    Calendar,
+}
+
+impl Limiter {
+    pub const ALL: [Limiter; 3] = [Limiter::Bucket, Limiter::Sliding, Limiter::Calendar];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Limiter::Bucket => "bucket",
+            Limiter::Sliding => "sliding",
+            Limiter::Calendar => "calendar",
+        }
+    }
+
+    pub fn describe(self) -> &'static str {
+        match self {
+            Limiter::Bucket => "token bucket of one second",
+            Limiter::Sliding => "any sliding second",
+            Limiter::Calendar => "each calendar second",
+        }
+    }
+
+    pub fn parse(name: &str) -> Option<Limiter> {
+        Self::ALL.into_iter().find(|l| l.name() == name)
+    }
+}
+
 /// How the stand-in behaves.
 #[derive(Debug, Clone)]
 pub struct Limits {
     /// The account's `MaxSendRate`, in messages a second.
     pub rate: f64,
+    /// How that rate is counted.
+    pub limiter: Limiter,
     /// What `GetAccount` reports, when not `rate` (another sender on the
     /// account uses part of it, unseen by the pollers).
     pub reported: Option<f64>,
@@ -56,6 +97,10 @@ struct Log {
 struct Bucket {
     tokens: f64,
     at: Instant,
+    /// Arrival times of the messages accepted in the last second.
+    window: std::collections::VecDeque<Instant>,
+    /// The calendar second being counted, and its count.
+    second: (u64, usize),
 }
 
 struct State {
@@ -85,7 +130,12 @@ impl SesStandIn {
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind the SES stand-in");
         let endpoint = format!("http://{}", listener.local_addr().unwrap());
         let state = Arc::new(State {
-            bucket: Mutex::new(Bucket { tokens: limits.rate.max(1.0), at: Instant::now() }),
+            bucket: Mutex::new(Bucket {
+                tokens: limits.rate.max(1.0),
+                at: Instant::now(),
+                window: Default::default(),
+                second: (0, 0),
+            }),
             limits,
             started: Instant::now(),
             log: Mutex::default(),
@@ -137,18 +187,49 @@ impl SesStandIn {
 }
 
 impl State {
-    /// Whether one more message fits in the account's rate now.
+    /// Whether one more message fits in the account's rate now, counted as
+    /// the limiter does (and counted in, when it does).
     fn admit(&self) -> bool {
         let mut b = self.bucket.lock().unwrap();
         let now = Instant::now();
-        let capacity = self.limits.rate.max(1.0);
-        b.tokens = (b.tokens + now.duration_since(b.at).as_secs_f64() * self.limits.rate).min(capacity);
-        b.at = now;
-        if b.tokens >= 1.0 {
-            b.tokens -= 1.0;
-            true
-        } else {
-            false
+        // Whole messages: a rate of 14.5 a second allows 14 in one second.
+        let most = (self.limits.rate.floor() as usize).max(1);
+        match self.limits.limiter {
+            Limiter::Bucket => {
+                let capacity = self.limits.rate.max(1.0);
+                b.tokens = (b.tokens + now.duration_since(b.at).as_secs_f64() * self.limits.rate).min(capacity);
+                b.at = now;
+                if b.tokens >= 1.0 {
+                    b.tokens -= 1.0;
+                    true
+                } else {
+                    false
+                }
+            }
+            Limiter::Sliding => {
+                while b.window.front().is_some_and(|t| now.duration_since(*t) >= Duration::from_secs(1)) {
+                    b.window.pop_front();
+                }
+                let fits = b.window.len() < most;
+                if fits {
+                    b.window.push_back(now);
+                }
+                fits
+            }
+            Limiter::Calendar => {
+                let second = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map(|d| d.as_secs())
+                    .unwrap_or_default();
+                if b.second.0 != second {
+                    b.second = (second, 0);
+                }
+                let fits = b.second.1 < most;
+                if fits {
+                    b.second.1 += 1;
+                }
+                fits
+            }
         }
     }
 

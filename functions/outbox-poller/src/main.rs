@@ -38,7 +38,7 @@ async fn main() -> Result<(), Error> {
         Provider::Smtp => {
             let smtp = SmtpConfig::from_env().await?;
             // No more sends at once than connections; paced only under a cap.
-            config.concurrency = smtp.sends_per_batch(config.concurrency, config.batches_in_flight)?;
+            config.concurrency = smtp.sends_in_flight(config.concurrency);
             let pace = smtp.max_send_rate.map(|cap| (send_rate::SMTP, Some(cap)));
             serve(pool, SmtpMailer::new(smtp)?, config, pace, wake).await
         }
@@ -53,10 +53,10 @@ async fn serve<M: Mailer + 'static>(
     wake: Option<Wake>,
 ) -> Result<(), Error> {
     config.check_send_fits(mailer.worst_case(), mailer.timeouts())?;
-    let concurrency = config.concurrency;
+    let (concurrency, headroom) = (config.concurrency, config.send_rate_headroom);
     let mut poller = Poller::new(pool.clone(), Arc::new(mailer), Faults::from_env()?, config);
     if let Some((provider, cap)) = pace {
-        poller = poller.with_pace(Pacer::new(pool, provider, concurrency), cap);
+        poller = poller.with_pace(Pacer::new(pool, provider, concurrency, headroom), cap);
     }
     if let Some(wake) = wake {
         poller = poller.with_wake(wake);

@@ -105,10 +105,12 @@ settings! {
     API_PROBLEM_TYPE_BASE = None, &[Api];
     /// events claimed at once
     POLLER_BATCH_SIZE = Some("32"), &[Poller];
-    /// sends claimed in one committed statement before any of them is made, their outcomes then recorded in one; a crash in between leaves up to this many UNKNOWN; 1 is the same path with groups of one send
+    /// the most sends claimed in one committed statement; each is claimed only once it may start (a place in flight and its time in the fleet's rate), so a crash leaves at most the sends in flight UNKNOWN
     POLLER_CLAIM_GROUP = Some("64"), &[Poller];
-    /// the most sends one poller has in flight; it keeps the fleet's rate × p95 SES latency of them (plus a quarter) in flight, up to this
+    /// the most sends one poller has in flight; it keeps the fleet's rate × (p95 SES latency + 50 ms) of them (plus a quarter) in flight, up to this
     POLLER_CONCURRENCY = Some("128"), &[Poller];
+    /// the share of the fleet's rate (the account's `MaxSendRate`, or the cap) the pollers keep, each send at its own time 1/rate apart, so the network's jitter never puts more than the rate in one second at the provider; above 0, at most 1
+    SEND_RATE_HEADROOM = Some("0.97"), &[Poller];
     /// batches one poller processes at once; each holds 2 connections (`DATABASE_POOL_SIZE >= 2 * POLLER_BATCHES_IN_FLIGHT + 1`)
     POLLER_BATCHES_IN_FLIGHT = Some("2"), &[Poller];
     /// wake on a booking's commit (`LISTEN` on a dedicated connection); the template turns it off behind RDS Proxy
@@ -165,7 +167,7 @@ settings! {
     SMTP_CONNECT_TIMEOUT_MS = Some("3000"), &[Poller];
     /// one message on an open connection: MAIL, RCPT, DATA and the reply to the final `.` together; with the connect timeout, one send's worst case
     SMTP_SEND_TIMEOUT_MS = Some("10000"), &[Poller];
-    /// SMTP connections one poller has open at most (its sends at once are capped to match, shared among `POLLER_BATCHES_IN_FLIGHT`, which must not exceed it)
+    /// SMTP connections one poller has open at most (its sends in flight are capped to match)
     SMTP_MAX_CONNECTIONS = Some("8"), &[Poller];
     /// the whole fleet's cap in messages/s through SMTP (the provider's limit); 0 or unset: none
     SMTP_MAX_SEND_RATE = None, &[Poller];

@@ -1,101 +1,142 @@
-//! How fast one poller sends: the fleet's rate, taken from the shared
-//! bucket ([`send_rate`]), and enough sends in flight to reach it.
+//! How fast one poller sends, and how many sends it claims at once.
 //!
-//! - **Rate.** Before each send the poller takes a token. Tokens come from
-//!   the database a few at a time (as many as its sends waiting for one, up
-//!   to [`TAKE_SECS`] of the rate) and are used at once or dropped
-//!   ([`TOKEN_LIFE`]), so a poller never hoards sends it could start later
-//!   on top of the others'.
-//! - **Sends in flight.** A poller keeps `rate × p95 send latency` sends in
-//!   flight (plus a quarter, so jitter does not starve the rate), at least
-//!   one and at most its ceiling (`POLLER_CONCURRENCY`). Fewer cannot reach
-//!   the rate; more would only wait on tokens while holding their claims.
-//!   The latency is observed over the last [`LATENCY_SAMPLES`] sends.
+//! - **Places in flight.** Every send holds a place from its claim to its
+//!   end. A paced poller keeps `rate × (p95 send latency + HORIZON)`
+//!   places (plus a quarter, so jitter does not starve the rate), at least
+//!   one and at most its ceiling (`POLLER_CONCURRENCY`); an unpaced one
+//!   keeps its ceiling. The latency is observed over the last
+//!   [`LATENCY_SAMPLES`] sends.
+//! - **Start times.** A paced send also gets its own start time from the
+//!   fleet's schedule ([`send_rate::reserve`]): times exactly `1 / rate`
+//!   apart, whichever poller holds them, so no one-second window holds more
+//!   than the rate. A poller reserves at most [`HORIZON`] of the schedule
+//!   ahead, the first time at least the claim's own duration ahead (the
+//!   lead), and reserves again only once less than half a horizon of its
+//!   sends is still ahead, so a reservation serves a chunk of sends, not
+//!   one. A send that wakes more than [`LATE`] after its time gives the
+//!   time up and takes a new one: a late send would crowd the next ones.
+//! - **Just in time.** [`Pacer::admit`] hands out only sends that can start
+//!   now: a place each and, when paced, a time within the horizon. The
+//!   deliverer claims exactly those, so every committed claim is at most
+//!   one horizon from its send, and a crash leaves UNKNOWN at most the
+//!   sends this poller had in flight, never a group waiting for the rate.
+//! - **Throttled.** A throttling answer lowers the fleet's throttle factor
+//!   ([`THROTTLE`]: × 0.9, at most once a second), which grows back by 0.01
+//!   a second: most of the rate is kept while the limit is found again.
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use deadpool_postgres::Pool;
 use tokio::sync::Notify;
 
-use super::send_rate::{self, Configured};
+use super::send_rate::{self, Configured, Shape};
 use crate::db::{DbError, DbResult};
 
-/// Each take from the bucket asks for about this much of the rate's sends.
-pub const TAKE_SECS: f64 = 0.05;
-/// A token not used within this long is dropped.
-pub const TOKEN_LIFE: Duration = Duration::from_millis(100);
+/// How far ahead of now a poller reserves the fleet's schedule at most.
+pub const HORIZON: Duration = Duration::from_millis(50);
+/// A send that wakes this long after its time takes a new one.
+pub const LATE: Duration = Duration::from_millis(10);
+/// The lead (how far ahead the first reserved time is) is twice the
+/// claim's average duration, within these bounds.
+pub const LEAD_BOUNDS: (Duration, Duration) = (Duration::from_millis(1), Duration::from_millis(50));
 /// The send latency assumed before any send was observed.
 pub const ASSUMED_LATENCY: Duration = Duration::from_millis(100);
 /// The sends whose latency the p95 is taken over.
 pub const LATENCY_SAMPLES: usize = 200;
-/// How long the fleet sends at half its rate after a throttling answer.
-pub const SLOW_FOR: Duration = Duration::from_secs(10);
-
-struct Tokens {
-    left: u32,
-    taken_at: Instant,
-}
+/// How the fleet answers a throttling answer (the headroom is the
+/// setting's, see [`Pacer::new`]).
+pub const THROTTLE: Shape =
+    Shape { headroom: 1.0, decrease: 0.9, floor: 0.1, recovery_per_sec: 0.01, once_per: Duration::from_secs(1) };
 
 struct Flight {
     active: usize,
     target: usize,
+    /// The fleet's rate kept (0 until configured; unpaced: 0).
     rate: f64,
     latencies: VecDeque<Duration>,
     since_target: usize,
+    /// The claim statement's average duration.
+    claim: Duration,
+    /// The latest start time this poller holds.
+    ahead: Option<Instant>,
 }
 
 /// One poller's pace; shared by its batches in flight.
 pub struct Pacer {
     pool: Pool,
-    provider: &'static str,
+    /// The fleet's schedule this poller keeps (None: unpaced, places only).
+    provider: Option<&'static str>,
+    shape: Shape,
     ceiling: usize,
-    tokens: tokio::sync::Mutex<Tokens>,
-    /// Sends waiting for a token now: a take asks for no more than these.
-    waiting: AtomicUsize,
     flight: Mutex<Flight>,
     freed: Notify,
+    /// One reservation at a time per poller.
+    reserving: tokio::sync::Mutex<()>,
 }
 
-/// A send in flight; dropping it frees the place.
-pub struct Slot<'a>(&'a Pacer);
+/// A place among the sends in flight; dropping it frees the place.
+pub struct Place<'a>(&'a Pacer);
 
-impl Drop for Slot<'_> {
+impl Drop for Place<'_> {
     fn drop(&mut self) {
         self.0.flight.lock().expect("flight lock").active -= 1;
         self.0.freed.notify_one();
     }
 }
 
+/// A send that may be claimed now: its place, and its start time when paced.
+pub struct Admitted<'a> {
+    pub place: Place<'a>,
+    pub at: Option<Instant>,
+}
+
 impl Pacer {
-    /// A pacer for `provider`'s bucket, with at most `ceiling` sends in
-    /// flight. It sends nothing until [`Pacer::configure`] has set the rate.
-    pub fn new(pool: Pool, provider: &'static str, ceiling: usize) -> Self {
+    /// A pacer on `provider`'s schedule, keeping `headroom` of its rate
+    /// (`SEND_RATE_HEADROOM`), with at most `ceiling` sends in flight. It
+    /// sends nothing until [`Pacer::configure`] has set the rate.
+    pub fn new(pool: Pool, provider: &'static str, ceiling: usize, headroom: f64) -> Self {
+        Self::build(pool, Some(provider), ceiling, Shape { headroom, ..THROTTLE })
+    }
+
+    /// A pacer without a rate: at most `ceiling` sends in flight.
+    pub fn unpaced(pool: Pool, ceiling: usize) -> Self {
+        Self::build(pool, None, ceiling, THROTTLE)
+    }
+
+    fn build(pool: Pool, provider: Option<&'static str>, ceiling: usize, shape: Shape) -> Self {
         let ceiling = ceiling.max(1);
         Self {
             pool,
             provider,
+            shape,
             ceiling,
-            tokens: tokio::sync::Mutex::new(Tokens { left: 0, taken_at: Instant::now() }),
-            waiting: AtomicUsize::new(0),
             flight: Mutex::new(Flight {
                 active: 0,
-                target: 1,
+                target: if provider.is_some() { 1 } else { ceiling },
                 rate: 0.0,
                 latencies: VecDeque::with_capacity(LATENCY_SAMPLES),
                 since_target: 0,
+                claim: LEAD_BOUNDS.0,
+                ahead: None,
             }),
             freed: Notify::new(),
+            reserving: tokio::sync::Mutex::new(()),
         }
+    }
+
+    /// The schedule this poller keeps (None: unpaced).
+    pub fn provider(&self) -> Option<&'static str> {
+        self.provider
     }
 
     /// Sets the fleet's rate from the account's (`account_rate`) and the
     /// operator's cap, in the shared row.
     pub async fn configure(&self, account_rate: f64, cap: Option<f64>) -> DbResult<Configured> {
-        let configured = send_rate::configure(&self.pool.get().await?, self.provider, account_rate, cap).await?;
-        self.set_rate(configured.rate);
+        let provider = self.provider.ok_or_else(|| DbError::Corrupt("an unpaced poller has no rate".into()))?;
+        let configured = send_rate::configure(&self.pool.get().await?, provider, account_rate, cap).await?;
+        self.set_rate(configured.rate * self.shape.headroom);
         Ok(configured)
     }
 
@@ -109,21 +150,16 @@ impl Pacer {
         self.ceiling
     }
 
-    /// The claim group to use: sends claimed together should go out soon
-    /// after their claims commit, so at a low rate the group shrinks to a
-    /// few times the sends in flight (a crash then leaves fewer UNKNOWN,
-    /// and a run's deadline defers fewer), never above `configured`.
-    pub fn claim_group(&self, configured: usize) -> usize {
-        (self.target() * 4).clamp(1, configured.max(1))
-    }
-
-    /// Sends in flight needed to reach `rate` at a p95 latency of `p95`.
+    /// Places needed to reach `rate` when a send takes `p95` and waits up to
+    /// a horizon for its time.
     pub fn needed(rate: f64, p95: Duration) -> usize {
-        (rate * p95.as_secs_f64() * 1.25).ceil().max(1.0) as usize
+        let held = p95 + HORIZON;
+        (rate * held.as_secs_f64() * 1.25).ceil().max(1.0) as usize
     }
 
-    /// The fleet's rate this poller paces at (sends a second; 0 until
-    /// [`Pacer::configure`]).
+    /// The rate this poller paces at (sends a second, as the fleet's
+    /// schedule keeps it: headroom and throttle factor included; 0 when
+    /// unpaced or not yet configured).
     pub fn rate(&self) -> f64 {
         self.flight.lock().expect("flight lock").rate
     }
@@ -135,6 +171,9 @@ impl Pacer {
     }
 
     fn retarget(&self, f: &mut Flight) {
+        if self.provider.is_none() {
+            return;
+        }
         let p95 = match f.latencies.len() {
             0 => ASSUMED_LATENCY,
             n => {
@@ -162,23 +201,6 @@ impl Pacer {
         }
     }
 
-    /// Waits for a place among the sends in flight.
-    pub async fn slot(&self) -> Slot<'_> {
-        loop {
-            let freed = self.freed.notified();
-            tokio::pin!(freed);
-            freed.as_mut().enable();
-            {
-                let mut f = self.flight.lock().expect("flight lock");
-                if f.active < f.target {
-                    f.active += 1;
-                    return Slot(self);
-                }
-            }
-            freed.await;
-        }
-    }
-
     /// Records how long one send took.
     pub fn observe(&self, latency: Duration) {
         let mut f = self.flight.lock().expect("flight lock");
@@ -193,61 +215,112 @@ impl Pacer {
         }
     }
 
-    /// Waits until the fleet's rate lets one more send start: true. False
-    /// as soon as `fits` says the send would no longer end in time (the
-    /// run's deadline), so a run never waits on tokens past its deadline.
-    pub async fn token(&self, fits: &(dyn Fn() -> bool + Sync)) -> Result<bool, DbError> {
-        // Counted while this future lives, however it ends (a dropped send
-        // stops waiting too).
-        struct Waiting<'a>(&'a AtomicUsize);
-        impl Drop for Waiting<'_> {
-            fn drop(&mut self) {
-                self.0.fetch_sub(1, Ordering::SeqCst);
-            }
-        }
-        self.waiting.fetch_add(1, Ordering::SeqCst);
-        let _waiting = Waiting(&self.waiting);
-        self.take_token(fits).await
+    /// Records how long one claim statement took: the lead follows it.
+    pub fn observe_claim(&self, took: Duration) {
+        let mut f = self.flight.lock().expect("flight lock");
+        f.claim = (f.claim * 4 + took) / 5;
     }
 
-    async fn take_token(&self, fits: &(dyn Fn() -> bool + Sync)) -> Result<bool, DbError> {
-        let mut tokens = self.tokens.lock().await;
+    fn lead(&self) -> Duration {
+        let claim = self.flight.lock().expect("flight lock").claim;
+        (claim * 2).clamp(LEAD_BOUNDS.0, LEAD_BOUNDS.1)
+    }
+
+    fn try_place(&self) -> Option<Place<'_>> {
+        let mut f = self.flight.lock().expect("flight lock");
+        (f.active < f.target).then(|| {
+            f.active += 1;
+            Place(self)
+        })
+    }
+
+    /// Waits for a place among the sends in flight.
+    async fn place(&self) -> Place<'_> {
+        loop {
+            let freed = self.freed.notified();
+            tokio::pin!(freed);
+            freed.as_mut().enable();
+            if let Some(place) = self.try_place() {
+                return place;
+            }
+            freed.await;
+        }
+    }
+
+    /// Waits until at least one send may start now, and hands out up to
+    /// `max` of them: a place each and, when paced, a start time each, in
+    /// order. Empty as soon as `fits` says a send would no longer end in
+    /// time (the run's deadline): a run never waits past it.
+    pub async fn admit(&self, max: usize, fits: &(dyn Fn() -> bool + Sync)) -> Result<Vec<Admitted<'_>>, DbError> {
+        if !fits() {
+            return Ok(Vec::new());
+        }
+        let mut places = vec![self.place().await];
+        while places.len() < max.max(1) {
+            match self.try_place() {
+                Some(place) => places.push(place),
+                None => break,
+            }
+        }
+        if self.provider.is_none() {
+            return Ok(places.into_iter().map(|place| Admitted { place, at: None }).collect());
+        }
+        let times = self.reserve(places.len(), fits).await?;
+        Ok(places.into_iter().zip(times).map(|(place, at)| Admitted { place, at: Some(at) }).collect())
+    }
+
+    /// A new start time for a send that woke too late for its own; None
+    /// when it would no longer end in time.
+    pub async fn retime(&self, fits: &(dyn Fn() -> bool + Sync)) -> Result<Option<Instant>, DbError> {
+        Ok(self.reserve(1, fits).await?.into_iter().next())
+    }
+
+    /// Up to `want` (at least one) start times from the fleet's schedule,
+    /// once less than half a horizon of this poller's sends is still
+    /// ahead; empty when `fits` says no.
+    async fn reserve(&self, want: usize, fits: &(dyn Fn() -> bool + Sync)) -> Result<Vec<Instant>, DbError> {
+        let provider = self.provider.expect("only a paced poller reserves times");
+        let _one = self.reserving.lock().await;
+        let ahead = self.flight.lock().expect("flight lock").ahead;
+        if let Some(until) = ahead.and_then(|a| a.checked_sub(self.lead() + HORIZON / 2)) {
+            tokio::time::sleep_until(until.into()).await;
+        }
         loop {
             if !fits() {
-                return Ok(false);
+                return Ok(Vec::new());
             }
-            if tokens.left > 0 && tokens.taken_at.elapsed() < TOKEN_LIFE {
-                tokens.left -= 1;
-                return Ok(true);
-            }
-            // As many as wait for one (a token this poller cannot use soon
-            // is one the fleet loses), up to TAKE_SECS of the rate.
-            let rate = self.flight.lock().expect("flight lock").rate;
-            let most = (rate * TAKE_SECS).ceil().max(1.0) as usize;
-            let want = self.waiting.load(Ordering::SeqCst).clamp(1, most) as u32;
+            let lead = self.lead();
+            let asked = Instant::now();
             let client = self.pool.get().await?;
-            let grant = send_rate::take(&client, self.provider, want).await?;
+            let reserved = send_rate::reserve(&client, provider, want as u32, lead, HORIZON, &self.shape).await?;
             drop(client);
-            match grant {
-                None => {
-                    return Err(DbError::Corrupt(format!(
-                        "send_rate has no row for {}: no poller configured the fleet's rate",
-                        self.provider
-                    )))
+            // The database's now, on this clock: half-way through the call.
+            let now = asked + asked.elapsed() / 2;
+            let Some(r) = reserved else {
+                return Err(DbError::Corrupt(format!(
+                    "send_rate has no row for {provider}: no poller configured the fleet's rate"
+                )));
+            };
+            if r.granted > 0 {
+                let times: Vec<Instant> = (0..r.granted).map(|i| now + r.first_in + r.gap * i).collect();
+                let mut f = self.flight.lock().expect("flight lock");
+                f.ahead = times.last().copied().max(f.ahead);
+                if (r.rate - f.rate).abs() > f64::EPSILON {
+                    f.rate = r.rate;
+                    self.retarget(&mut f);
                 }
-                Some(g) if g.granted > 0 => {
-                    *tokens = Tokens { left: g.granted - 1, taken_at: Instant::now() };
-                    return Ok(true);
-                }
-                Some(g) => tokio::time::sleep(g.wait.max(Duration::from_millis(1))).await,
+                return Ok(times);
             }
+            tokio::time::sleep(r.wait.max(Duration::from_millis(1))).await;
         }
     }
 
-    /// A throttling answer: the fleet slows down for [`SLOW_FOR`], and this
-    /// poller drops the tokens it holds.
-    pub async fn throttled(&self) -> DbResult<()> {
-        self.tokens.lock().await.left = 0;
-        send_rate::slow_down(&self.pool.get().await?, self.provider, SLOW_FOR).await
+    /// A throttling answer: the fleet's throttle factor is lowered (at most
+    /// once per [`THROTTLE`]`.once_per`). Returns the factor now.
+    pub async fn throttled(&self) -> DbResult<f64> {
+        match self.provider {
+            Some(provider) => send_rate::throttled(&self.pool.get().await?, provider, &self.shape).await,
+            None => Ok(1.0),
+        }
     }
 }

@@ -3,18 +3,20 @@
 //! total rate is the account's however many containers run (migrations V10
 //! and V15).
 //!
-//! The bucket refills at `rate` sends a second, up to a fifth of a second of
-//! sends; a poller takes a few tokens at a time ([`take`]) and starts one
-//! send per token. A throttling answer halves the fleet's rate for a while
-//! and puts the bucket in debt ([`slow_down`]). The row holds what changes
-//! rarely (the account's rate, the cap, the rate, `slow_until`); the
-//! bucket's state is the time from which the next send may start, in a
+//! The bucket is a schedule with no burst (GCRA, V24): every send of the
+//! fleet gets a start time of its own ([`reserve`]), each `1 / rate` after
+//! the one before whichever poller holds it, so no one-second window ever
+//! holds more than the rate, whatever shape the provider's limiter has. A
+//! throttling answer lowers a factor on the rate a little, and it grows
+//! back by a step a second ([`throttled`]). The row holds what changes
+//! rarely (the account's rate, the cap, the rate, the factor); the
+//! schedule's state is the time from which the next send may start, in a
 //! sequence per provider (`send_rate_<provider>_next`), which `setval`
-//! overwrites in place: a take writes no row version, so a snapshot held
-//! for hours (which keeps every version of an updated row) cannot slow it
-//! down. The SQL functions `send_rate_take` and `send_rate_slow_down`
-//! (V15) read and set it under an advisory lock, so concurrent pollers
-//! never share a token.
+//! overwrites in place: a reservation writes no row version, so a snapshot
+//! held for hours (which keeps every version of an updated row) cannot slow
+//! it down. The SQL functions `send_rate_reserve` and `send_rate_throttled`
+//! (V24) read and set it under an advisory lock, so two pollers never share
+//! a start time.
 
 use std::time::Duration;
 
@@ -64,33 +66,71 @@ pub async fn configure(
     Ok(Configured { account_rate: row.get(0), rate: row.get(1) })
 }
 
-/// What [`take`] granted.
+/// The times [`reserve`] gave a poller's sends.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Grant {
-    /// Sends that may start now (0 to `want`).
+pub struct Reserved {
+    /// Sends that have a start time (0 to `want`).
     pub granted: u32,
-    /// The fleet's rate now, in sends a second.
+    /// When the first may start, from the database's now.
+    pub first_in: Duration,
+    /// Between one start and the next: 1 / the rate kept.
+    pub gap: Duration,
+    /// The rate the fleet keeps now (the row's rate × headroom × throttle
+    /// factor), in sends a second.
     pub rate: f64,
-    /// When nothing was granted: how long until the next token.
+    /// When none was reserved: how long until one can be.
     pub wait: Duration,
 }
 
-/// Takes up to `want` tokens from `provider`'s bucket. None: the provider
-/// has no row (no poller configured it yet).
-pub async fn take(client: &impl GenericClient, provider: &str, want: u32) -> DbResult<Option<Grant>> {
+/// How the fleet's schedule is kept: the share of the rate it uses, and
+/// how it answers a throttling answer (see `V24__smooth_send_rate.sql`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Shape {
+    /// The share of the rate the schedule keeps (`SEND_RATE_HEADROOM`).
+    pub headroom: f64,
+    /// A throttling answer multiplies the factor by this.
+    pub decrease: f64,
+    /// The factor never goes below this.
+    pub floor: f64,
+    /// It grows back by this much a second, up to 1.
+    pub recovery_per_sec: f64,
+    /// Several throttling answers within this long lower it once.
+    pub once_per: Duration,
+}
+
+/// Reserves up to `want` start times of `provider`'s schedule: the first
+/// `lead` from now at the earliest, none later than `lead + horizon` from
+/// now, each `1 / rate` after the one before, whichever poller holds it.
+/// None: the provider has no row (no poller configured it yet).
+pub async fn reserve(
+    client: &impl GenericClient,
+    provider: &str,
+    want: u32,
+    lead: Duration,
+    horizon: Duration,
+    shape: &Shape,
+) -> DbResult<Option<Reserved>> {
     let want = i32::try_from(want).unwrap_or(i32::MAX);
-    let sql = "SELECT granted, rate, wait_secs FROM send_rate_take($1, $2)";
-    let row = client.query_opt(&client.prepare_cached(sql).await?, &[&provider, &want]).await?;
+    let sql = "SELECT granted, first_in, gap, rate, wait_secs FROM send_rate_reserve($1, $2, $3, $4, $5, $6)";
+    let params: [&(dyn tokio_postgres::types::ToSql + Sync); 6] =
+        [&provider, &want, &lead.as_secs_f64(), &horizon.as_secs_f64(), &shape.headroom, &shape.recovery_per_sec];
+    let row = client.query_opt(&client.prepare_cached(sql).await?, &params).await?;
+    let secs = |s: f64| Duration::from_secs_f64(s.max(0.0));
     Ok(row.map(|row| {
-        let (granted, rate, wait): (i32, f64, f64) = (row.get(0), row.get(1), row.get(2));
-        Grant { granted: granted.max(0) as u32, rate, wait: Duration::from_secs_f64(wait.max(0.0)) }
+        let (granted, first_in, gap, rate, wait): (i32, f64, f64, f64, f64) =
+            (row.get(0), row.get(1), row.get(2), row.get(3), row.get(4));
+        Reserved { granted: granted.max(0) as u32, first_in: secs(first_in), gap: secs(gap), rate, wait: secs(wait) }
     }))
 }
 
-/// After a throttling answer: the fleet sends at half its rate for
-/// `slow_for`, and its next send waits half a second more (never more than
-/// a second from now: repeated answers do not stop the fleet for long).
-pub async fn slow_down(client: &impl GenericClient, provider: &str, slow_for: Duration) -> DbResult<()> {
-    client.execute("SELECT send_rate_slow_down($1, $2::float8)", &[&provider, &slow_for.as_secs_f64()]).await?;
-    Ok(())
+/// After a throttling answer: the fleet's throttle factor is lowered (at
+/// most once per `shape.once_per`). Returns the factor now.
+pub async fn throttled(client: &impl GenericClient, provider: &str, shape: &Shape) -> DbResult<f64> {
+    let row = client
+        .query_one(
+            "SELECT send_rate_throttled($1, $2::float8, $3::float8, $4::float8, $5::float8)",
+            &[&provider, &shape.decrease, &shape.floor, &shape.recovery_per_sec, &shape.once_per.as_secs_f64()],
+        )
+        .await?;
+    Ok(row.get::<_, Option<f64>>(0).unwrap_or(1.0))
 }

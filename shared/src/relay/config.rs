@@ -11,13 +11,18 @@ use crate::outbox::events::transitions::Stuck;
 #[derive(Debug, Clone)]
 pub struct PollerConfig {
     pub batch_size: i64,
-    /// Sends made at once within a claim group (`POLLER_CONCURRENCY`).
+    /// The most sends one poller has in flight (`POLLER_CONCURRENCY`); a
+    /// paced poller keeps the fleet's rate × its send latency of them.
     pub concurrency: usize,
-    /// Sends claimed in one committed statement before any of them is made,
-    /// their outcomes then recorded in one (`POLLER_CLAIM_GROUP`). A crash
-    /// between the two leaves up to this many sends UNKNOWN. 1 claims and
-    /// records each send on its own (the same path, groups of one).
+    /// The most sends claimed in one committed statement
+    /// (`POLLER_CLAIM_GROUP`). A send is claimed only once it may start (a
+    /// place in flight, and its time in the fleet's schedule), so a crash
+    /// leaves at most the sends in flight UNKNOWN, whatever this is.
     pub claim_group: usize,
+    /// The share of the fleet's rate the schedule keeps
+    /// (`SEND_RATE_HEADROOM`): below 1, so the network's jitter never puts
+    /// more than the rate in one second at the provider.
+    pub send_rate_headroom: f64,
     /// Batches processed at once by one poller
     /// (`POLLER_BATCHES_IN_FLIGHT`, default 2): the next batch is claimed
     /// while one waits on the database or the mailer.
@@ -76,6 +81,7 @@ impl PollerConfig {
             batch_size: S::POLLER_BATCH_SIZE.parsed()?,
             concurrency: Self::concurrency_from_env()?,
             claim_group: S::POLLER_CLAIM_GROUP.parsed()?,
+            send_rate_headroom: S::SEND_RATE_HEADROOM.parsed()?,
             batches_in_flight: Self::batches_in_flight_from_env()?,
             idle_wait: Duration::from_millis(S::POLLER_IDLE_WAIT_MS.parsed()?),
             listen: S::POLLER_LISTEN.parsed()?,
@@ -103,6 +109,7 @@ impl PollerConfig {
             batch_size: 32,
             concurrency: 4,
             claim_group: S::POLLER_CLAIM_GROUP.default_value(),
+            send_rate_headroom: S::SEND_RATE_HEADROOM.default_value(),
             batches_in_flight: 2,
             idle_wait: Duration::from_millis(20),
             listen: false,
@@ -133,6 +140,13 @@ impl PollerConfig {
             if !ok {
                 return Err(ConfigError::new(var, "must be at least 1", format!("set {var} to 1 or more")));
             }
+        }
+        if !(self.send_rate_headroom > 0.0 && self.send_rate_headroom <= 1.0) {
+            return Err(ConfigError::new(
+                "SEND_RATE_HEADROOM",
+                format!("({}) is not a share of the rate", self.send_rate_headroom),
+                "set it above 0 and at most 1 (e.g. 0.97)",
+            ));
         }
         if self.backoff_cap < self.backoff_base {
             return Err(ConfigError::new(

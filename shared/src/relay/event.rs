@@ -4,13 +4,11 @@
 //!
 //! `Poller::process` takes a whole claimed batch: one transaction holds
 //! every event's `processed_events` row, the plans are read for the batch,
-//! the sends are claimed and recorded a claim group at a time
-//! ([`deliver`]), and the events complete in one statement. A claim group of
-//! 1 is the same path with groups of one send.
+//! the sends are claimed and recorded as the pacer admits them
+//! ([`deliver`], each send claimed just in time), and the events complete
+//! in one statement.
 
 use std::collections::HashSet;
-use std::sync::atomic::Ordering;
-
 use uuid::Uuid;
 
 use super::poller::Poller;
@@ -117,38 +115,16 @@ impl<M: Mailer + 'static> Poller<M> {
         let gate = Gate {
             paused: &self.paused,
             send_fits: &send_fits,
-            pace: self.pace.as_deref(),
+            pace: &self.pace,
+            claim_group: self.config.claim_group,
             mails_per_recipient_per_day: self.config.mails_per_recipient_per_day,
         };
-        let worker = &self.config.worker_id;
-        let mut items = items.into_iter().peekable();
-        while items.peek().is_some() {
-            let size = match &self.pace {
-                Some(pace) => pace.claim_group(self.config.claim_group),
-                None => self.config.claim_group,
-            };
-            let (owners, group): (Vec<usize>, Vec<Planned>) = items.by_ref().take(size).unzip();
-            let stop = if self.paused.load(Ordering::SeqCst) {
-                Some(Settle::Requeue("sending paused earlier in this run".into()))
-            } else if group.iter().any(|p| matches!(p, Planned::Send(_))) && !self.send_fits() {
-                let reason = "the invocation's deadline came first; the recipients not yet sent were left unclaimed";
-                Some(Settle::Deadline(reason.into()))
-            } else {
-                None
-            };
-            if let Some(stop) = stop {
-                for i in owners {
-                    settle[i] = settle[i].clone().join(stop.clone());
-                }
-                continue;
-            }
-            let deliveries =
-                deliver(&self.pool, &*self.mailer, &self.faults, worker, self.config.concurrency, &gate, &group)
-                    .await?;
-            for (i, delivery) in owners.into_iter().zip(&deliveries) {
-                summary.count(delivery);
-                settle[i] = settle[i].clone().join(Settle::of(delivery));
-            }
+        let (owners, planned): (Vec<usize>, Vec<Planned>) = items.into_iter().unzip();
+        let deliveries =
+            deliver(&self.pool, &*self.mailer, &self.faults, &self.config.worker_id, &gate, &planned).await?;
+        for (i, delivery) in owners.into_iter().zip(&deliveries) {
+            summary.count(delivery);
+            settle[i] = settle[i].clone().join(Settle::of(delivery));
         }
         let mut done: Vec<Uuid> = already.iter().map(|(e, _)| e.id).collect();
         let mut unfinished = Vec::new();

@@ -51,9 +51,10 @@ pub struct Poller<M: Mailer + 'static> {
     pub(super) deadline: Arc<Mutex<Option<Instant>>>,
     /// Wakes an idle run when an event commits (none: timed polls only).
     pub(super) wake: Option<Arc<Wake>>,
-    /// Paces the sends by the fleet's shared rate (none: as fast as the
-    /// mailer answers, as in tests with the recording mailer).
-    pub(super) pace: Option<Arc<Pacer>>,
+    /// The sends in flight and, when paced, the fleet's shared rate
+    /// (unpaced: as fast as the mailer answers, as in tests with the
+    /// recording mailer).
+    pub(super) pace: Arc<Pacer>,
     rate: Arc<Mutex<RateSource>>,
     /// Where this poller's claims start in the due index (shared by its
     /// batches in flight and kept across runs).
@@ -74,6 +75,10 @@ struct RateSource {
 /// How often a poller reads the account's rate again (at the start of a
 /// run, once this long has passed since the last read).
 pub const RATE_REFRESH: Duration = Duration::from_secs(60);
+
+/// A paced batch holds at most this many seconds of the fleet's rate in
+/// events.
+pub const BATCH_SECS: f64 = 1.0;
 
 /// The rate used when the account's cannot be read and no cap is set: the
 /// lowest SES grants (a sandbox account sends 1 a second).
@@ -100,6 +105,7 @@ impl<M: Mailer + 'static> Clone for Poller<M> {
 impl<M: Mailer + 'static> Poller<M> {
     pub fn new(pool: Pool, mailer: Arc<M>, faults: Faults, config: PollerConfig) -> Self {
         Self {
+            pace: Arc::new(Pacer::unpaced(pool.clone(), config.concurrency)),
             pool,
             mailer,
             faults,
@@ -107,7 +113,6 @@ impl<M: Mailer + 'static> Poller<M> {
             paused: Arc::new(AtomicBool::new(false)),
             deadline: Default::default(),
             wake: None,
-            pace: None,
             rate: Default::default(),
             position: Default::default(),
             last_poll: Default::default(),
@@ -118,7 +123,7 @@ impl<M: Mailer + 'static> Poller<M> {
     /// ([`Mailer::account_rate`]), or `cap` when lower. The rate is read at
     /// the first run and again every [`RATE_REFRESH`].
     pub fn with_pace(mut self, pacer: Pacer, cap: Option<f64>) -> Self {
-        self.pace = Some(Arc::new(pacer));
+        self.pace = Arc::new(pacer);
         self.rate = Arc::new(Mutex::new(RateSource { cap, read_at: None }));
         self
     }
@@ -129,7 +134,10 @@ impl<M: Mailer + 'static> Poller<M> {
     /// row keeps what another poller wrote; a first read that fails writes
     /// the cap, or [`FALLBACK_RATE`].
     pub async fn refresh_rate(&self) -> Result<Option<f64>, RelayError> {
-        let Some(pace) = &self.pace else { return Ok(None) };
+        let pace = &self.pace;
+        if pace.provider().is_none() {
+            return Ok(None);
+        }
         let (cap, read_at) = {
             let r = self.rate.lock().expect("rate lock");
             (r.cap, r.read_at)
@@ -155,7 +163,7 @@ impl<M: Mailer + 'static> Poller<M> {
         };
         let configured = pace.configure(account, cap).await?;
         self.rate.lock().expect("rate lock").read_at = Some(Instant::now());
-        let reach = self.reachable_in_flight(pace);
+        let reach = pace.ceiling();
         let needed = Pacer::needed(configured.rate, ASSUMED_LATENCY);
         tracing::info!(
             account_rate = configured.account_rate,
@@ -170,19 +178,11 @@ impl<M: Mailer + 'static> Poller<M> {
                 needed,
                 reach,
                 "one poller cannot keep enough sends in flight to reach the fleet's rate at {} ms a send: \
-                 raise POLLER_CONCURRENCY (and POLLER_BATCHES_IN_FLIGHT or POLLER_CLAIM_GROUP if they bound it), \
-                 or run more pollers",
+                 raise POLLER_CONCURRENCY, or run more pollers",
                 ASSUMED_LATENCY.as_millis()
             );
         }
         Ok(Some(configured.rate))
-    }
-
-    /// The most sends one poller can have in flight: its ceiling, and the
-    /// claim groups its batches in flight hold.
-    fn reachable_in_flight(&self, pace: &Pacer) -> usize {
-        let groups = self.config.batches_in_flight * self.config.claim_group.min(self.config.concurrency);
-        pace.ceiling().min(groups)
     }
 
     /// Waits for committed events' notifications between empty polls,
@@ -215,7 +215,7 @@ impl<M: Mailer + 'static> Poller<M> {
             oldest_due_pending_age_secs: oldest,
             duration_ms: started.elapsed().as_millis() as u64,
             claiming_until_ms: last_poll.saturating_duration_since(started).as_millis() as u64,
-            fleet_send_rate: self.pace.as_ref().map(|p| p.rate()),
+            fleet_send_rate: self.pace.provider().map(|_| self.pace.rate()),
         };
         emf::emit("outbox-poller", &health.metrics());
         Ok(health)
@@ -350,7 +350,7 @@ impl<M: Mailer + 'static> Poller<M> {
         let claimed = {
             let client = self.pool.get().await?;
             *self.last_poll.lock().expect("last poll lock") = Some(Instant::now());
-            claim::claim_due(&client, self.config.batch_size, &self.config.worker_id, &self.position).await?
+            claim::claim_due(&client, self.batch_size(), &self.config.worker_id, &self.position).await?
         };
         summary.claimed = claimed.len() as u32;
         if claimed.is_empty() {
@@ -405,6 +405,17 @@ impl<M: Mailer + 'static> Poller<M> {
         }
         summary.paused = self.paused.load(Ordering::SeqCst);
         Ok(summary)
+    }
+
+    /// Events claimed at once: `POLLER_BATCH_SIZE`, and when paced no more
+    /// than [`BATCH_SECS`] of the fleet's rate, so at a low rate a batch
+    /// does not hold events (PROCESSING) that it will not send soon.
+    fn batch_size(&self) -> i64 {
+        let rate = self.pace.rate();
+        if self.pace.provider().is_none() || rate <= 0.0 {
+            return self.config.batch_size;
+        }
+        ((rate * BATCH_SECS).ceil() as i64).clamp(1, self.config.batch_size)
     }
 
     pub(super) fn backoff(&self, attempt: i32) -> Duration {

@@ -30,7 +30,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use outbox_tests::outbox::seed_events;
-use outbox_tests::ses_standin::{Accepted, Limits, SesStandIn};
+use outbox_tests::ses_standin::{Accepted, Limiter, Limits, SesStandIn};
 use outbox_tests::TestDb;
 use serde_json::Value;
 use shared::config::settings as S;
@@ -245,9 +245,10 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
     sorted[((sorted.len() as f64 * p).ceil() as usize).clamp(1, sorted.len()) - 1]
 }
 
-fn standin_limits(rate: f64) -> Limits {
+fn standin_limits(rate: f64, limiter: Limiter) -> Limits {
     Limits {
         rate,
+        limiter,
         reported: None,
         latency: Duration::from_millis(env_u64("BENCH_SES_LATENCY_MS", 80)),
         jitter: Duration::from_millis(env_u64("BENCH_SES_JITTER_MS", 20)),
@@ -278,7 +279,7 @@ fn record(key: &str, value: f64) {
 async fn trickle(root: &Path, shape: Shape, scale: f64) {
     const RATE: f64 = 200.0;
     let db = TestDb::create().await;
-    let ses = SesStandIn::start(standin_limits(RATE)).await;
+    let ses = SesStandIn::start(standin_limits(RATE, Limiter::Sliding)).await;
     let fleet = Fleet::start(root, &db, &ses, shape, 1).await;
     let periods = 5.0;
     let bookings = (5.0 * shape.period * periods) as usize;
@@ -357,9 +358,22 @@ fn timeouts(runs: &[Invocation]) -> usize {
     runs.iter().filter(|r| r.outcome == "timeout").count()
 }
 
-async fn burst(root: &Path, shape: Shape, rate: f64, streams: usize, full: bool) {
+/// One burst's figures, for the table at the end.
+struct BurstRow {
+    limiter: Limiter,
+    rate: f64,
+    streams: usize,
+    ratio: f64,
+    throttled_pct: f64,
+    dups: usize,
+    alive: f64,
+}
+
+static ROWS: std::sync::Mutex<Vec<BurstRow>> = std::sync::Mutex::new(Vec::new());
+
+async fn burst(root: &Path, shape: Shape, limiter: Limiter, rate: f64, streams: usize, full: bool) {
     let db = TestDb::create().await;
-    let ses = SesStandIn::start(standin_limits(rate)).await;
+    let ses = SesStandIn::start(standin_limits(rate, limiter)).await;
     let recipients = if full { 20_000 } else { ((rate * 60.0) as usize).clamp(200, 20_000) } / 2 * 2;
     let fleet = Fleet::start(root, &db, &ses, shape, streams).await;
     let from = unix(std::time::SystemTime::now());
@@ -385,28 +399,67 @@ async fn burst(root: &Path, shape: Shape, rate: f64, streams: usize, full: bool)
     // gap in claiming only says something in the trickle.)
     let (_, alive) = coverage(&runs, from, to);
     let throttled = ses.throttled();
+    let throttled_pct = throttled as f64 * 100.0 / accepted.len().max(1) as f64;
     println!(
-        "(b) burst of {recipients} at {rate}/s, {streams} schedules: {delivered:.1}/s delivered = {:.3} × MaxSendRate; \
+        "(b) burst of {recipients} at {rate}/s ({}), {streams} schedules: {delivered:.1}/s delivered = {:.3} × MaxSendRate; \
          drained in {drain:.1} s from the first commit (committed over {:.1} s); {throttled} throttled ({:.3} %); \
          {dups} duplicates; \
          {alive:.1} pollers alive on average; {} runs, {} timed out",
+        limiter.describe(),
         delivered / rate,
         committed.as_secs_f64(),
-        throttled as f64 * 100.0 / accepted.len().max(1) as f64,
+        throttled_pct,
         runs.len(),
         timeouts(&runs)
     );
-    let key = format!("production.burst.{rate}.{streams}");
+    let key = format!("production.burst.{}.{rate}.{streams}", limiter.name());
     record(&format!("{key}.recipients"), recipients as f64);
     record(&format!("{key}.ratio"), delivered / rate);
     record(&format!("{key}.drain_s"), drain);
     record(&format!("{key}.throttled"), throttled as f64);
     record(&format!("{key}.duplicates"), dups as f64);
     record(&format!("{key}.alive"), alive);
-    let what = format!("burst at {rate}/s, {streams} schedules");
+    let what = format!("burst at {rate}/s ({}), {streams} schedules", limiter.describe());
     check(dups == 0, format!("{what}: {dups} duplicate emails in the stand-in's log"));
+    check(delivered / rate >= 0.9, format!("{what}: {:.3} × MaxSendRate, below 0.9", delivered / rate));
+    check(throttled_pct <= 0.1, format!("{what}: {throttled_pct:.3} % of calls throttled, above 0.1 %"));
+    ROWS.lock().unwrap().push(BurstRow { limiter, rate, streams, ratio: delivered / rate, throttled_pct, dups, alive });
     check(accepted.len() == recipients, format!("{what}: {} of {recipients} sent", accepted.len()));
     check(timeouts(&runs) == 0, format!("{what}: {} runs outlived their timeout", timeouts(&runs)));
+}
+
+/// The bursts side by side: each limiter's shape, quota and schedules,
+/// then the worst of each column.
+fn print_table() {
+    let rows = ROWS.lock().unwrap();
+    if rows.is_empty() {
+        return;
+    }
+    println!("\nthe bursts: delivered ÷ MaxSendRate, throttled calls, duplicates (targets ≥ 0.9, ≤ 0.1 %, 0)");
+    println!(
+        "{:<22} {:>9} {:>9} {:>9} {:>10} {:>6} {:>7}",
+        "SES's limiter", "quota/s", "schedules", "ratio", "throttled", "dups", "alive"
+    );
+    for r in rows.iter() {
+        println!(
+            "{:<22} {:>9} {:>9} {:>9.3} {:>9.3}% {:>6} {:>7.1}",
+            r.limiter.describe(),
+            r.rate,
+            r.streams,
+            r.ratio,
+            r.throttled_pct,
+            r.dups,
+            r.alive
+        );
+    }
+    let worst = rows.iter().map(|r| r.ratio).fold(f64::INFINITY, f64::min);
+    let most = rows.iter().map(|r| r.throttled_pct).fold(0.0, f64::max);
+    println!(
+        "worst: {worst:.3} × MaxSendRate, {most:.3} % throttled, {} duplicates",
+        rows.iter().map(|r| r.dups).sum::<usize>()
+    );
+    record("production.burst.worst_ratio", worst);
+    record("production.burst.worst_throttled_pct", most);
 }
 
 #[tokio::main]
@@ -439,11 +492,19 @@ async fn main() {
     }
     if only.is_empty() || only == "burst" {
         let full = std::env::var("BENCH_FULL").is_ok_and(|v| v == "1");
-        for rate in env_list("BENCH_QUOTAS", "14,200,1000") {
-            for streams in env_list("BENCH_STREAMS", "2,4") {
-                burst(&root, shape, rate, streams as usize, full).await;
+        let limiters: Vec<Limiter> = std::env::var("BENCH_LIMITERS")
+            .unwrap_or_else(|_| "bucket,sliding,calendar".into())
+            .split(',')
+            .map(|l| Limiter::parse(l.trim()).unwrap_or_else(|| panic!("BENCH_LIMITERS: no limiter {l:?}")))
+            .collect();
+        for limiter in limiters {
+            for rate in env_list("BENCH_QUOTAS", "14,200,1000") {
+                for streams in env_list("BENCH_STREAMS", "2,4") {
+                    burst(&root, shape, limiter, rate, streams as usize, full).await;
+                }
             }
         }
+        print_table();
     }
     let failed = FAILED.lock().unwrap().clone();
     if !failed.is_empty() {

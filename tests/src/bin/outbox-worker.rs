@@ -11,7 +11,8 @@
 //!
 //! With `OUTBOX_WORKER_MAILER=ses` it sends through the real SES v2 client
 //! instead (configured like the poller Lambda: `SES_ENDPOINT_URL`,
-//! `SES_FROM_ADDRESS`, ...), with `POLLER_CONCURRENCY` sends at once: the
+//! `SES_FROM_ADDRESS`, `SES_MAX_SEND_RATE`, ...), paced by the fleet's rate
+//! as the Lambda is, with at most `POLLER_CONCURRENCY` sends in flight: the
 //! fault run kills such workers at random while a proxy injects faults.
 //! With `OUTBOX_WORKER_MAILER=smtp` it sends through the SMTP mailer
 //! (`SMTP_URL`, `SMTP_FROM_ADDRESS`, `SMTP_CA_FILE`, ...) to a real SMTP
@@ -26,6 +27,8 @@ use shared::notify::mailer::recording::RecordingMailer;
 use shared::notify::mailer::ses::{SesConfig, SesMailer};
 use shared::notify::mailer::smtp::{SmtpConfig, SmtpMailer};
 use shared::notify::mailer::Mailer;
+use shared::notify::pace::Pacer;
+use shared::notify::send_rate;
 use shared::relay::{Poller, PollerConfig};
 
 #[tokio::main]
@@ -39,7 +42,12 @@ async fn main() {
     let url = std::env::var("DATABASE_URL").expect("DATABASE_URL");
     let pool = DbConfig::from_url(&url, 16, Duration::from_secs(5)).unwrap().build_pool().unwrap();
     let mut config = PollerConfig::for_tests(&format!("child-{}", std::process::id()));
-    config.concurrency = 1; // deterministic: the first send hits the fault point
+    // Deterministic: the first send hits the fault point (a crash test may
+    // ask for more sends in flight).
+    config.concurrency = match std::env::var("POLLER_CONCURRENCY") {
+        Ok(n) => n.parse().expect("POLLER_CONCURRENCY"),
+        Err(_) => 1,
+    };
     if let Ok(max) = std::env::var("OUTBOX_MAX_ATTEMPTS") {
         config.max_attempts = max.parse().expect("OUTBOX_MAX_ATTEMPTS");
     }
@@ -53,9 +61,13 @@ async fn main() {
     let faults = Faults::from_env().expect("fault spec");
     let mailer = std::env::var("OUTBOX_WORKER_MAILER").unwrap_or_default();
     if mailer == "ses" {
+        // Paced by the fleet's rate, as the poller Lambda is.
         config.concurrency = PollerConfig::concurrency_from_env().expect("POLLER_CONCURRENCY");
-        let mailer = SesMailer::from_env(SesConfig::from_env().expect("SES settings")).await;
-        run(Poller::new(pool, Arc::new(mailer), faults, config), cmd).await;
+        let ses = SesConfig::from_env().expect("SES settings");
+        let pacer = Pacer::new(pool.clone(), send_rate::SES, config.concurrency, config.send_rate_headroom);
+        let cap = ses.max_send_rate;
+        let mailer = SesMailer::from_env(ses).await;
+        run(Poller::new(pool, Arc::new(mailer), faults, config).with_pace(pacer, cap), cmd).await;
     } else if mailer == "smtp" {
         // A setting refused as the poller's cold start refuses it: one line.
         let refused = |e: shared::config::ConfigError| -> ! {
@@ -64,7 +76,7 @@ async fn main() {
         };
         let smtp = SmtpConfig::from_env().await.unwrap_or_else(|e| refused(e));
         let concurrency = PollerConfig::concurrency_from_env().expect("POLLER_CONCURRENCY");
-        config.concurrency = smtp.sends_per_batch(concurrency, config.batches_in_flight).unwrap_or_else(|e| refused(e));
+        config.concurrency = smtp.sends_in_flight(concurrency);
         let mailer = SmtpMailer::new(smtp).unwrap_or_else(|e| refused(e));
         run(Poller::new(pool, Arc::new(mailer), faults, config), cmd).await;
     } else {
@@ -76,6 +88,7 @@ async fn main() {
 async fn run<M: Mailer + 'static>(poller: Poller<M>, cmd: &str) {
     match cmd {
         "drain" => {
+            poller.refresh_rate().await.expect("the fleet's rate");
             let summary = poller.drain().await.expect("drain");
             println!("{}", serde_json::to_string(&summary).unwrap());
         }

@@ -94,34 +94,33 @@ async fn crash_after_claim_before_send_is_missed_and_visible_as_unknown() {
 }
 
 #[tokio::test]
-async fn crash_after_group_claim_leaves_the_whole_group_unknown_and_sends_none_twice() {
-    // The default claim group: every recipient of the batch is claimed in
-    // one commit before any send, so the crash costs the whole group.
+async fn crash_after_claim_costs_only_the_sends_in_flight_not_the_claim_group() {
+    // Three recipients, a claim group of 64, two sends in flight: a send is
+    // claimed only once it may start, so the crash after the claim costs
+    // the two in flight, and the third is never claimed.
     let db = TestDb::create().await;
     create_booking(&db, 9, &[ALICE, CAROL]).await;
     create_booking(&db, 10, &[DAVE]).await;
     let worker = Worker::new(env!("CARGO_BIN_EXE_outbox-worker"));
-    // One batch in flight: with two, each loop may claim one of the two
-    // events (SKIP LOCKED), and the first to commit its group dies with
-    // fewer than all three claims.
-    let group = [("POLLER_CLAIM_GROUP", "64"), ("POLLER_BATCHES_IN_FLIGHT", "1")];
+    let shape = [("POLLER_CLAIM_GROUP", "64"), ("POLLER_CONCURRENCY", "2"), ("POLLER_BATCHES_IN_FLIGHT", "1")];
 
-    assert!(killed(worker.run(&db, &kill_at(FAULT_AFTER_SEND_CLAIM), &group).await));
+    assert!(killed(worker.run(&db, &kill_at(FAULT_AFTER_SEND_CLAIM), &shape).await));
     assert!(worker.sent().is_empty(), "the crash came before any mailer call");
-    assert_eq!(send_counts(&db).await[&SendStatus::Claimed], 3, "the group's claims were committed together");
+    let counts = send_counts(&db).await;
+    assert_eq!(counts[&SendStatus::Claimed], 2, "only the sends in flight were claimed: {counts:?}");
 
     sweep_after_timeout(&db, 8).await;
-    assert!(worker.run(&db, "", &group).await.success());
-    assert!(worker.sent().is_empty(), "no claimed send is ever sent again");
+    assert!(worker.run(&db, "", &shape).await.success());
+    assert_eq!(worker.sent().len(), 1, "the recipient never claimed is sent, once");
     let counts = send_counts(&db).await;
     assert_eq!(
         (counts[&SendStatus::Unknown], counts[&SendStatus::Claimed], counts[&SendStatus::Sent]),
-        (3, 0, 0),
+        (2, 0, 1),
         "{counts:?}"
     );
     // Not lost silently: an operator sees each of them.
     let listed = outbox_tests::ctl::ctl(&db, &["unknown", "list", "--json"]).json();
-    assert_eq!(listed.as_array().unwrap().len(), 3, "{listed}");
+    assert_eq!(listed.as_array().unwrap().len(), 2, "{listed}");
 }
 
 #[tokio::test]

@@ -57,7 +57,7 @@ fn every_declared_setting_is_named_once_and_its_default_parses() {
     // Defaults are plain values (numbers, booleans, words), as the docs show them.
     for s in ALL {
         if let Some(d) = s.default {
-            let numeric = d.chars().all(|c| c.is_ascii_digit());
+            let numeric = d.parse::<f64>().is_ok() && d.chars().all(|c| c.is_ascii_digit() || c == '.');
             let boolean = d == "true" || d == "false";
             assert!(numeric || boolean || d.chars().all(|c| c.is_ascii_lowercase() || c == '-'), "{}: {d:?}", s.name);
         }

@@ -149,7 +149,7 @@ async fn smtp_max_send_rate_paces_the_fleet_through_its_own_bucket_as_the_poller
     }
     let pool = db.role_pool("outbox_poller").await;
     let config = PollerConfig::for_tests("smtp-paced");
-    let pacer = Pacer::new(pool.clone(), send_rate::SMTP, config.concurrency);
+    let pacer = Pacer::new(pool.clone(), send_rate::SMTP, config.concurrency, config.send_rate_headroom);
     let mailer = Arc::new(SmtpMailer::new(server.config()).unwrap());
     let poller = Poller::new(pool, mailer, Faults::none(), config).with_pace(pacer, Some(20.0));
     assert_eq!(poller.refresh_rate().await.unwrap(), Some(20.0), "no account rate: the cap is the rate");

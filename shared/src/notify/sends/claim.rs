@@ -21,11 +21,20 @@ pub enum Claim {
     Exists { id: Uuid, status: SendStatus },
 }
 
-/// One claim of a group: a send (CLAIMED) or a superseded decision
-/// (SUPERSEDED, naming the later event and the reason).
+/// One claim of a group: a send (CLAIMED), or a decision not to send it
+/// recorded as the claim itself.
 pub struct GroupClaim<'a> {
     pub notification: &'a Notification,
-    pub superseded: Option<(Uuid, &'a str)>,
+    pub decided: Option<Decided<'a>>,
+}
+
+/// A claim made already settled, with no send.
+#[derive(Debug, Clone, Copy)]
+pub enum Decided<'a> {
+    /// SUPERSEDED: a later event of the booking (`by`) made it moot.
+    Superseded { by: Uuid, reason: &'a str },
+    /// FAILED: refused before any send (a suppressed address), with why.
+    Refused { reason: &'a str },
 }
 
 /// New claims' ids, one per item of a group, for [`claim`]: the caller
@@ -55,10 +64,27 @@ pub async fn claim(
     let types: Vec<&str> = group.iter().map(|c| c.notification.event_type.as_str()).collect();
     let statuses: Vec<&str> = group
         .iter()
-        .map(|c| if c.superseded.is_some() { SendStatus::Superseded } else { SendStatus::Claimed }.as_str())
+        .map(|c| match c.decided {
+            None => SendStatus::Claimed,
+            Some(Decided::Superseded { .. }) => SendStatus::Superseded,
+            Some(Decided::Refused { .. }) => SendStatus::Failed,
+        })
+        .map(SendStatus::as_str)
         .collect();
-    let by: Vec<Option<Uuid>> = group.iter().map(|c| c.superseded.map(|s| s.0)).collect();
-    let reasons: Vec<Option<&str>> = group.iter().map(|c| c.superseded.map(|s| s.1)).collect();
+    let by: Vec<Option<Uuid>> = group
+        .iter()
+        .map(|c| match c.decided {
+            Some(Decided::Superseded { by, .. }) => Some(by),
+            _ => None,
+        })
+        .collect();
+    let reasons: Vec<Option<&str>> = group
+        .iter()
+        .map(|c| match c.decided {
+            Some(Decided::Superseded { reason, .. } | Decided::Refused { reason }) => Some(reason),
+            None => None,
+        })
+        .collect();
     let won = client
         .query(
             &client
@@ -67,7 +93,7 @@ pub async fn claim(
                          (id, outbox_event_id, booking_id, recipient_email, event_type, claimed_by, status, \
                           superseded_by, last_error, completed_at, provider) \
                      SELECT c.id, c.event_id, c.booking_id, c.recipient, c.event_type, $6, c.status, c.by, c.reason, \
-                            CASE WHEN c.by IS NULL THEN NULL ELSE now() END, $10 \
+                            CASE WHEN c.reason IS NULL THEN NULL ELSE now() END, $10 \
                        FROM unnest($1::uuid[], $2::uuid[], $3::uuid[], $4::text[], $5::text[], $7::text[], \
                                    $8::uuid[], $9::text[]) \
                             AS c(id, event_id, booking_id, recipient, event_type, status, by, reason) \

@@ -165,21 +165,11 @@ impl SmtpConfig {
 }
 
 impl SmtpConfig {
-    /// The sends each batch in flight may have at once so that the poller
-    /// never has more than `SMTP_MAX_CONNECTIONS` (its `concurrency` is per
-    /// batch): the configured concurrency, capped at an equal share.
-    pub fn sends_per_batch(&self, concurrency: usize, batches_in_flight: usize) -> Result<usize, ConfigError> {
-        if self.max_connections < batches_in_flight {
-            return Err(ConfigError::new(
-                S::SMTP_MAX_CONNECTIONS.name,
-                format!(
-                    "({}) is below POLLER_BATCHES_IN_FLIGHT ({batches_in_flight}): each batch in flight needs a connection",
-                    self.max_connections
-                ),
-                "raise SMTP_MAX_CONNECTIONS, or lower POLLER_BATCHES_IN_FLIGHT",
-            ));
-        }
-        Ok(concurrency.min(self.max_connections / batches_in_flight.max(1)))
+    /// The most sends the poller may have in flight, so that it never
+    /// needs more than `SMTP_MAX_CONNECTIONS` (its `concurrency` is shared
+    /// by its batches in flight): the configured concurrency, capped there.
+    pub fn sends_in_flight(&self, concurrency: usize) -> usize {
+        concurrency.min(self.max_connections).max(1)
     }
 }
 
@@ -255,12 +245,11 @@ mod tests {
     use super::*;
 
     #[test]
-    fn sends_per_batch_never_add_up_to_more_than_the_connections() {
+    fn sends_in_flight_never_add_up_to_more_than_the_connections() {
         let server = |max| SmtpConfig::for_tests("h", 25, max);
-        assert_eq!(server(8).sends_per_batch(128, 2).unwrap(), 4);
-        assert_eq!(server(8).sends_per_batch(3, 2).unwrap(), 3);
-        assert_eq!(server(9).sends_per_batch(128, 4).unwrap(), 2);
-        assert_eq!(server(1).sends_per_batch(128, 2).unwrap_err().var, "SMTP_MAX_CONNECTIONS");
+        assert_eq!(server(8).sends_in_flight(128), 8);
+        assert_eq!(server(8).sends_in_flight(3), 3);
+        assert_eq!(server(1).sends_in_flight(128), 1);
     }
 
     #[test]

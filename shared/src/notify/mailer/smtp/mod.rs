@@ -291,7 +291,7 @@ impl Mailer for SmtpMailer {
     async fn send(&self, n: &Notification) -> SendOutcome {
         let deadline = Instant::now() + self.worst_case();
         // The poller never has more sends in flight than connections
-        // ([`SmtpConfig::sends_per_batch`]); should it, the extra one waits
+        // ([`SmtpConfig::sends_in_flight`]); should it, the extra one waits
         // for nothing: it is refused before anything is sent.
         let Ok(_open) = self.open.try_acquire() else {
             let max = self.config.max_connections;

@@ -1,0 +1,313 @@
+//! Deliver notifications: claim the sends, commit the claims, call the
+//! mailer, record the outcomes. [`deliver`] does it for a batch's
+//! recipients, claiming each send just in time (when the pacer lets it
+//! start), a chunk of sends per statement, the sends made concurrently.
+//!
+//! The order is the whole point (the story's "claim before send"): once a
+//! claim is committed, no later attempt will send that email again, whatever
+//! happens to this process. A crash after the claim can lose an email (it
+//! shows up as UNKNOWN); nothing can duplicate one.
+
+mod run;
+
+use std::collections::VecDeque;
+use std::sync::atomic::AtomicBool;
+use std::time::Duration;
+
+use deadpool_postgres::Pool;
+use futures_util::future::BoxFuture;
+use futures_util::stream::{FuturesUnordered, StreamExt};
+use uuid::Uuid;
+
+use super::mailer::{Mailer, SendOutcome};
+use super::pace::Pacer;
+use super::plan::Planned;
+use super::recipient_limit;
+use super::sends::{self, Outcome, Settled};
+use crate::db::DbError;
+use crate::fault::{FaultError, Faults};
+use run::{Chunk, Run};
+
+/// How the `last_error` of a send refused for a suppressed address begins
+/// (what [`tracking`](super::tracking) reads as `suppressed`).
+pub const SUPPRESSED: &str = "suppressed:";
+
+/// Claim committed, mailer not yet called.
+pub const FAULT_AFTER_SEND_CLAIM: &str = "deliver.after_send_claim";
+/// Mailer accepted the message, outcome not yet recorded.
+pub const FAULT_AFTER_SEND: &str = "deliver.after_send";
+
+/// When writing outcomes fails (the connection was lost, the server
+/// restarted), they are written again on a fresh connection after each of
+/// these pauses: an outcome the mailer reported is not dropped for one
+/// broken connection, and the claim it settles does not turn UNKNOWN.
+pub const RECORD_RETRIES: [Duration; 3] =
+    [Duration::from_millis(50), Duration::from_millis(250), Duration::from_millis(1000)];
+
+/// What happened to one recipient. The caller decides what it means for
+/// the event (retry, dead letter, pause); every send is already recorded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Delivery {
+    /// Accepted by the provider; the send is SENT.
+    Sent { message_id: String },
+    /// An earlier attempt claimed it and recorded an outcome: not sent again.
+    AlreadyClaimed,
+    /// An earlier attempt claimed it and died before recording an outcome:
+    /// now UNKNOWN, never re-sent automatically.
+    Orphaned,
+    /// Certainly not sent: the claim is released; retry the event later.
+    Released { reason: String },
+    /// Refused for the account's send rate: the claim is released, the
+    /// fleet slowed down; retry soon, without using up an attempt.
+    Throttled { reason: String },
+    /// The provider paused sending: the claim is released; stop sending.
+    Paused { reason: String },
+    /// Permanently refused for this recipient: FAILED.
+    Rejected { reason: String },
+    /// Our mailer configuration is wrong: the claim is released; the event
+    /// should be dead-lettered until an operator fixes it.
+    Misconfigured { reason: String },
+    /// The provider may or may not have accepted it: UNKNOWN, kept.
+    Unknown { reason: String },
+    /// Not sent: a later event made it moot (recorded SUPERSEDED).
+    Superseded { by: Uuid },
+    /// Not sent: the recipient's mailbox had its daily limit across every
+    /// organizer (recorded CAPPED); never retried.
+    Capped { reason: String },
+    /// Not sent: the invocation's deadline came before the send could
+    /// start; the claim is released for the next invocation.
+    Deferred { reason: String },
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum DeliverError {
+    #[error(transparent)]
+    Db(#[from] DbError),
+    #[error(transparent)]
+    Fault(#[from] FaultError),
+}
+
+/// What a mailer's answer means for the claim, and for the event.
+fn judge(outcome: SendOutcome) -> (Outcome, Delivery) {
+    match outcome {
+        SendOutcome::Sent { message_id } => {
+            tracing::info!(%message_id, "accepted by the provider");
+            (Outcome::Sent(message_id.clone()), Delivery::Sent { message_id })
+        }
+        SendOutcome::NotSent { reason } => {
+            tracing::warn!(%reason, "not sent; claim released for retry");
+            (Outcome::Released, Delivery::Released { reason })
+        }
+        SendOutcome::Throttled { reason } => {
+            tracing::warn!(%reason, "throttled; claim released, the fleet slows down");
+            (Outcome::Released, Delivery::Throttled { reason })
+        }
+        SendOutcome::Paused { reason } => {
+            tracing::error!(%reason, "provider paused sending; stopping this run");
+            (Outcome::Released, Delivery::Paused { reason })
+        }
+        SendOutcome::Rejected { reason } => {
+            tracing::warn!(%reason, "permanently rejected for this recipient");
+            (Outcome::Settled(Settled::Failed, reason.clone()), Delivery::Rejected { reason })
+        }
+        SendOutcome::Misconfigured { reason } => {
+            tracing::error!(%reason, "mailer misconfigured; the event goes to the dead letter");
+            (Outcome::Released, Delivery::Misconfigured { reason })
+        }
+        SendOutcome::Unknown { reason } => {
+            tracing::warn!(%reason, "outcome unknown; claim kept, never re-sent automatically");
+            (Outcome::Settled(Settled::Unknown, reason.clone()), Delivery::Unknown { reason })
+        }
+    }
+}
+
+/// When sends may start, and when they stop short: the provider paused
+/// sending (this run sends nothing more), or the next send would not end
+/// before the deadline. Every send waits for the [`Pacer`]: a place among
+/// the sends in flight and, when paced, its time in the fleet's schedule.
+pub struct Gate<'a> {
+    pub paused: &'a AtomicBool,
+    pub send_fits: &'a (dyn Fn() -> bool + Sync),
+    pub pace: &'a Pacer,
+    /// The most sends claimed in one statement (`POLLER_CLAIM_GROUP`).
+    pub claim_group: usize,
+    /// How many mails one mailbox may get per UTC day, across every
+    /// organizer ([`recipient_limit`]).
+    pub mails_per_recipient_per_day: i32,
+}
+
+/// Delivers planned notifications (each event's recipients, of events of
+/// distinct bookings) at most once each, claiming each send just in time:
+///
+/// 1. the decisions that need no send are claimed settled, in one
+///    statement: SUPERSEDED (a later event made them moot) and FAILED (a
+///    suppressed address); a claim found from an earlier attempt is never
+///    sent again (still CLAIMED: its attempt died, so it becomes UNKNOWN);
+/// 2. then, chunk after chunk, the [`Pacer`] admits the sends that can
+///    start now (a place in flight each and, when paced, a start time
+///    within its horizon), and one statement claims exactly those and
+///    commits: every claim is durable before its send, and at most a
+///    horizon away from it; mailboxes over their daily limit are CAPPED;
+/// 3. each send starts at its time, unless the provider paused sending or
+///    it would not end before the deadline (its claim is then released);
+/// 4. outcomes are recorded as the sends finish, one statement for those
+///    that finished together, again on a fresh connection if that fails
+///    ([`RECORD_RETRIES`]).
+///
+/// What the run's deadline or a pause leaves is never claimed. A database
+/// error while claiming a chunk releases that chunk's claims, lets the
+/// sends in flight end and be recorded, and is returned (the retry sends
+/// the rest). A crash leaves CLAIMED only the sends in flight (at most the
+/// pacer's places), which the next attempt marks UNKNOWN: none duplicated.
+/// The caller must hold the events' `processed_events` row locks, so no
+/// other attempt on them is live and a claim still CLAIMED belongs to an
+/// attempt that died. Returns one [`Delivery`] per item, in order.
+pub async fn deliver(
+    pool: &Pool,
+    mailer: &dyn Mailer,
+    faults: &Faults,
+    worker: &str,
+    gate: &Gate<'_>,
+    items: &[Planned],
+) -> Result<Vec<Delivery>, DeliverError> {
+    let run = Run { pool, mailer, faults, claimant: (worker, mailer.provider()), gate, items };
+    let mut out: Vec<Option<Delivery>> = vec![None; items.len()];
+    let mut pending: VecDeque<usize> = run.settle_decided(&mut out).await?.into();
+    let mut counted: Vec<usize> = Vec::new();
+    let mut in_flight = FuturesUnordered::new();
+    let mut admitting: Option<BoxFuture<'_, Result<Chunk<'_>, DbError>>> = None;
+    let mut failed: Option<DbError> = None;
+    // Each outcome is recorded as soon as its send ends, not after the
+    // slowest send, so a crash leaves fewer accepted sends unrecorded. One
+    // write is in flight at a time, and it takes every outcome that ended
+    // while the previous one ran (a group commit): the sends go on
+    // meanwhile, and a fast mailer costs a few writes, not one per send.
+    let mut ended: Vec<(Uuid, Outcome)> = Vec::new();
+    let mut writing: Option<BoxFuture<'_, Result<(), DbError>>> = None;
+    loop {
+        if admitting.is_none() && failed.is_none() && !pending.is_empty() {
+            match run.stop() {
+                Some(stop) => pending.drain(..).for_each(|i| out[i] = Some(stop.clone())),
+                None => {
+                    let chunk: Vec<usize> = pending.iter().take(gate.claim_group.max(1)).copied().collect();
+                    admitting = Some(Box::pin(run.admit_and_claim(chunk)));
+                }
+            }
+        }
+        if writing.is_none() && !ended.is_empty() {
+            let outcomes = std::mem::take(&mut ended);
+            writing = Some(Box::pin(async move { record_durably(pool, &outcomes).await }));
+        }
+        if admitting.is_none() && writing.is_none() && in_flight.is_empty() {
+            break;
+        }
+        tokio::select! {
+            chunk = async { admitting.as_mut().expect("admitting").await }, if admitting.is_some() => {
+                admitting = None;
+                match chunk {
+                    Ok(chunk) => {
+                        pending.drain(..chunk.taken);
+                        if chunk.taken == 0 {
+                            // Nothing fits before the deadline any more.
+                            let deferred = run.deferred("left unclaimed");
+                            pending.drain(..).for_each(|i| out[i] = Some(deferred.clone()));
+                        }
+                        for (i, delivery) in chunk.settled {
+                            out[i] = Some(delivery);
+                        }
+                        counted.extend(chunk.sends.iter().map(|s| s.item));
+                        if !chunk.sends.is_empty() {
+                            faults.hit(FAULT_AFTER_SEND_CLAIM)?;
+                        }
+                        in_flight.extend(chunk.sends.into_iter().map(|s| Box::pin(run.send(s))));
+                    }
+                    // The sends in flight still end and are recorded first.
+                    Err(e) => failed = Some(e),
+                }
+            },
+            next = in_flight.next(), if !in_flight.is_empty() => match next {
+                Some(Ok((i, id, outcome, delivery))) => {
+                    ended.push((id, outcome));
+                    out[i] = Some(delivery);
+                }
+                // As a crash there would: nothing more is recorded.
+                Some(Err(fault)) => return Err(fault.into()),
+                None => {}
+            },
+            written = async { writing.as_mut().expect("a write in flight").await }, if writing.is_some() => {
+                written?;
+                writing = None;
+            }
+        }
+    }
+    if let Some(e) = failed {
+        return Err(e.into());
+    }
+    let out: Vec<Delivery> = out.into_iter().map(|d| d.expect("every item has a delivery")).collect();
+    give_back_unsent(pool, items, &counted, &out).await;
+    Ok(out)
+}
+
+/// The sends that counted towards their mailbox's daily limit and were
+/// certainly not made give their counts back (a crash before this leaves
+/// them counted: the limit errs towards mailing less).
+async fn give_back_unsent(pool: &Pool, items: &[Planned], counted: &[usize], out: &[Delivery]) {
+    let unsent: Vec<String> = counted
+        .iter()
+        .filter(|i| {
+            matches!(
+                out[**i],
+                Delivery::Released { .. }
+                    | Delivery::Throttled { .. }
+                    | Delivery::Paused { .. }
+                    | Delivery::Misconfigured { .. }
+                    | Delivery::Deferred { .. }
+            )
+        })
+        .map(|i| items[*i].notification().recipient.email.mailbox())
+        .collect();
+    if unsent.is_empty() {
+        return;
+    }
+    let given = async { recipient_limit::give_back(&pool.get().await?, &unsent).await }.await;
+    if let Err(e) = given {
+        tracing::warn!(error = %e, count = unsent.len(), "could not give back the daily counts of unsent mails");
+    }
+}
+
+/// Nothing of a chunk whose claim failed was sent: the claims the statement
+/// may have committed before its answer was lost (the connection cut, the
+/// server restarted), or that a later statement of step 2 left CLAIMED, are
+/// released on a fresh connection ([`RECORD_RETRIES`]), so the batch's retry
+/// sends them instead of finding them CLAIMED and marking them UNKNOWN. A
+/// release deletes only CLAIMED rows with this call's own new ids.
+async fn release_unsent(pool: &Pool, ids: &[Uuid], cause: &DbError) {
+    let released: Vec<(Uuid, Outcome)> = ids.iter().map(|id| (*id, Outcome::Released)).collect();
+    match record_durably(pool, &released).await {
+        Ok(()) => {
+            tracing::warn!(error = %cause, count = ids.len(), "claiming a group failed; its claims were released unsent")
+        }
+        Err(e) => tracing::error!(error = %cause, release_error = %e, count = ids.len(),
+            "claiming a group failed and its claims could not be released; a retry will mark them UNKNOWN"),
+    }
+}
+
+/// Records outcomes; when that fails, again on a fresh connection after
+/// each pause of [`RECORD_RETRIES`]. Recording is idempotent: an outcome
+/// written twice is written once.
+async fn record_durably(pool: &Pool, outcomes: &[(Uuid, Outcome)]) -> Result<(), DbError> {
+    let mut pauses = RECORD_RETRIES.iter();
+    loop {
+        let attempt = async { sends::outcome::record(&pool.get().await?, outcomes).await }.await;
+        match (attempt, pauses.next()) {
+            (Ok(()), _) => return Ok(()),
+            (Err(e), Some(pause)) => {
+                tracing::warn!(error = %e, count = outcomes.len(), "recording outcomes failed; again on a fresh connection");
+                tokio::time::sleep(*pause).await;
+            }
+            (Err(e), None) => return Err(e),
+        }
+    }
+}
+
+crate::from_driver_errors!(DeliverError);

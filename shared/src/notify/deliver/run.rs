@@ -1,0 +1,275 @@
+//! One call of [`deliver`](super::deliver): the decisions claimed up front,
+//! each chunk of sends admitted by the pacer and claimed, each send made at
+//! its time.
+
+use std::sync::atomic::Ordering;
+use std::time::Instant;
+
+use tracing::Instrument;
+use uuid::Uuid;
+
+use super::{judge, release_unsent, DeliverError, Delivery, Gate, FAULT_AFTER_SEND, SUPPRESSED};
+use crate::db::DbError;
+use crate::fault::{FaultError, Faults};
+use crate::notify::feedback;
+use crate::notify::mailer::{Mailer, SendOutcome};
+use crate::notify::pace::{Admitted, LATE};
+use crate::notify::plan::Planned;
+use crate::notify::recipient_limit;
+use crate::notify::sends::{self, Claim, Decided, GroupClaim, Outcome, SendStatus, Settled};
+use crate::notify::Notification;
+use crate::telemetry::mask_email;
+use deadpool_postgres::Pool;
+
+/// One send admitted and claimed, to make.
+pub(super) struct Admission<'a> {
+    pub item: usize,
+    claim: Uuid,
+    admitted: Admitted<'a>,
+}
+
+/// What claiming one chunk did.
+pub(super) struct Chunk<'a> {
+    /// How many pending items it took (claimed, or settled by their claim).
+    pub taken: usize,
+    pub sends: Vec<Admission<'a>>,
+    pub settled: Vec<(usize, Delivery)>,
+}
+
+/// One call of [`deliver`].
+pub(super) struct Run<'a> {
+    pub pool: &'a Pool,
+    pub mailer: &'a dyn Mailer,
+    pub faults: &'a Faults,
+    pub claimant: (&'a str, &'a str),
+    pub gate: &'a Gate<'a>,
+    pub items: &'a [Planned],
+}
+
+impl<'a> Run<'a> {
+    fn notification(&self, i: usize) -> &'a Notification {
+        self.items[i].notification()
+    }
+
+    pub fn deferred(&self, what: &str) -> Delivery {
+        Delivery::Deferred { reason: format!("the invocation's deadline came first; {what}") }
+    }
+
+    /// Why no more sends may be claimed in this run, if so.
+    pub fn stop(&self) -> Option<Delivery> {
+        if self.gate.paused.load(Ordering::SeqCst) {
+            Some(Delivery::Paused { reason: "sending paused earlier in this run; left unclaimed".into() })
+        } else if !(self.gate.send_fits)() {
+            Some(self.deferred("left unclaimed"))
+        } else {
+            None
+        }
+    }
+
+    /// Step 1: claims the decisions that need no send (superseded, or to a
+    /// suppressed address), and finds what an earlier attempt claimed.
+    /// Returns the items left to send, in order.
+    pub async fn settle_decided(&self, out: &mut [Option<Delivery>]) -> Result<Vec<usize>, DeliverError> {
+        let sends: Vec<&str> = (0..self.items.len())
+            .filter(|i| matches!(self.items[*i], Planned::Send(_)))
+            .map(|i| self.notification(i).recipient.email.as_str())
+            .collect();
+        let client = self.pool.get().await.map_err(DbError::from)?;
+        // An address that bounced permanently or complained is never mailed.
+        let suppressed = feedback::suppressions_of(&client, &sends).await?;
+        let reasons: Vec<Option<String>> = self
+            .items
+            .iter()
+            .map(|p| match p {
+                Planned::Send(n) => suppressed
+                    .get(n.recipient.email.as_str())
+                    .map(|why| format!("{SUPPRESSED} the address {why} earlier")),
+                Planned::Superseded { .. } => None,
+            })
+            .collect();
+        let decided: Vec<usize> = (0..self.items.len())
+            .filter(|i| matches!(self.items[*i], Planned::Superseded { .. }) || reasons[*i].is_some())
+            .collect();
+        let claims: Vec<GroupClaim> = decided
+            .iter()
+            .map(|i| GroupClaim {
+                notification: self.notification(*i),
+                decided: Some(match (&self.items[*i], &reasons[*i]) {
+                    (Planned::Superseded { by, reason, .. }, _) => Decided::Superseded { by: *by, reason },
+                    (Planned::Send(_), reason) => Decided::Refused { reason: reason.as_deref().unwrap_or_default() },
+                }),
+            })
+            .collect();
+        let ids = sends::claim::new_ids(&claims);
+        let claimed = match self.claim(&client, &claims, &ids).await {
+            Ok(claimed) => claimed,
+            Err(e) => {
+                release_unsent(self.pool, &ids, &e).await;
+                return Err(e.into());
+            }
+        };
+        for (i, claim) in decided.iter().zip(claimed) {
+            out[*i] = Some(match (claim, &self.items[*i], &reasons[*i]) {
+                (Err(settled), ..) => settled,
+                (Ok(_), Planned::Superseded { by, .. }, _) => Delivery::Superseded { by: *by },
+                (Ok(_), _, reason) => {
+                    let reason = reason.clone().unwrap_or_default();
+                    tracing::warn!(%reason, "not sent to a suppressed address");
+                    Delivery::Rejected { reason }
+                }
+            });
+        }
+        Ok((0..self.items.len()).filter(|i| out[*i].is_none()).collect())
+    }
+
+    /// Claims `claims` in one committed statement, as `ids`. Ok(id): won;
+    /// Err: an earlier attempt's claim, never sent again (one left
+    /// CLAIMED, whose attempt died, is marked UNKNOWN).
+    async fn claim(
+        &self,
+        client: &deadpool_postgres::Client,
+        claims: &[GroupClaim<'_>],
+        ids: &[Uuid],
+    ) -> Result<Vec<Result<Uuid, Delivery>>, DbError> {
+        if claims.is_empty() {
+            return Ok(Vec::new());
+        }
+        let (worker, provider) = self.claimant;
+        let claimed = sends::claim(client, claims, ids, worker, provider).await?;
+        let mut orphans = Vec::new();
+        let won = claimed
+            .into_iter()
+            .map(|claim| match claim {
+                Claim::Won(id) => Ok(id),
+                Claim::Exists { id, status: SendStatus::Claimed } => {
+                    orphans.push(id);
+                    Err(Delivery::Orphaned)
+                }
+                Claim::Exists { .. } => Err(Delivery::AlreadyClaimed),
+            })
+            .collect();
+        if !orphans.is_empty() {
+            sends::outcome::mark_orphans_unknown(client, &orphans).await?;
+            tracing::warn!(count = orphans.len(), "orphaned claims marked UNKNOWN; not re-sent");
+        }
+        Ok(won)
+    }
+
+    /// Step 2: waits until some of `chunk` may start, and claims exactly
+    /// those. A database error releases what this chunk claimed.
+    pub async fn admit_and_claim(&self, chunk: Vec<usize>) -> Result<Chunk<'a>, DbError> {
+        let admitted = self.gate.pace.admit(chunk.len(), self.gate.send_fits).await?;
+        let chunk = &chunk[..admitted.len()];
+        let claims: Vec<GroupClaim> =
+            chunk.iter().map(|i| GroupClaim { notification: self.notification(*i), decided: None }).collect();
+        let ids = sends::claim::new_ids(&claims);
+        let started = Instant::now();
+        let claimed = self.claim_chunk(chunk, &claims, &ids, admitted).await;
+        self.gate.pace.observe_claim(started.elapsed());
+        if let Err(e) = &claimed {
+            release_unsent(self.pool, &ids, e).await;
+        }
+        claimed
+    }
+
+    /// The claim of one admitted chunk, and nobody mailed more than the
+    /// daily limit (across every organizer, however the address is spelled).
+    async fn claim_chunk(
+        &self,
+        chunk: &[usize],
+        claims: &[GroupClaim<'_>],
+        ids: &[Uuid],
+        admitted: Vec<Admitted<'a>>,
+    ) -> Result<Chunk<'a>, DbError> {
+        let client = self.pool.get().await?;
+        let claimed = self.claim(&client, claims, ids).await?;
+        let (mut sends, mut settled) = (Vec::new(), Vec::new());
+        for ((i, claim), admitted) in chunk.iter().zip(claimed).zip(admitted) {
+            match claim {
+                Ok(claim) => sends.push(Admission { item: *i, claim, admitted }),
+                Err(delivery) => settled.push((*i, delivery)),
+            }
+        }
+        let limit = self.gate.mails_per_recipient_per_day;
+        let mailboxes: Vec<String> =
+            sends.iter().map(|s| self.notification(s.item).recipient.email.mailbox()).collect();
+        let allowed = recipient_limit::take(&client, &mailboxes, limit).await?;
+        let (mut capped, mut kept) = (Vec::new(), Vec::new());
+        for (send, allowed) in sends.into_iter().zip(allowed) {
+            if allowed {
+                kept.push(send);
+                continue;
+            }
+            let reason = format!(
+                "capped: the recipient's mailbox reached its limit of {limit} mails a day \
+                 (LIMIT_MAILS_PER_RECIPIENT_PER_DAY) across every organizer"
+            );
+            tracing::warn!(%reason, "not sent to a recipient at the daily limit");
+            capped.push((send.claim, Outcome::Settled(Settled::Capped, reason.clone())));
+            settled.push((send.item, Delivery::Capped { reason }));
+        }
+        sends::outcome::record(&client, &capped).await?;
+        Ok(Chunk { taken: chunk.len(), sends: kept, settled })
+    }
+
+    /// Step 3: one send, at its time, and what its answer means.
+    pub async fn send(&self, s: Admission<'a>) -> Result<(usize, Uuid, Outcome, Delivery), FaultError> {
+        let Admission { item: i, claim: id, admitted } = s;
+        let n = self.notification(i);
+        let span = tracing::info_span!(
+            "send",
+            event_id = %n.event_id,
+            booking_id = %n.payload.booking.id,
+            recipient = %mask_email(n.recipient.email.as_str()),
+            link_trace_id = n.trace_id.as_deref().unwrap_or("-"),
+        );
+        async move {
+            let pace = self.gate.pace;
+            let Admitted { place, mut at } = admitted;
+            // A send late for its time takes a new one: starting late would
+            // crowd the next sends of the fleet's schedule.
+            while let Some(time) = at {
+                tokio::time::sleep_until(time.into()).await;
+                if Instant::now() <= time + LATE {
+                    break;
+                }
+                at = match pace.retime(self.gate.send_fits).await {
+                    Ok(Some(time)) => Some(time),
+                    Ok(None) => return Ok((i, id, Outcome::Released, self.deferred("the claim was released unsent"))),
+                    Err(e) => {
+                        let reason = format!("the fleet's send rate could not be read: {e}");
+                        tracing::warn!(%reason, "claim released unsent");
+                        return Ok((i, id, Outcome::Released, Delivery::Released { reason }));
+                    }
+                };
+            }
+            if self.gate.paused.load(Ordering::SeqCst) {
+                let reason = "sending paused earlier in this run".to_string();
+                return Ok((i, id, Outcome::Released, Delivery::Paused { reason }));
+            }
+            if !(self.gate.send_fits)() {
+                return Ok((i, id, Outcome::Released, self.deferred("the claim was released unsent")));
+            }
+            let n = Notification { claim: Some(id), ..n.clone() };
+            let started = Instant::now();
+            // Reasons are logged and stored from here on: no address in them.
+            let outcome = self.mailer.send(&n).await.masked();
+            pace.observe(started.elapsed());
+            drop(place);
+            self.faults.hit(FAULT_AFTER_SEND)?;
+            match &outcome {
+                SendOutcome::Paused { .. } => self.gate.paused.store(true, Ordering::SeqCst),
+                SendOutcome::Throttled { .. } => {
+                    if let Err(e) = pace.throttled().await {
+                        tracing::warn!(error = %e, "could not slow the fleet down after a throttling answer");
+                    }
+                }
+                _ => {}
+            }
+            let (outcome, delivery) = judge(outcome);
+            Ok((i, id, outcome, delivery))
+        }
+        .instrument(span)
+        .await
+    }
+}
