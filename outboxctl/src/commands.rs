@@ -68,9 +68,11 @@ pub async fn status(out: Output, client: &Client) -> anyhow::Result<()> {
             SendStatus::Capped,
         ];
         println!("sends:   {}", line(sends.iter().map(|k| format!("{k} {}", s.sends[k])).collect()));
+        let u = &s.unknown;
         println!(
-            "unknown: awaiting SES feedback {}  not confirmed by SES {}  (confirmed by SES events: {})",
-            s.unknown.awaiting_feedback, s.unknown.not_confirmed, s.unknown.confirmed_by_ses
+            "unknown: awaiting SES's evidence {} (stalled {})  left for an operator {}  \
+             (confirmed by SES events: {}, resent on SES's evidence: {})",
+            u.awaiting_evidence, u.evidence_stalled, u.left_for_operator, u.confirmed_by_ses, u.resent_on_evidence
         );
         match &s.vacuum_horizon.holder {
             Some(h) => println!(
@@ -250,7 +252,11 @@ pub async fn unknown_list(out: Output, client: &Client, limit: i64, confirmed: b
             println!("no sends with an unknown outcome");
         }
         for s in list {
-            let why = s.last_error.clone().unwrap_or_else(|| s.status.to_string());
+            let why = match (&s.left_for_operator, &s.resent) {
+                (Some(left), _) => left.clone(),
+                (None, Some((at, _))) => format!("resent {}", at.format(TIME)),
+                _ => s.last_error.clone().unwrap_or_else(|| s.status.to_string()),
+            };
             println!(
                 "{}  {}  {}  event {}  claimed {}  {}  ({why})",
                 s.id,
@@ -261,12 +267,11 @@ pub async fn unknown_list(out: Output, client: &Client, limit: i64, confirmed: b
                 s.confirmation.describe(),
             );
         }
-        let not_confirmed = list.iter().filter(|s| s.confirmation == Confirmation::NotConfirmed).count();
-        if not_confirmed > 0 {
+        let left = list.iter().filter(|s| s.confirmation == Confirmation::LeftForOperator).count();
+        if left > 0 {
             println!(
-                "{not_confirmed} not confirmed by SES within {}s (FEEDBACK_GRACE_SECS): very likely never \
-                 accepted; resend them with `outboxctl unknown resend --unconfirmed`",
-                grace.as_secs()
+                "{left} left for an operator: `outboxctl unknown resend ID` resends one (those SES's events \
+                 moved past: `outboxctl unknown resend --unconfirmed`)"
             );
         }
     });
@@ -274,7 +279,7 @@ pub async fn unknown_list(out: Output, client: &Client, limit: i64, confirmed: b
 }
 
 pub async fn unknown_resend(out: Output, client: &mut Client, id: Uuid, who: &str) -> anyhow::Result<()> {
-    let event = unknown::resend(client, id, who).await?;
+    let event = unknown::resend(client, id, unknown::Decision::Operator(who)).await?;
     out.print(&serde_json::json!({"send_id": id, "event_id": event, "decided_by": who}), |_| {
         println!("send {id} will be re-sent: event {event} is PENDING again (decision recorded for {who})");
     });
@@ -288,10 +293,14 @@ pub async fn unknown_resend_unconfirmed(
     limits: ReplayLimits,
 ) -> anyhow::Result<()> {
     let grace = SweeperConfig::from_env()?.feedback.grace;
-    let report = unknown::resend_unconfirmed(client, grace, who, limits.max, limits.dry_run).await?;
+    let report = unknown::resend_left(client, grace, who, limits.max, limits.dry_run).await?;
     let verb = if limits.dry_run { "would resend" } else { "resending" };
     out.print(&report, |r| {
-        println!("{verb} {} send(s) not confirmed by SES within {}s", r.resent.len(), grace.as_secs());
+        println!(
+            "{verb} {} send(s) left for an operator that SES's events moved past at least {}s ago",
+            r.resent.len(),
+            grace.as_secs()
+        );
         for (send, event) in &r.resent {
             println!("{send}  event {event}");
         }

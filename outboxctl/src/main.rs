@@ -93,8 +93,9 @@ struct ReplayArgs {
 
 #[derive(Subcommand)]
 enum UnknownCommand {
-    /// List sends whose outcome is unknown: awaiting SES feedback, or not
-    /// confirmed by SES past FEEDBACK_GRACE_SECS (only those need a decision).
+    /// List sends whose outcome is unknown: awaiting SES's evidence (settled
+    /// without you), resent on that evidence, or left for an operator, and
+    /// why (only those need a decision).
     List {
         #[arg(long, default_value_t = 50)]
         limit: i64,
@@ -102,8 +103,9 @@ enum UnknownCommand {
         #[arg(long)]
         confirmed: bool,
     },
-    /// Re-send one recipient's email, or every send not confirmed by SES.
-    /// This may deliver a duplicate; each decision is recorded.
+    /// Re-send one recipient's email, or every SES send left for an operator
+    /// that SES's events have moved past. This may deliver a duplicate; each
+    /// decision is recorded.
     Resend(ResendArgs),
 }
 
@@ -112,7 +114,9 @@ struct ResendArgs {
     /// The send id (from `unknown list`).
     #[arg(required_unless_present = "unconfirmed", conflicts_with = "unconfirmed")]
     id: Option<Uuid>,
-    /// Every UNKNOWN send that SES has not confirmed within FEEDBACK_GRACE_SECS.
+    /// Every SES send left for an operator that SES's events moved past at
+    /// least FEEDBACK_GRACE_SECS ago with none naming it (as the sweeper
+    /// resends, without its UNKNOWN_RESENDS_MAX).
     #[arg(long)]
     unconfirmed: bool,
     /// Show what would be resent (with --unconfirmed), changing nothing.

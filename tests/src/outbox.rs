@@ -283,6 +283,39 @@ pub async fn kill_then_drain(db: &TestDb, rng: &mut crate::Rng, worker: impl Fn(
     unreachable!()
 }
 
+/// Makes every claim look `secs` older, as if time had passed: its claim,
+/// and when it could last have reached the provider.
+pub async fn age_claims(db: &TestDb, secs: i64) {
+    let client = db.pool.get().await.unwrap();
+    client
+        .execute(
+            "UPDATE booking_notification_sends SET claimed_at = claimed_at - make_interval(secs => $1), \
+                    reaches_provider_by = reaches_provider_by - make_interval(secs => $1)",
+            &[&(secs as f64)],
+        )
+        .await
+        .unwrap();
+}
+
+/// SES's event stream as the SES-events function records it: it moved
+/// past every send claimed so far `ago_secs` ago (an event arrived then
+/// about a message SES accepted then; the claims are aged to be older
+/// still), and is alive now (an event arrived now). 0: just now.
+pub async fn stream_moved_past(db: &TestDb, ago_secs: i64) {
+    age_claims(db, ago_secs + 60).await;
+    let client = db.pool.get().await.unwrap();
+    client
+        .execute(
+            "INSERT INTO ses_event_watermarks (mail_second, received_at) \
+             VALUES (date_trunc('second', now() - make_interval(secs => $1)), now() - make_interval(secs => $1)), \
+                    (date_trunc('second', now()), now()) \
+             ON CONFLICT (mail_second) DO NOTHING",
+            &[&(ago_secs as f64)],
+        )
+        .await
+        .unwrap();
+}
+
 /// True when the child died of SIGKILL.
 pub fn killed(status: ExitStatus) -> bool {
     use std::os::unix::process::ExitStatusExt;

@@ -50,6 +50,11 @@ impl Publisher {
         publisher
     }
 
+    /// The file the events are written to, one JSON line each.
+    pub fn events_path(&self) -> PathBuf {
+        self.events_file.clone()
+    }
+
     /// Every event published so far.
     pub fn events(&self) -> Vec<Value> {
         let text = std::fs::read_to_string(&self.events_file).unwrap_or_default();
@@ -83,4 +88,90 @@ pub fn claim_of(event: &Value) -> Option<uuid::Uuid> {
 /// The SES event type (`Send`, `Delivery`, ...).
 pub fn kind_of(event: &Value) -> &str {
     event["detail"]["eventType"].as_str().unwrap_or("")
+}
+
+/// How an [`EventStream`] delivers what the publisher wrote.
+#[derive(Debug, Clone, Default)]
+pub struct Delivery {
+    /// Each event is handed over this long after it was published (an
+    /// event stream running late).
+    pub delay: Duration,
+    /// Events of these claims are never handed over (lost on the way).
+    pub lost_claims: Vec<uuid::Uuid>,
+    /// Only this kind of event of `lost_claims` is lost (None: every kind).
+    pub lost_kind: Option<&'static str>,
+}
+
+/// SES's events on their way to the ses-events function, as EventBridge
+/// and Lambda deliver them: a task tails the publisher's events file and
+/// hands each event to the feedback handler (`shared::notify::feedback::handle`)
+/// on a real Postgres, as the function does, `delivery.delay` after it was
+/// published, unless it is lost, or the stream is stopped (held events are
+/// handed over once it resumes). It stops with the test.
+pub struct EventStream {
+    stopped: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    handed: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for EventStream {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl EventStream {
+    pub fn start(publisher: &Publisher, pool: deadpool_postgres::Pool, delivery: Delivery) -> Self {
+        use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+        let stopped = std::sync::Arc::new(AtomicBool::new(false));
+        let handed = std::sync::Arc::new(AtomicUsize::new(0));
+        let file = publisher.events_file.clone();
+        let (stop, count) = (stopped.clone(), handed.clone());
+        let task = tokio::spawn(async move {
+            let origin = crate::ses_events::origin();
+            let mut seen: Vec<(Instant, Value)> = Vec::new();
+            let mut next = 0;
+            loop {
+                let text = std::fs::read_to_string(&file).unwrap_or_default();
+                let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+                for line in lines.iter().skip(seen.len()) {
+                    seen.push((Instant::now(), serde_json::from_str(line).unwrap()));
+                }
+                while next < seen.len()
+                    && !stop.load(Ordering::SeqCst)
+                    && seen[next].0 + delivery.delay <= Instant::now()
+                {
+                    let event = &seen[next].1;
+                    let lost = claim_of(event).is_some_and(|c| delivery.lost_claims.contains(&c))
+                        && delivery.lost_kind.is_none_or(|k| k == kind_of(event));
+                    if !lost {
+                        // As the function does; a failure would be retried by
+                        // Lambda, and is retried here on the next round.
+                        if shared::notify::feedback::handle(&pool, &origin, event).await.is_err() {
+                            break;
+                        }
+                        count.fetch_add(1, Ordering::SeqCst);
+                    }
+                    next += 1;
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        });
+        Self { stopped, handed, task }
+    }
+
+    /// Stops handing events over (they are held, not lost).
+    pub fn stop(&self) {
+        self.stopped.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// Hands the held events over again.
+    pub fn resume(&self) {
+        self.stopped.store(false, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// Events handed to the handler so far.
+    pub fn handed(&self) -> usize {
+        self.handed.load(std::sync::atomic::Ordering::SeqCst)
+    }
 }

@@ -66,6 +66,7 @@ pub fn ses_config(endpoint: &str, from: &str) -> SesConfig {
         region: "us-east-1".into(),
         endpoint_url: Some(endpoint.to_string()),
         configuration_set: None,
+        canary_to: None,
         max_send_rate: None,
         connect_timeout: Duration::from_millis(1000),
         read_timeout: Duration::from_millis(1500),

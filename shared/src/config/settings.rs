@@ -143,6 +143,10 @@ settings! {
     SES_ENDPOINT_URL = None, &[Poller];
     /// the configuration set every send names (SES's event destination)
     SES_CONFIGURATION_SET = None, &[Poller];
+    /// where a canary goes (through the configuration set) when ambiguous sends wait for SES's events and traffic alone does not bring any: at most one a minute; empty: no canary
+    SES_CANARY_ADDRESS = Some("success@simulator.amazonses.com"), &[Poller];
+    /// at most one canary this often, fleet-wide, and only when no SES event has arrived for as long
+    SES_CANARY_EVERY_SECS = Some("60"), &[Poller];
     /// the whole fleet's cap in messages/s, below the account's `MaxSendRate` (read with `GetAccount`); 0 or unset: the account's rate
     SES_MAX_SEND_RATE = None, &[Poller];
     /// connect timeout of one SES call
@@ -185,10 +189,10 @@ settings! {
     SWEEP_STUCK_AFTER_SECS = Some("300"), &[Sweeper, Outboxctl];
     /// rows per sweep statement
     SWEEP_BATCH_SIZE = Some("500"), &[Sweeper, Outboxctl];
-    /// an UNKNOWN send with no SES event after this is "not confirmed by SES"
+    /// how long after SES's event stream has moved past an ambiguous send (events arrived about messages SES accepted after it could last have reached SES) its own event may still come; after it, with none naming the send, the send is resent
     FEEDBACK_GRACE_SECS = Some("900"), &[Sweeper, Outboxctl];
-    /// opt-in (0: off): resend sends still not confirmed after this (at least the grace); risk: a `Send` event delayed past it means a duplicate
-    UNKNOWN_AUTO_RESEND_AFTER_SECS = Some("0"), &[Sweeper, Outboxctl];
+    /// times one recipient's ambiguous SES send is resent automatically, each only on SES's evidence that the attempt before never reached it; then, or with 0, it is left for an operator
+    UNKNOWN_RESENDS_MAX = Some("3"), &[Sweeper, Outboxctl];
     /// DONE events, processed_events and settled sends older than this many days are deleted, then SES's feedback about the sends that are gone
     RETENTION_DAYS = Some("7"), &[Sweeper, Outboxctl];
     /// rows per retention delete

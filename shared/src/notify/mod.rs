@@ -19,6 +19,7 @@
 //! - [`unknown`]: sends whose outcome is unknown, and the explicit resend.
 
 pub mod deliver;
+pub mod evidence;
 pub mod feedback;
 pub mod invite;
 pub mod mailer;

@@ -21,7 +21,8 @@ use uuid::Uuid;
 
 use super::deliver::SUPPRESSED;
 use super::feedback::VERDICT_OF_SEND;
-use super::sends::{ConfirmedBy, SendStatus, SENDS_OF_EVENT};
+use super::sends::{ConfirmedBy, SendStatus, FEEDBACK_PROVIDER_NAMES, SENDS_OF_EVENT};
+use super::unknown::RESENT_ON_EVIDENCE;
 use crate::booking::events::BookingEvent;
 use crate::db::DbResult;
 use crate::outbox::events::{EventStatus, EVENTS_OF_BOOKING};
@@ -84,11 +85,13 @@ pub enum Reader<'a> {
 const SQL: &str = formatcp!(
     "SELECT e.id AS event_id, e.aggregate_version, e.event_type, e.status AS event_status, e.created_at, \
             e.updated_at, e.open_payload, s.recipient_email, s.status AS send_status, s.claimed_at, \
-            s.completed_at, s.confirmed_by, s.unconfirmed_at, s.last_error, s.provider, \
-            f.kind AS verdict, f.subtype AS verdict_subtype, f.occurred_at AS verdict_at \
+            s.completed_at, s.confirmed_by, s.left_for_operator, s.last_error, s.provider, \
+            f.kind AS verdict, f.subtype AS verdict_subtype, f.occurred_at AS verdict_at, \
+            x.decided_at AS resent_at \
        FROM ({EVENTS_OF_BOOKING}) e \
        LEFT JOIN LATERAL ({SENDS_OF_EVENT}) s ON true \
-       LEFT JOIN LATERAL ({VERDICT_OF_SEND}) f ON true"
+       LEFT JOIN LATERAL ({VERDICT_OF_SEND}) f ON true \
+       LEFT JOIN LATERAL ({RESENT_ON_EVIDENCE}) x ON true"
 );
 
 /// Every notification of `booking_id` that `reader` may see, by version
@@ -171,6 +174,18 @@ struct Open {
 
 type SendState = (State, DateTime<Utc>, Option<bool>, Option<String>);
 
+/// For a send made after an earlier attempt was resent on SES's evidence:
+/// that it was, and when.
+fn resent(row: &tokio_postgres::Row) -> Option<String> {
+    row.get::<_, Option<DateTime<Utc>>>("resent_at").map(|at| {
+        format!(
+            "resent on SES's evidence at {}: the earlier attempt's outcome was lost, and SES's events showed it \
+             never arrived",
+            at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+        )
+    })
+}
+
 /// The state of one send row, its SES verdict included.
 fn send_state(row: &tokio_postgres::Row) -> DbResult<SendState> {
     let status = SendStatus::from_row(row, "send_status")?;
@@ -196,22 +211,27 @@ fn send_state(row: &tokio_postgres::Row) -> DbResult<SendState> {
             };
             if let Some((state, detail)) = verdict {
                 let accepted = !matches!(state, State::Failed);
-                return Ok((state, verdict_at, accepted.then_some(by_ses), detail));
+                return Ok((state, verdict_at, accepted.then_some(by_ses), detail.or_else(|| resent(row))));
             }
         }
     }
     Ok(match status {
         SendStatus::Claimed => (State::Sending, claimed_at, None, None),
-        SendStatus::Sent => (State::Sent, at, Some(by_ses), None),
+        SendStatus::Sent => (State::Sent, at, Some(by_ses), resent(row)),
         SendStatus::Unknown => {
-            let detail = match row.get::<_, Option<DateTime<Utc>>>("unconfirmed_at") {
-                _ if row.get::<_, Option<&str>>("provider").is_some_and(|p| p != crate::notify::send_rate::SES) => {
-                    "sent through SMTP, whose answer was lost: the server may have it, and nothing reports back"
+            let provider = row.get::<_, Option<&str>>("provider").unwrap_or_default();
+            let detail = match row.get::<_, Option<String>>("left_for_operator") {
+                _ if !FEEDBACK_PROVIDER_NAMES.contains(&provider) => {
+                    "sent through SMTP, whose answer was lost: the server may have it, and nothing reports back; \
+                     left for an operator"
+                        .to_string()
                 }
-                Some(_) => "SES sent no event about it within the grace period: very likely never accepted",
-                None => "waiting for SES's own events to settle it",
+                Some(why) => format!("left for an operator: {why}"),
+                None => "awaiting SES's evidence: its own event settles it, and if SES's events move past it with \
+                         none naming it, it is resent"
+                    .to_string(),
             };
-            (State::Unknown, at, Some(false), Some(detail.to_string()))
+            (State::Unknown, at, Some(false), Some(detail))
         }
         SendStatus::Superseded => (State::Superseded, at, None, reason()),
         SendStatus::Failed => match reason() {

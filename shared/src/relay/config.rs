@@ -23,6 +23,9 @@ pub struct PollerConfig {
     /// (`SEND_RATE_HEADROOM`): below 1, so the network's jitter never puts
     /// more than the rate in one second at the provider.
     pub send_rate_headroom: f64,
+    /// At most one canary this often (`SES_CANARY_EVERY_SECS`), and only
+    /// after that long without an SES event.
+    pub canary_every: Duration,
     /// Batches processed at once by one poller
     /// (`POLLER_BATCHES_IN_FLIGHT`, default 2): the next batch is claimed
     /// while one waits on the database or the mailer.
@@ -82,6 +85,7 @@ impl PollerConfig {
             concurrency: Self::concurrency_from_env()?,
             claim_group: S::POLLER_CLAIM_GROUP.parsed()?,
             send_rate_headroom: S::SEND_RATE_HEADROOM.parsed()?,
+            canary_every: Duration::from_secs(S::SES_CANARY_EVERY_SECS.parsed()?),
             batches_in_flight: Self::batches_in_flight_from_env()?,
             idle_wait: Duration::from_millis(S::POLLER_IDLE_WAIT_MS.parsed()?),
             listen: S::POLLER_LISTEN.parsed()?,
@@ -110,6 +114,7 @@ impl PollerConfig {
             concurrency: 4,
             claim_group: S::POLLER_CLAIM_GROUP.default_value(),
             send_rate_headroom: S::SEND_RATE_HEADROOM.default_value(),
+            canary_every: Duration::from_secs(S::SES_CANARY_EVERY_SECS.default_value()),
             batches_in_flight: 2,
             idle_wait: Duration::from_millis(20),
             listen: false,
@@ -356,51 +361,40 @@ impl Default for RetentionConfig {
     }
 }
 
-/// Reconciling sends whose outcome stayed unknown against SES's events.
+/// Settling sends whose outcome stayed unknown on SES's evidence.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FeedbackConfig {
-    /// An UNKNOWN send with no SES Send event after this is reported "not
-    /// confirmed by SES" (`FEEDBACK_GRACE_SECS`).
+    /// How long after SES's event stream moved past an ambiguous send its
+    /// own event may still come (`FEEDBACK_GRACE_SECS`); then, with none,
+    /// it is resent.
     pub grace: Duration,
-    /// Opt-in (`UNKNOWN_AUTO_RESEND_AFTER_SECS`, 0 = off): resend what is
-    /// still not confirmed after this. Off by default: at-most-once.
-    pub auto_resend_after: Option<Duration>,
+    /// Automatic resends of one recipient's ambiguous send
+    /// (`UNKNOWN_RESENDS_MAX`; 0: none, every one left for an operator).
+    pub max_resends: u32,
 }
 
 impl Default for FeedbackConfig {
     fn default() -> Self {
-        Self { grace: Duration::from_secs(S::FEEDBACK_GRACE_SECS.default_value()), auto_resend_after: None }
+        Self {
+            grace: Duration::from_secs(S::FEEDBACK_GRACE_SECS.default_value()),
+            max_resends: S::UNKNOWN_RESENDS_MAX.default_value(),
+        }
     }
 }
 
 impl FeedbackConfig {
     pub fn from_env() -> Result<Self, ConfigError> {
-        Self::new(
-            Duration::from_secs(S::FEEDBACK_GRACE_SECS.parsed()?),
-            match S::UNKNOWN_AUTO_RESEND_AFTER_SECS.parsed()? {
-                0 => None,
-                secs => Some(Duration::from_secs(secs)),
-            },
-        )
+        Self::new(Duration::from_secs(S::FEEDBACK_GRACE_SECS.parsed()?), S::UNKNOWN_RESENDS_MAX.parsed()?)
     }
 
-    pub fn new(grace: Duration, auto_resend_after: Option<Duration>) -> Result<Self, ConfigError> {
+    pub fn new(grace: Duration, max_resends: u32) -> Result<Self, ConfigError> {
         if grace.is_zero() {
             return Err(ConfigError::new(
                 "FEEDBACK_GRACE_SECS",
                 "must be at least 1",
-                "set it to how long SES may take to publish a Send event, or unset it for the default",
+                "set it to how much later than another message's an SES event may arrive, or unset it for the default",
             ));
         }
-        // Resending before the grace ends would resend sends SES may still
-        // confirm: duplicates by design.
-        if auto_resend_after.is_some_and(|after| after < grace) {
-            return Err(ConfigError::new(
-                "UNKNOWN_AUTO_RESEND_AFTER_SECS",
-                format!("is below FEEDBACK_GRACE_SECS ({}s)", grace.as_secs()),
-                "set it to at least FEEDBACK_GRACE_SECS, or to 0 to turn automatic resends off",
-            ));
-        }
-        Ok(Self { grace, auto_resend_after })
+        Ok(Self { grace, max_resends })
     }
 }

@@ -3,7 +3,8 @@
 //! transaction. Each table's own module says which of its rows may go; the
 //! order matters: finished events first, then the sends and
 //! `processed_events` rows that only go once their event is gone or done,
-//! then SES's feedback about sends that are gone.
+//! then SES's feedback about sends that are gone, and old seconds of SES's
+//! evidence watermark and canaries.
 
 use std::future::Future;
 
@@ -13,7 +14,7 @@ use super::config::RetentionConfig;
 use super::summary::RetentionReport;
 use crate::booking::{idempotency, limits};
 use crate::db::DbResult;
-use crate::notify::{feedback, recipient_limit, sends};
+use crate::notify::{evidence, feedback, recipient_limit, sends};
 use crate::outbox::{events, processed};
 
 /// Runs `purge(batch_size)` until it deletes less than a batch, at most
@@ -39,10 +40,11 @@ pub async fn run(client: &impl GenericClient, cfg: &RetentionConfig) -> DbResult
     let events = in_batches(cfg, |n| events::purge_done(client, age, n)).await?;
     let sends = in_batches(cfg, |n| sends::purge(client, age, n)).await?;
     let feedback = in_batches(cfg, |n| feedback::purge(client, age, n)).await?;
+    let evidence = in_batches(cfg, |n| evidence::purge(client, age, n)).await?;
     let processed_events = in_batches(cfg, |n| processed::purge(client, age, n)).await?;
     let ttl = cfg.idempotency_key_ttl;
     let idempotency_keys = in_batches(cfg, |n| idempotency::purge_expired(client, ttl, n)).await?;
     let usage_counters = in_batches(cfg, |n| limits::purge_old(client, n)).await?
         + in_batches(cfg, |n| recipient_limit::purge_old(client, n)).await?;
-    Ok(RetentionReport { events, processed_events, sends, feedback, idempotency_keys, usage_counters })
+    Ok(RetentionReport { events, processed_events, sends, feedback, evidence, idempotency_keys, usage_counters })
 }

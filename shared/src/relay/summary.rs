@@ -154,28 +154,41 @@ impl SweepRun {
     }
 
     pub fn metrics(&self) -> Vec<(&'static str, f64, Unit)> {
-        vec![
+        let mut metrics = vec![
             ("Swept", self.reset as f64, Unit::Count),
             ("DeadLettered", self.dead_lettered as f64, Unit::Count),
             ("OldestPendingAgeSeconds", self.oldest_due_pending_age_secs, Unit::Seconds),
             ("OldestXminAgeSeconds", self.vacuum_horizon.oldest_age_secs, Unit::Seconds),
             ("OldestXminAgeTransactions", self.vacuum_horizon.oldest_xmin_age as f64, Unit::Count),
-            ("UnconfirmedSends", self.feedback.counts.not_confirmed as f64, Unit::Count),
-            ("AwaitingSesFeedback", self.feedback.counts.awaiting_feedback as f64, Unit::Count),
-            ("AutoResent", self.feedback.auto_resent as f64, Unit::Count),
-        ]
+            ("ResentOnEvidence", self.feedback.resent_on_evidence as f64, Unit::Count),
+            ("UnknownLeftForOperator", self.feedback.counts.left_for_operator as f64, Unit::Count),
+            ("AwaitingEvidence", self.feedback.counts.awaiting_evidence as f64, Unit::Count),
+            ("EvidenceStalled", self.feedback.counts.evidence_stalled as f64, Unit::Count),
+            ("SesEventsBehind", self.feedback.events_behind as f64, Unit::Count),
+        ];
+        if let Some(age) = self.feedback.watermark_age_secs {
+            metrics.push(("SesWatermarkAgeSeconds", age, Unit::Seconds));
+        }
+        metrics
     }
 }
 
-/// The sweeper's reconciliation of unknown sends with SES's feedback.
-#[derive(Debug, Default, Clone, PartialEq, Eq, Serialize)]
+/// The sweeper's settling of unknown sends on SES's evidence.
+#[derive(Debug, Default, Clone, PartialEq, Serialize)]
 pub struct FeedbackReport {
-    /// Sends reported "not confirmed by SES" for the first time this run.
-    pub newly_unconfirmed: u32,
-    /// Resent by the opt-in `UNKNOWN_AUTO_RESEND_AFTER_SECS`.
-    pub auto_resent: u32,
+    /// Messages SES accepted more than the grace ago (of the last hour's
+    /// latest 200) whose events have not come: while any, nothing is
+    /// resent on SES's evidence.
+    pub events_behind: i64,
+    /// Resent this run: SES's stream moved past them, no event named them.
+    pub resent_on_evidence: u32,
+    /// Left for an operator this run.
+    pub left_for_operator: u32,
     /// How the ambiguous sends stand after the run.
     pub counts: UnknownCounts,
+    /// How old the newest second of SES's clock an event was about is
+    /// (None: no event has arrived yet).
+    pub watermark_age_secs: Option<f64>,
 }
 
 /// Rows deleted by one retention run, per table.
@@ -186,6 +199,8 @@ pub struct RetentionReport {
     pub sends: u64,
     /// SES's events about sends retention already deleted.
     pub feedback: u64,
+    /// Old seconds of SES's evidence watermark, and old canaries.
+    pub evidence: u64,
     pub idempotency_keys: u64,
     /// Abuse-limit counters of past days.
     pub usage_counters: u64,

@@ -1,7 +1,9 @@
 //! The sweeper's scheduled run, as four named steps: sweep rows stuck in
-//! PROCESSING (reset, or dead-letter when out of attempts), reconcile sends
-//! whose outcome stayed unknown with SES's feedback, apply retention, then
+//! PROCESSING (reset, or dead-letter when out of attempts), settle sends
+//! whose outcome stayed unknown on SES's evidence, apply retention, then
 //! report metrics.
+
+use std::time::Duration;
 
 use deadpool_postgres::{GenericClient, Pool};
 
@@ -9,11 +11,10 @@ use super::config::SweeperConfig;
 use super::retention;
 use super::summary::{FeedbackReport, SweepRun};
 use crate::db::{horizon, DbResult};
-use crate::notify::{sends, unknown};
+use crate::notify::{evidence, feedback, unknown};
 use crate::outbox::events;
 use crate::outbox::events::transitions::{self, Reset};
 use crate::telemetry::emf;
-use crate::telemetry::mask_email;
 
 /// One scheduled run.
 pub async fn run(pool: &Pool, config: &SweeperConfig) -> DbResult<SweepRun> {
@@ -41,40 +42,64 @@ async fn sweep_stuck(client: &impl GenericClient, config: &SweeperConfig, out: &
     Ok(())
 }
 
-/// Who the sweeper records as deciding an automatic resend.
-pub const AUTO_RESEND_DECIDER: &str = "sweeper (UNKNOWN_AUTO_RESEND_AFTER_SECS)";
-
-/// Step 2: every UNKNOWN send that no SES event has confirmed within the
-/// grace period is reported once as "not confirmed by SES"; with the
-/// opt-in auto resend, those older than it are resent (each a recorded
-/// decision). The residual risk of that option: a Send event delayed past
-/// it means a duplicate.
+/// Step 2: every UNKNOWN send SES's events can settle is resent once SES's
+/// event stream has moved past it at least the grace ago and no event
+/// names it (each a recorded decision, with its evidence), up to
+/// `UNKNOWN_RESENDS_MAX` times; what no evidence can settle is left for an
+/// operator, loudly. Sends whose evidence stalls (the stream has not moved
+/// past them for a whole grace) are named too: nothing is resent until
+/// SES's events arrive.
 async fn reconcile(client: &mut deadpool_postgres::Client, config: &SweeperConfig) -> DbResult<FeedbackReport> {
-    let grace = config.feedback.grace;
-    let mut report = FeedbackReport::default();
-    for s in sends::unknown::mark_unconfirmed(&*client, grace, config.batch_size).await? {
-        report.newly_unconfirmed += 1;
-        tracing::warn!(
-            send_id = %s.id, event_id = %s.event_id, recipient = %mask_email(&s.recipient),
-            event_type = %s.event_type, claimed_at = %s.claimed_at,
-            "send not confirmed by SES within {}s: very likely never accepted (outboxctl unknown list)",
-            grace.as_secs()
+    let f = &config.feedback;
+    // Messages SES accepted whose events have not come within the grace:
+    // the stream is behind or stopped, so nothing is resent on it now.
+    let behind = feedback::behind(&*client, f.grace, BEHIND_WINDOW, BEHIND_SAMPLE).await?;
+    let settled = if behind > 0 {
+        tracing::error!(
+            behind,
+            "messages SES accepted more than FEEDBACK_GRACE_SECS ({}s) ago still have no SES event: its event \
+             stream is behind or stopped, so no ambiguous send is resent until they arrive (check the SES \
+             events rule, SesEventsDeadLetterQueue and the ses-events function)",
+            f.grace.as_secs()
+        );
+        unknown::EvidenceReport::default()
+    } else {
+        unknown::settle_on_evidence(client, f.grace, f.max_resends, config.batch_size).await?
+    };
+    for (send_id, event_id) in &settled.resent {
+        tracing::warn!(%send_id, %event_id, "ambiguous send resent on SES's evidence: its stream moved past it \
+            and no event named it");
+    }
+    for (send_id, why) in &settled.left {
+        tracing::error!(%send_id, %why, "ambiguous send left for an operator (outboxctl unknown list)");
+    }
+    let counts = unknown::counts(&*client, f.grace).await?;
+    if counts.evidence_stalled > 0 {
+        tracing::error!(
+            stalled = counts.evidence_stalled,
+            "ambiguous sends wait for SES's events, which have not moved past them within FEEDBACK_GRACE_SECS \
+             ({}s): check the configuration set's event destination, the SES events rule and the ses-events \
+             function; nothing is resent until the events arrive",
+            f.grace.as_secs()
         );
     }
-    if let Some(after) = config.feedback.auto_resend_after {
-        let max = config.batch_size.max(0) as usize;
-        let resent = unknown::resend_unconfirmed(client, after, AUTO_RESEND_DECIDER, max, false).await?;
-        for (send_id, event_id) in &resent.resent {
-            tracing::warn!(%send_id, %event_id, "unconfirmed send resent automatically (UNKNOWN_AUTO_RESEND_AFTER_SECS)");
-        }
-        for (send_id, why) in &resent.skipped {
-            tracing::info!(%send_id, %why, "unconfirmed send not resent yet");
-        }
-        report.auto_resent = resent.resent.len() as u32;
-    }
-    report.counts = unknown::counts(&*client, grace).await?;
-    Ok(report)
+    let watermark_age_secs = evidence::watermark(&*client)
+        .await?
+        .map(|w| (chrono::Utc::now() - w.mail_second).num_milliseconds() as f64 / 1000.0);
+    Ok(FeedbackReport {
+        events_behind: behind,
+        resent_on_evidence: settled.resent.len() as u32,
+        left_for_operator: settled.left.len() as u32,
+        counts,
+        watermark_age_secs,
+    })
 }
+
+/// How far back the sweeper checks that SES's events came for what it
+/// accepted (beyond the grace), and for how many of those messages at
+/// most: one lost event holds resends back for this long at most.
+pub const BEHIND_WINDOW: Duration = Duration::from_secs(3600);
+pub const BEHIND_SAMPLE: i64 = 200;
 
 /// A snapshot held this long is named in the log at each run (the
 /// template's alarm on `OldestXminAgeSeconds` has its own threshold).

@@ -55,6 +55,9 @@ async fn main() {
     if let Ok(group) = std::env::var("POLLER_CLAIM_GROUP") {
         config.claim_group = group.parse().expect("POLLER_CLAIM_GROUP");
     }
+    if let Ok(secs) = std::env::var("SES_CANARY_EVERY_SECS") {
+        config.canary_every = Duration::from_secs(secs.parse().expect("SES_CANARY_EVERY_SECS"));
+    }
     if let Ok(batches) = std::env::var("POLLER_BATCHES_IN_FLIGHT") {
         config.batches_in_flight = batches.parse().expect("POLLER_BATCHES_IN_FLIGHT");
     }
@@ -88,7 +91,9 @@ async fn main() {
 async fn run<M: Mailer + 'static>(poller: Poller<M>, cmd: &str) {
     match cmd {
         "drain" => {
+            // As each Lambda run starts: the rate, then a canary if one is due.
             poller.refresh_rate().await.expect("the fleet's rate");
+            poller.canary().await.expect("the canary");
             let summary = poller.drain().await.expect("drain");
             println!("{}", serde_json::to_string(&summary).unwrap());
         }

@@ -60,7 +60,7 @@ async fn each_function_runs_as_its_own_role_and_the_operators_as_theirs() {
     // The operator CLI's commands.
     let mut client = pool.get().await.unwrap();
     let unknown_send = unknown::list(&client, std::time::Duration::from_secs(900), false, 10).await.unwrap().remove(0);
-    unknown::resend(&mut client, unknown_send.id, "operator").await.unwrap();
+    unknown::resend(&mut client, unknown_send.id, unknown::Decision::Operator("operator")).await.unwrap();
     let all = ReplaySelection::All { event_type: None, since: None };
     let report = transitions::replay(&mut client, all, "operator", 100, false).await.unwrap();
     assert_eq!(report.replayed.len(), 1);
@@ -92,7 +92,7 @@ async fn each_function_runs_as_its_own_role_and_the_operators_as_theirs() {
 }
 
 #[tokio::test]
-async fn the_sweeper_reconciles_unconfirmed_sends_and_operators_manage_suppressions_each_as_its_role() {
+async fn the_sweeper_resends_on_ses_evidence_and_operators_manage_suppressions_each_as_its_role() {
     let db = TestDb::create().await;
     let pool = db.app_role_pool().await;
     let api = TestApi { api: Api::new(db.role_pool("booking_api").await, Faults::none(), test_config()) };
@@ -106,15 +106,39 @@ async fn the_sweeper_reconciles_unconfirmed_sends_and_operators_manage_suppressi
         .get()
         .await
         .unwrap()
-        .batch_execute("UPDATE booking_notification_sends SET claimed_at = now() - interval '1 hour'")
+        .batch_execute(
+            "UPDATE booking_notification_sends SET claimed_at = now() - interval '2 hours', \
+                    reaches_provider_by = now() - interval '2 hours'",
+        )
         .await
         .unwrap();
 
-    // The sweeper reports it not confirmed and (opted in) resends it.
+    // The poller sends a canary; its event, recorded as the ses-events
+    // role, moves the watermark past the send; the sweeper resends it.
+    assert!(poller.canary().await.unwrap().is_some());
+    let canary = serde_json::json!({"version": "0", "id": "c", "detail-type": "Email Sent", "source": "aws.ses",
+        "account": "123456789012", "region": "us-east-1", "detail": {"eventType": "Send",
+        "mail": {"timestamp": chrono::Utc::now().to_rfc3339(), "messageId": "m", "destination": ["success@simulator.amazonses.com"],
+                 "sendingAccountId": "123456789012", "tags": {"canary": [mailer.canaries()[0].to_string()]}}, "send": {}}});
+    let ses_events = db.role_pool("ses_events").await;
+    feedback::handle(&ses_events, &outbox_tests::ses_events::origin(), &canary).await.unwrap();
+    // An hour on: the canary's event is old evidence, and a later event
+    // (here the same one, a minute later) shows the stream alive since.
+    db.pool
+        .get()
+        .await
+        .unwrap()
+        .batch_execute(
+            "UPDATE ses_event_watermarks SET mail_second = mail_second - interval '1 hour', \
+                    received_at = received_at - interval '1 hour'",
+        )
+        .await
+        .unwrap();
+    feedback::handle(&ses_events, &outbox_tests::ses_events::origin(), &canary).await.unwrap();
     let mut config = sweeper_config(8);
-    config.feedback = FeedbackConfig::new(Duration::from_secs(60), Some(Duration::from_secs(120))).unwrap();
+    config.feedback = FeedbackConfig::new(Duration::from_secs(60), 3).unwrap();
     let run = sweeper::run(&db.role_pool("outbox_sweeper").await, &config).await.unwrap();
-    assert_eq!((run.feedback.newly_unconfirmed, run.feedback.auto_resent), (1, 1), "{:?}", run.feedback);
+    assert_eq!(run.feedback.resent_on_evidence, 1, "{:?}", run.feedback);
     poller.drain().await.unwrap();
     let counts = sends::counts(&pool.get().await.unwrap()).await.unwrap();
     assert_eq!(counts[&sends::SendStatus::Unknown], 0, "{counts:?}");

@@ -96,7 +96,7 @@ async fn an_unknown_send_reads_pending_sending_unknown_then_sent_and_delivered_a
     let rows = notifications(&api, &id, BOB).await;
     assert_eq!(states(&rows), vec![(1, alice.into(), "unknown".into())]);
     assert_eq!(rows[0]["confirmed_by_ses"], json!(false));
-    assert!(rows[0]["detail"].as_str().unwrap().contains("waiting for SES"), "{}", rows[0]);
+    assert!(rows[0]["detail"].as_str().unwrap().contains("awaiting SES's evidence"), "{}", rows[0]);
 
     // SES's Send event proves it accepted the message, then it delivers.
     let claim = claim_of(&db, &id, alice).await;

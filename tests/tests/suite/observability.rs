@@ -75,6 +75,7 @@ fn every_alarm_on_an_outbox_metric_names_a_metric_the_code_emits() {
         .metrics()
         .into_iter()
         .chain(shared::relay::SweepRun::default().metrics())
+        .chain(std::iter::once(("SesWatermarkAgeSeconds", 0.0, emf::Unit::Seconds)))
         .chain(shared::notify::feedback::metrics(&shared::notify::feedback::Kind::Send, &recorded))
         .map(|m| m.0.to_string())
         .collect();
@@ -87,7 +88,10 @@ fn every_alarm_on_an_outbox_metric_names_a_metric_the_code_emits() {
             checked += 1;
         }
     }
-    assert!(checked >= 3, "dead letters, unconfirmed sends and oldest-pending age have alarms");
+    assert!(
+        checked >= 5,
+        "dead letters, sends left for an operator, SES's evidence and oldest-pending age have alarms"
+    );
 }
 
 /// The metrics each function emits, by its `Function` dimension.
@@ -104,7 +108,12 @@ fn emitted_by(function: &str) -> Vec<String> {
             }
             .metrics(),
         ),
-        "outbox-sweeper" => names(shared::relay::SweepRun::default().metrics()),
+        "outbox-sweeper" => {
+            let mut run = shared::relay::SweepRun::default();
+            // Known once any SES event has arrived.
+            run.feedback.watermark_age_secs = Some(1.0);
+            names(run.metrics())
+        }
         "ses-events" => {
             let recorded = shared::notify::feedback::Recorded::Recorded { confirmed: true, suppressed: 0 };
             names(shared::notify::feedback::metrics(&shared::notify::feedback::Kind::Send, &recorded))
@@ -171,7 +180,14 @@ fn every_dashboard_metric_is_one_the_code_emits_and_every_panel_the_issue_asks_f
         "Delivered",
         "Bounced",
         "Complained",
-        "UnconfirmedSends",
+        // Issue 35: each ambiguous send's standing, and the watermark's age.
+        "AwaitingEvidence",
+        "ConfirmedBySesEvent",
+        "ResentOnEvidence",
+        "UnknownLeftForOperator",
+        "EvidenceStalled",
+        "SesEventsBehind",
+        "SesWatermarkAgeSeconds",
         "DeadLettered",
         "OldestPendingAgeSeconds",
         "ClaimingSeconds",

@@ -5,7 +5,6 @@
 //! follows its meeting's cancellation.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use outbox_tests::outbox::*;
 use outbox_tests::TestDb;
@@ -18,7 +17,7 @@ use shared::notify::mailer::SendOutcome;
 use shared::notify::unknown;
 use shared::outbox::events::transitions::{self, ReplaySelection};
 use shared::outbox::events::EventStatus;
-use shared::relay::PollerConfig;
+use shared::relay::{sweeper, PollerConfig};
 use uuid::Uuid;
 
 const ALICE: &str = "alice@example.com";
@@ -64,7 +63,7 @@ async fn resend_after_cancel_sends_nothing() {
     let (_, invite) = unknown_invite_then_delivered_cancel(&db, &mailer).await;
     let before = mailer.count();
     let mut client = db.pool.get().await.unwrap();
-    unknown::resend(&mut client, invite, "operator").await.unwrap();
+    unknown::resend(&mut client, invite, unknown::Decision::Operator("operator")).await.unwrap();
     poller(&db, mailer.clone(), PollerConfig::for_tests("w")).drain().await.unwrap();
     assert_eq!(mailed_since(&mailer, before), vec![], "no invitation to a cancelled meeting");
     let reason: String =
@@ -74,16 +73,16 @@ async fn resend_after_cancel_sends_nothing() {
 }
 
 #[tokio::test]
-async fn resend_of_the_unconfirmed_after_cancel_sends_nothing() {
+async fn resend_on_evidence_after_cancel_sends_nothing() {
     let db = TestDb::create().await;
     let mailer = Arc::new(RecordingMailer::new());
     unknown_invite_then_delivered_cancel(&db, &mailer).await;
     let before = mailer.count();
-    let mut client = db.pool.get().await.unwrap();
-    // `outboxctl unknown resend --unconfirmed`, and the sweeper's opt-in
-    // auto resend, both decide through this.
-    let report = unknown::resend_unconfirmed(&mut client, Duration::ZERO, "operator", 10, false).await.unwrap();
-    assert_eq!(report.resent.len(), 1, "{report:?}");
+    // SES's events moved past the invitation and none named it: the
+    // sweeper resends it, and the poller's plan finds the cancel.
+    stream_moved_past(&db, 1000).await;
+    let run = sweeper::run(&db.pool, &sweeper_config(8)).await.unwrap();
+    assert_eq!(run.feedback.resent_on_evidence, 1, "{:?}", run.feedback);
     poller(&db, mailer.clone(), PollerConfig::for_tests("w")).drain().await.unwrap();
     assert_eq!(mailed_since(&mailer, before), vec![], "no invitation to a cancelled meeting");
 }

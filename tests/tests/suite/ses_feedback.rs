@@ -139,16 +139,6 @@ async fn a_complaint_suppresses_the_address_and_a_transient_bounce_does_not() {
 async fn delivery_delay_reject_and_rendering_failure_are_recorded_per_send() {
     let db = TestDb::create().await;
     let (claim, _) = one_send(&db, ALICE, Some(SendOutcome::Unknown { reason: "read timeout".into() })).await;
-    let reject = ses_event("Reject", "Email Rejected", Some(claim), Some(("reject", json!({"reason": "Bad content"}))));
-    assert_eq!(handle(&db, &reject).await, Handled::Recorded(Recorded::Recorded { confirmed: false, suppressed: 0 }));
-    assert_eq!(send_state(&db, claim).await.0, SendStatus::Unknown, "a rejection proves nothing was accepted");
-    let failure = ses_event(
-        "Rendering Failure",
-        "Email Rendering Failed",
-        Some(claim),
-        Some(("failure", json!({"errorMessage": "Attribute 'name' is not present", "templateName": "T"}))),
-    );
-    assert!(matches!(handle(&db, &failure).await, Handled::Recorded(Recorded::Recorded { confirmed: false, .. })));
     let delay = ses_event(
         "DeliveryDelay",
         "Email Delivery Delayed",
@@ -166,6 +156,19 @@ async fn delivery_delay_reject_and_rendering_failure_are_recorded_per_send() {
         (SendStatus::Sent, Some(ConfirmedBy::SesEvent)),
         "a delay proves acceptance"
     );
+    // A rejection after that is recorded, and changes nothing the send is
+    // (a rejection of an ambiguous send settles it FAILED:
+    // unknown_reconciliation covers it).
+    let reject = ses_event("Reject", "Email Rejected", Some(claim), Some(("reject", json!({"reason": "Bad content"}))));
+    assert_eq!(handle(&db, &reject).await, Handled::Recorded(Recorded::Recorded { confirmed: false, suppressed: 0 }));
+    let failure = ses_event(
+        "Rendering Failure",
+        "Email Rendering Failed",
+        Some(claim),
+        Some(("failure", json!({"errorMessage": "Attribute 'name' is not present", "templateName": "T"}))),
+    );
+    assert!(matches!(handle(&db, &failure).await, Handled::Recorded(Recorded::Recorded { confirmed: false, .. })));
+    assert_eq!(send_state(&db, claim).await.0, SendStatus::Sent);
     let mut kinds = feedback_kinds(&db, claim).await;
     kinds.sort();
     assert_eq!(kinds, vec!["DeliveryDelay", "Reject", "RenderingFailure"]);

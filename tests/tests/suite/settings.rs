@@ -54,12 +54,16 @@ fn every_declared_setting_is_named_once_and_its_default_parses() {
         assert!(!s.doc.is_empty() && !s.doc.contains('\n'), "{}: one line of doc", s.name);
         assert_eq!(settings::find(s.name).map(|f| f.doc), Some(s.doc));
     }
-    // Defaults are plain values (numbers, booleans, words), as the docs show them.
+    // Defaults are plain values (numbers, booleans, words, an address), as the docs show them.
     for s in ALL {
         if let Some(d) = s.default {
             let numeric = d.parse::<f64>().is_ok() && d.chars().all(|c| c.is_ascii_digit() || c == '.');
             let boolean = d == "true" || d == "false";
-            assert!(numeric || boolean || d.chars().all(|c| c.is_ascii_lowercase() || c == '-'), "{}: {d:?}", s.name);
+            let word = d.chars().all(|c| c.is_ascii_lowercase() || c == '-');
+            let address = d.split_once('@').is_some_and(|(l, h)| {
+                !l.is_empty() && h.contains('.') && d.chars().all(|c| c.is_ascii_lowercase() || ".@-".contains(c))
+            });
+            assert!(numeric || boolean || word || address, "{}: {d:?}", s.name);
         }
     }
 }

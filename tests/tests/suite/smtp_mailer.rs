@@ -19,7 +19,7 @@ use shared::notify::mailer::Mailer;
 use shared::notify::pace::Pacer;
 use shared::notify::send_rate;
 use shared::relay::event::FAULT_BEFORE_DONE_COMMIT;
-use shared::relay::{FeedbackConfig, Poller, PollerConfig};
+use shared::relay::{Poller, PollerConfig};
 use uuid::Uuid;
 
 const ALICE: &str = "alice@example.com";
@@ -265,30 +265,26 @@ async fn connection_lost_after_the_final_dot_is_unknown_and_never_resent() {
     assert_eq!(sends(&db, event).await, vec![(ALICE.into(), SendStatus::Unknown)]);
 }
 
-/// Nothing reports back from SMTP: an UNKNOWN send there is never "not
-/// confirmed by SES", so the sweeper's opt-in auto-resend passes it over
-/// (the server has this one), and operators see why.
+/// Nothing reports back from a plain SMTP server: an UNKNOWN send there is
+/// left for an operator at once, and never resent on evidence, however far
+/// SES's own stream moves (the server has this one); operators see why.
 #[tokio::test]
-async fn an_unknown_smtp_send_is_never_auto_resent_and_is_listed_as_without_feedback() {
+async fn an_unknown_smtp_send_is_never_resent_and_is_left_for_an_operator() {
     let server = server_with(json!([{"at": "EOM", "do": "store-then-drop", "times": 1}]));
     let (db, event) = drain_one(&server, server.config()).await;
     assert_eq!(sends(&db, event).await, vec![(ALICE.into(), SendStatus::Unknown)]);
     let client = db.pool.get().await.unwrap();
-    client
-        .execute("UPDATE booking_notification_sends SET claimed_at = claimed_at - interval '2 hours'", &[])
-        .await
-        .unwrap();
-    let mut config = sweeper_config(8);
-    config.feedback = FeedbackConfig::new(Duration::from_secs(900), Some(Duration::from_secs(960))).unwrap();
-    let run = shared::relay::sweeper::run(&db.pool, &config).await.unwrap();
-    assert_eq!((run.feedback.newly_unconfirmed, run.feedback.auto_resent), (0, 0), "{run:?}");
+    stream_moved_past(&db, 3600).await;
+    let run = shared::relay::sweeper::run(&db.pool, &sweeper_config(8)).await.unwrap();
+    assert_eq!(run.feedback.resent_on_evidence, 0, "{run:?}");
     smtp_poller(&db, server.config()).drain().await.unwrap();
     assert_eq!(server.messages().len(), 1, "never sent again");
 
     let listed = outbox_tests::ctl::ctl(&db, &["unknown", "list", "--json"]).json();
-    assert_eq!(listed[0]["confirmation"], "no_feedback", "{listed}");
+    assert_eq!(listed[0]["confirmation"], "left_for_operator", "{listed}");
+    assert!(listed[0]["left_for_operator"].as_str().unwrap().contains("SMTP"), "{listed}");
     let counts = shared::notify::unknown::counts(&client, Duration::from_secs(900)).await.unwrap();
-    assert_eq!((counts.awaiting_feedback, counts.not_confirmed), (0, 1), "it counts toward the alarm");
+    assert_eq!((counts.awaiting_evidence, counts.left_for_operator), (0, 1), "it counts toward the alarm");
 }
 
 #[tokio::test]

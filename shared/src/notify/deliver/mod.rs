@@ -37,6 +37,11 @@ pub const FAULT_AFTER_SEND_CLAIM: &str = "deliver.after_send_claim";
 /// Mailer accepted the message, outcome not yet recorded.
 pub const FAULT_AFTER_SEND: &str = "deliver.after_send";
 
+/// A send starts within this long of its claim, or not at all (its claim
+/// is released): the claim records that it can reach the provider until
+/// this plus the mailer's worst case, which SES's evidence is judged by.
+pub const START_WITHIN: Duration = Duration::from_secs(1);
+
 /// When writing outcomes fails (the connection was lost, the server
 /// restarted), they are written again on a fresh connection after each of
 /// these pauses: an outcome the mailer reported is not dropped for one

@@ -8,7 +8,7 @@ use std::time::Instant;
 use tracing::Instrument;
 use uuid::Uuid;
 
-use super::{judge, release_unsent, DeliverError, Delivery, Gate, FAULT_AFTER_SEND, SUPPRESSED};
+use super::{judge, release_unsent, DeliverError, Delivery, Gate, FAULT_AFTER_SEND, START_WITHIN, SUPPRESSED};
 use crate::db::DbError;
 use crate::fault::{FaultError, Faults};
 use crate::notify::feedback;
@@ -25,6 +25,9 @@ use deadpool_postgres::Pool;
 pub(super) struct Admission<'a> {
     pub item: usize,
     claim: Uuid,
+    /// When its claim statement started: the send must start within
+    /// [`START_WITHIN`] of it.
+    claimed: Instant,
     admitted: Admitted<'a>,
 }
 
@@ -134,8 +137,8 @@ impl<'a> Run<'a> {
         if claims.is_empty() {
             return Ok(Vec::new());
         }
-        let (worker, provider) = self.claimant;
-        let claimed = sends::claim(client, claims, ids, worker, provider).await?;
+        let reaches_within = START_WITHIN + self.mailer.worst_case();
+        let claimed = sends::claim(client, claims, ids, self.claimant, reaches_within).await?;
         let mut orphans = Vec::new();
         let won = claimed
             .into_iter()
@@ -164,7 +167,7 @@ impl<'a> Run<'a> {
             chunk.iter().map(|i| GroupClaim { notification: self.notification(*i), decided: None }).collect();
         let ids = sends::claim::new_ids(&claims);
         let started = Instant::now();
-        let claimed = self.claim_chunk(chunk, &claims, &ids, admitted).await;
+        let claimed = self.claim_chunk(chunk, &claims, &ids, admitted, started).await;
         self.gate.pace.observe_claim(started.elapsed());
         if let Err(e) = &claimed {
             release_unsent(self.pool, &ids, e).await;
@@ -180,13 +183,14 @@ impl<'a> Run<'a> {
         claims: &[GroupClaim<'_>],
         ids: &[Uuid],
         admitted: Vec<Admitted<'a>>,
+        claimed_at: Instant,
     ) -> Result<Chunk<'a>, DbError> {
         let client = self.pool.get().await?;
         let claimed = self.claim(&client, claims, ids).await?;
         let (mut sends, mut settled) = (Vec::new(), Vec::new());
         for ((i, claim), admitted) in chunk.iter().zip(claimed).zip(admitted) {
             match claim {
-                Ok(claim) => sends.push(Admission { item: *i, claim, admitted }),
+                Ok(claim) => sends.push(Admission { item: *i, claim, claimed: claimed_at, admitted }),
                 Err(delivery) => settled.push((*i, delivery)),
             }
         }
@@ -214,7 +218,7 @@ impl<'a> Run<'a> {
 
     /// Step 3: one send, at its time, and what its answer means.
     pub async fn send(&self, s: Admission<'a>) -> Result<(usize, Uuid, Outcome, Delivery), FaultError> {
-        let Admission { item: i, claim: id, admitted } = s;
+        let Admission { item: i, claim: id, claimed, admitted } = s;
         let n = self.notification(i);
         let span = tracing::info_span!(
             "send",
@@ -249,6 +253,12 @@ impl<'a> Run<'a> {
             }
             if !(self.gate.send_fits)() {
                 return Ok((i, id, Outcome::Released, self.deferred("the claim was released unsent")));
+            }
+            // Its claim told SES's evidence it would start by now at the
+            // latest: a send that did not is released, never started late.
+            if claimed.elapsed() > START_WITHIN {
+                let reason = "its start came later than its claim allowed; the claim was released unsent";
+                return Ok((i, id, Outcome::Released, Delivery::Deferred { reason: reason.into() }));
             }
             let n = Notification { claim: Some(id), ..n.clone() };
             let started = Instant::now();

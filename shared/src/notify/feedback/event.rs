@@ -10,6 +10,7 @@ use uuid::Uuid;
 use super::{TAG_CLAIM, TAG_TRACE};
 use crate::config::settings::SES_EVENTS_ACCOUNT;
 use crate::config::ConfigError;
+use crate::notify::evidence::TAG_CANARY;
 
 /// What SES reported.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -99,6 +100,11 @@ pub struct SesEvent {
     /// The trace of the request that wrote the message's event (the
     /// `trace` tag), when it is a trace id; only ever logged.
     pub trace_id: Option<String>,
+    /// When SES accepted the message (`mail.timestamp`): the second of
+    /// SES's clock the event is evidence about.
+    pub mail_at: Option<DateTime<Utc>>,
+    /// The canary it belongs to, from the `canary` tag.
+    pub canary: Option<Uuid>,
 }
 
 /// A value from an event, for a log line or a refusal: quoted, and cut
@@ -199,16 +205,30 @@ pub fn parse(value: &Value, origin: &Origin) -> Result<SesEvent, Refusal> {
     let occurred_at = DateTime::parse_from_rfc3339(stamp)
         .map_err(|e| malformed(format!("timestamp {}: {e}", shown(Some(stamp)))))?
         .with_timezone(&Utc);
-    let claim = match mail.get("tags").and_then(|t| t.get(TAG_CLAIM)) {
-        None => None,
-        Some(v) => {
-            let raw = v
-                .get(0)
-                .or(Some(v))
-                .and_then(Value::as_str)
-                .ok_or_else(|| malformed("the claim tag is not a string".into()))?;
-            Some(Uuid::parse_str(raw).map_err(|e| malformed(format!("the claim tag {}: {e}", shown(Some(raw)))))?)
+    let tag_uuid = |name: &str| -> Result<Option<Uuid>, Refusal> {
+        match mail.get("tags").and_then(|t| t.get(name)) {
+            None => Ok(None),
+            Some(v) => {
+                let raw = v
+                    .get(0)
+                    .or(Some(v))
+                    .and_then(Value::as_str)
+                    .ok_or_else(|| malformed(format!("the {name} tag is not a string")))?;
+                Ok(Some(
+                    Uuid::parse_str(raw).map_err(|e| malformed(format!("the {name} tag {}: {e}", shown(Some(raw)))))?,
+                ))
+            }
         }
+    };
+    let claim = tag_uuid(TAG_CLAIM)?;
+    let canary = tag_uuid(TAG_CANARY)?;
+    let mail_at = match mail.get("timestamp").and_then(Value::as_str) {
+        None => None,
+        Some(stamp) => Some(
+            DateTime::parse_from_rfc3339(stamp)
+                .map_err(|e| malformed(format!("mail.timestamp {}: {e}", shown(Some(stamp)))))?
+                .with_timezone(&Utc),
+        ),
     };
     let trace_id = mail
         .get("tags")
@@ -237,5 +257,5 @@ pub fn parse(value: &Value, origin: &Origin) -> Result<SesEvent, Refusal> {
         Kind::DeliveryDelay => addresses("delayedRecipients", "emailAddress"),
         _ => Vec::new(),
     };
-    Ok(SesEvent { kind, message_id, claim, occurred_at, destination, recipients, trace_id })
+    Ok(SesEvent { kind, message_id, claim, occurred_at, destination, recipients, trace_id, mail_at, canary })
 }

@@ -26,6 +26,8 @@
 //!   destination). A complaint or bounce suppresses the claim's recipient
 //!   alone, whatever else it lists.
 
+use std::time::Duration;
+
 use chrono::{DateTime, Utc};
 use deadpool_postgres::GenericClient;
 use serde::Serialize;
@@ -38,6 +40,7 @@ use event::shown;
 pub use event::{parse, Kind, Origin, Refusal, SesEvent};
 
 use super::sends::{self, ConfirmedBy};
+use super::{evidence, unknown};
 use crate::db::DbResult;
 use crate::telemetry::emf::{self, Unit};
 use crate::telemetry::mask_email;
@@ -93,6 +96,13 @@ fn mismatch(target: &sends::outcome::FeedbackTarget, event: &SesEvent) -> Option
 pub enum Recorded {
     /// New feedback for a known claim.
     Recorded { confirmed: bool, suppressed: u32 },
+    /// An event of a canary (a message to SES's mailbox simulator): it
+    /// moved the watermark, and nothing else.
+    Canary,
+    /// About a claim that was resent on SES's evidence: it came after the
+    /// resend, so the recipient very likely got two (the residual risk of
+    /// resending on evidence, reported loudly).
+    AfterResend,
     /// Already recorded (an at-least-once repeat).
     Duplicate,
     /// Not our mail, or its claim is gone: acknowledged, nothing to do.
@@ -102,15 +112,32 @@ pub enum Recorded {
     Mismatched,
 }
 
-/// Records one event in one transaction: the feedback row, the
-/// confirmation of its claim, and any suppression.
+/// Records one event: that SES's stream got this far (the watermark,
+/// `evidence`), then in one transaction the feedback row, the confirmation
+/// of its claim (or its refusal), and any suppression.
 pub async fn record(client: &mut deadpool_postgres::Client, event: &SesEvent) -> DbResult<Recorded> {
+    // Every event of the stack's configuration set is evidence of how far
+    // the stream has got, whoever's mail it is about.
+    if let Some(mail_at) = event.mail_at {
+        evidence::observe(&*client, mail_at).await?;
+    }
+    if let Some(canary) = event.canary {
+        let ours = evidence::canary_seen(&*client, canary).await?;
+        tracing::info!(%canary, ours, kind = event.kind.name(), "canary event: the watermark moved");
+        return Ok(Recorded::Canary);
+    }
     let Some(claim) = event.claim else {
         tracing::info!(message_id = %event.message_id, kind = event.kind.name(), "SES event for untagged mail ignored");
         return Ok(Recorded::Unmatched);
     };
     let tx = client.transaction().await?;
     let Some(target) = sends::outcome::lock_for_feedback(&tx, claim).await? else {
+        if unknown::resent_on_evidence(&tx, claim).await? {
+            tracing::error!(%claim, kind = event.kind.name(), message_id = %event.message_id,
+                "SES event for a send resent on SES's evidence: it came after the resend, so the recipient very \
+                 likely got two (raise FEEDBACK_GRACE_SECS if this repeats)");
+            return Ok(Recorded::AfterResend);
+        }
         tracing::info!(%claim, kind = event.kind.name(), "SES event for a claim that no longer exists ignored");
         return Ok(Recorded::Unmatched);
     };
@@ -137,6 +164,11 @@ pub async fn record(client: &mut deadpool_postgres::Client, event: &SesEvent) ->
     }
     let confirmed = event.kind.proves_acceptance()
         && sends::outcome::confirm(&tx, claim, &event.message_id, ConfirmedBy::SesEvent).await?;
+    // A rejection settles an ambiguous send too: SES had it and refused it.
+    if !event.kind.proves_acceptance() {
+        let reason = format!("SES reported {} after the call", event.kind.name());
+        sends::outcome::refuse(&tx, claim, &reason).await?;
+    }
     let mut suppressed = 0;
     if event.kind.suppresses() {
         let reason = match &subtype {
@@ -164,6 +196,20 @@ pub async fn record(client: &mut deadpool_postgres::Client, event: &SesEvent) ->
         tracing::info!(%claim, kind = event.kind.name(), "send confirmed by its SES event");
     }
     Ok(Recorded::Recorded { confirmed, suppressed })
+}
+
+/// How many of the latest `sample` messages SES accepted by its own
+/// answer, claimed between `window` and `grace` ago, still have no event
+/// of SES's about them: its stream is behind, stopped, or losing events,
+/// and until they come nothing may be resent on its evidence (an event
+/// held back that long could be an ambiguous send's too).
+pub async fn behind(client: &impl GenericClient, grace: Duration, window: Duration, sample: i64) -> DbResult<i64> {
+    const SQL: &str = const_format::formatcp!(
+        "SELECT count(*) FROM ({}) s WHERE NOT EXISTS (SELECT 1 FROM send_feedback f WHERE f.send_id = s.id)",
+        sends::ANSWERED_BY_SES
+    );
+    let (grace, window) = (grace.as_secs_f64(), (grace + window).as_secs_f64());
+    Ok(client.query_one(SQL, &[&grace, &window, &sample]).await?.get(0))
 }
 
 /// Why an address is suppressed, if it is.
@@ -291,6 +337,8 @@ pub fn metrics(kind: &Kind, recorded: &Recorded) -> Vec<(&'static str, f64, Unit
     let (confirmed, suppressed) = match *recorded {
         Recorded::Recorded { confirmed, suppressed } => (confirmed, suppressed),
         Recorded::Duplicate => return vec![("RepeatedSesEvents", 1.0, Unit::Count)],
+        Recorded::Canary => return vec![("CanaryEvents", 1.0, Unit::Count)],
+        Recorded::AfterResend => return vec![("EventsAfterResend", 1.0, Unit::Count)],
         Recorded::Unmatched => return vec![("UnmatchedSesEvents", 1.0, Unit::Count)],
         Recorded::Mismatched => return vec![("MismatchedSesEvents", 1.0, Unit::Count)],
     };

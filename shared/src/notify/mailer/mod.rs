@@ -80,10 +80,10 @@ impl SendOutcome {
     }
 }
 
-#[cfg(test)]
 impl SendOutcome {
-    /// The outcome's class, as the adapters' unit tests compare them.
-    pub(crate) fn kind(&self) -> &'static str {
+    /// The outcome's class, in a word (what the adapters' unit tests
+    /// compare, and a canary's record says).
+    pub fn kind(&self) -> &'static str {
         match self {
             SendOutcome::Sent { .. } => "sent",
             SendOutcome::NotSent { .. } => "retryable",
@@ -122,6 +122,14 @@ pub trait Mailer: Send + Sync {
     async fn account_rate(&self) -> Result<Option<f64>, String> {
         Ok(None)
     }
+
+    /// Sends a canary tagged `id` (`notify::evidence`): a message whose
+    /// SES events move the watermark when traffic does not. None: this
+    /// mailer sends none (its provider publishes no events it could move,
+    /// or no canary address is set).
+    async fn canary(&self, _id: uuid::Uuid) -> Option<SendOutcome> {
+        None
+    }
 }
 
 #[async_trait::async_trait]
@@ -132,6 +140,10 @@ impl<M: Mailer + ?Sized> Mailer for std::sync::Arc<M> {
 
     fn provider(&self) -> &'static str {
         (**self).provider()
+    }
+
+    async fn canary(&self, id: uuid::Uuid) -> Option<SendOutcome> {
+        (**self).canary(id).await
     }
 
     fn worst_case(&self) -> std::time::Duration {

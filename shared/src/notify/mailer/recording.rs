@@ -37,6 +37,8 @@ pub struct RecordingMailer {
     scripted: Mutex<HashMap<String, VecDeque<SendOutcome>>>,
     journal: Option<Mutex<std::fs::File>>,
     delay: Option<Duration>,
+    /// The canaries sent, by id.
+    canaries: Mutex<Vec<Uuid>>,
 }
 
 impl RecordingMailer {
@@ -71,6 +73,11 @@ impl RecordingMailer {
         self.delivered.lock().unwrap().len()
     }
 
+    /// The canaries sent ([`Mailer::canary`]), in order.
+    pub fn canaries(&self) -> Vec<Uuid> {
+        self.canaries.lock().unwrap().clone()
+    }
+
     /// Parses a journal written by [`RecordingMailer::with_journal`]:
     /// `(event_id, recipient, event_type)` per accepted send.
     pub fn read_journal(path: &std::path::Path) -> Vec<(String, String, String)> {
@@ -95,6 +102,12 @@ impl Mailer for RecordingMailer {
     /// events (the tests publish them) may confirm.
     fn provider(&self) -> &'static str {
         crate::notify::send_rate::SES
+    }
+
+    /// Like SES's mailbox simulator: accepted, never delivered anywhere.
+    async fn canary(&self, id: Uuid) -> Option<SendOutcome> {
+        self.canaries.lock().unwrap().push(id);
+        Some(SendOutcome::Sent { message_id: format!("canary-{id}") })
     }
 
     async fn send(&self, n: &Notification) -> SendOutcome {

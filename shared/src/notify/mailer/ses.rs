@@ -17,7 +17,7 @@ use aws_sdk_sesv2::config::http::HttpResponse;
 use aws_sdk_sesv2::error::{ProvideErrorMetadata, SdkError};
 use aws_sdk_sesv2::operation::send_email::SendEmailError;
 use aws_sdk_sesv2::primitives::Blob;
-use aws_sdk_sesv2::types::{Destination, EmailContent, MessageTag, RawMessage};
+use aws_sdk_sesv2::types::{Body, Content, Destination, EmailContent, Message, MessageTag, RawMessage};
 
 use super::{Mailer, SendOutcome};
 use crate::config::settings as S;
@@ -35,6 +35,8 @@ pub struct SesConfig {
     pub endpoint_url: Option<String>,
     /// `SES_CONFIGURATION_SET`: optional configuration set name.
     pub configuration_set: Option<String>,
+    /// `SES_CANARY_ADDRESS`: where a canary goes (None: no canary).
+    pub canary_to: Option<String>,
     /// `SES_MAX_SEND_RATE`: the fleet's cap in messages a second, below the
     /// account's own `MaxSendRate`; None: the account's rate.
     pub max_send_rate: Option<f64>,
@@ -81,6 +83,7 @@ impl SesConfig {
             region,
             endpoint_url,
             configuration_set: S::SES_CONFIGURATION_SET.value(),
+            canary_to: S::SES_CANARY_ADDRESS.value().filter(|a| !a.trim().is_empty()),
             max_send_rate,
             connect_timeout: Duration::from_millis(S::SES_CONNECT_TIMEOUT_MS.parsed()?),
             read_timeout: Duration::from_millis(S::SES_READ_TIMEOUT_MS.parsed()?),
@@ -168,6 +171,36 @@ impl Mailer for SesMailer {
         Ok(account.send_quota().map(|q| q.max_send_rate()).filter(|r| r.is_finite() && *r > 0.0))
     }
 
+    /// A short message to the canary address (SES's mailbox simulator by
+    /// default: billed like any message and paced like one, but never
+    /// counted against the daily quota or the reputation), through the
+    /// configuration set, tagged with the canary's id. Without a
+    /// configuration set no event would come back: no canary.
+    async fn canary(&self, id: uuid::Uuid) -> Option<SendOutcome> {
+        let (to, set) = (self.config.canary_to.as_deref()?, self.config.configuration_set.as_deref()?);
+        let text = |t: &str| Content::builder().data(t).charset("UTF-8").build().expect("data is set");
+        let message = Message::builder()
+            .subject(text("Booking outbox canary"))
+            .body(
+                Body::builder().text(text(&format!("canary {id}: its SES events move the feedback watermark"))).build(),
+            )
+            .build();
+        let result = self
+            .client
+            .send_email()
+            .from_email_address(self.config.from.email.as_str())
+            .destination(Destination::builder().to_addresses(to).build())
+            .content(EmailContent::builder().simple(message).build())
+            .email_tags(Self::tag(crate::notify::evidence::TAG_CANARY, &id.to_string()))
+            .configuration_set_name(set)
+            .send()
+            .await;
+        Some(match result {
+            Ok(out) => SendOutcome::Sent { message_id: out.message_id.unwrap_or_default() },
+            Err(e) => classify(&e),
+        })
+    }
+
     async fn send(&self, n: &Notification) -> SendOutcome {
         let raw = invite::build(n, &self.config.from);
         let content = match RawMessage::builder().data(Blob::new(raw)).build() {
@@ -209,8 +242,15 @@ const AUTH_CODES: &[&str] = &[
     "MissingAuthenticationToken",
 ];
 
-/// What a SendEmail error means for the claim. When in doubt: unknown,
-/// because only "unknown" can never produce a duplicate.
+/// What a SendEmail error means for the claim. SES documents that a call
+/// it answers with an error sent nothing: "If you try to send an email
+/// through Amazon SES and the call to Amazon SES fails, Amazon SES returns
+/// an error message to your application and does not send the email"
+/// (<https://docs.aws.amazon.com/ses/latest/dg/troubleshoot-error-messages.html>).
+/// So an error SES answered (a service error, 5xx included) is a known
+/// failure: released and retried. Only a call whose answer never came (a
+/// timeout, a connection lost after the request went out) or cannot be
+/// read is unknown: only "unknown" can never produce a duplicate there.
 pub fn classify(err: &SdkError<SendEmailError, HttpResponse>) -> SendOutcome {
     let reason = format!("{}", aws_sdk_sesv2::error::DisplayErrorContext(err));
     match err {
@@ -235,8 +275,9 @@ pub fn classify(err: &SdkError<SendEmailError, HttpResponse>) -> SendOutcome {
                     } else if AUTH_CODES.contains(&code) {
                         SendOutcome::Misconfigured { reason }
                     } else {
-                        // 5xx or anything unmodelled: it may have been accepted.
-                        SendOutcome::Unknown { reason }
+                        // 5xx or anything unmodelled, answered by SES as an
+                        // error: per SES, nothing was sent.
+                        SendOutcome::NotSent { reason }
                     }
                 }
             }
@@ -244,13 +285,40 @@ pub fn classify(err: &SdkError<SendEmailError, HttpResponse>) -> SendOutcome {
         // The request could not even be built: nothing left this process,
         // and retrying the same input cannot help.
         SdkError::ConstructionFailure(_) => SendOutcome::Misconfigured { reason },
-        // Timeouts, connection failures and unreadable responses: the
-        // request may have reached SES. Keep the claim.
+        // No connection was made: the request never left this process.
+        SdkError::DispatchFailure(e) if e.as_connector_error().is_some_and(|c| never_connected(c)) => {
+            SendOutcome::NotSent { reason }
+        }
+        // Timeouts, connections lost after the request may have gone out,
+        // and unreadable responses: the request may have reached SES. Keep
+        // the claim.
         SdkError::TimeoutError(_) | SdkError::DispatchFailure(_) | SdkError::ResponseError(_) => {
             SendOutcome::Unknown { reason }
         }
         _ => SendOutcome::Unknown { reason },
     }
+}
+
+/// Whether a dispatch failed before any connection to SES was made (the
+/// name did not resolve, the connection was refused, or connecting timed
+/// out): then the request was never written, and nothing was sent. The
+/// HTTP client says so only in its errors' text: "client error (Connect)"
+/// (hyper-util's connector), "HTTP connect timeout" (the SDK's connect
+/// timeout), a failed DNS lookup. Anything else may have gone out.
+fn never_connected(connector_error: &(dyn std::error::Error + 'static)) -> bool {
+    let mut next = Some(connector_error);
+    while let Some(err) = next {
+        let text = err.to_string();
+        if text.starts_with("client error (Connect)")
+            || text.starts_with("HTTP connect timeout")
+            || text.contains("dns error")
+            || text.contains("failed to lookup address")
+        {
+            return true;
+        }
+        next = err.source();
+    }
+    false
 }
 
 #[cfg(test)]
@@ -331,16 +399,20 @@ mod tests {
         assert_eq!(kind(classify(&service(e, 403))), "configuration");
     }
 
+    /// SES: "the call to Amazon SES fails, Amazon SES returns an error
+    /// message to your application and does not send the email".
     #[test]
-    fn server_error_is_unknown() {
-        let e = SendEmailError::generic(ErrorMetadata::builder().code("InternalFailure").build());
-        assert_eq!(kind(classify(&service(e, 500))), "unknown");
+    fn server_error_answered_by_ses_sent_nothing_and_is_retried() {
+        for (code, status) in [("InternalFailure", 500), ("ServiceUnavailable", 503)] {
+            let e = SendEmailError::generic(ErrorMetadata::builder().code(code).build());
+            assert_eq!(kind(classify(&service(e, status))), "retryable", "{code}");
+        }
     }
 
     #[test]
-    fn unhandled_error_is_unknown() {
+    fn unhandled_error_answered_by_ses_sent_nothing_and_is_retried() {
         let e = SendEmailError::unhandled("something new");
-        assert_eq!(kind(classify(&service(e, 400))), "unknown");
+        assert_eq!(kind(classify(&service(e, 400))), "retryable");
     }
 
     #[test]
@@ -354,6 +426,16 @@ mod tests {
         let e: SdkError<SendEmailError, HttpResponse> =
             SdkError::dispatch_failure(ConnectorError::io("connection reset".into()));
         assert_eq!(kind(classify(&e)), "unknown");
+    }
+
+    /// A connection that was never made sent nothing: retried, not UNKNOWN.
+    #[test]
+    fn a_connection_never_made_sent_nothing_and_is_retried() {
+        for text in ["client error (Connect)", "HTTP connect timeout occurred after 3s", "dns error: no record"] {
+            let cause: Box<dyn std::error::Error + Send + Sync> = Box::new(std::io::Error::other(text));
+            let e: SdkError<SendEmailError, HttpResponse> = SdkError::dispatch_failure(ConnectorError::io(cause));
+            assert_eq!(kind(classify(&e)), "retryable", "{text}");
+        }
     }
 
     #[test]

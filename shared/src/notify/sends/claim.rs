@@ -47,15 +47,18 @@ pub fn new_ids(group: &[GroupClaim<'_>]) -> Vec<Uuid> {
 
 /// Claims a group of sends in one statement, committed before it returns
 /// (autocommit): every send of the group is durable before any is made.
-/// `ids` ([`new_ids`]) name the claims this call makes. Returns one
+/// `ids` ([`new_ids`]) name the claims this call makes; a send claimed
+/// records that it can reach the provider until `reaches_within` from now
+/// (the longest its start may wait plus the mailer's worst case: SES's
+/// events about later messages are evidence about it). Returns one
 /// [`Claim`] per item, in order; finding the existing claims costs a second
 /// statement only when some were claimed before.
 pub async fn claim(
     client: &impl GenericClient,
     group: &[GroupClaim<'_>],
     ids: &[Uuid],
-    worker: &str,
-    provider: &str,
+    (worker, provider): (&str, &str),
+    reaches_within: std::time::Duration,
 ) -> DbResult<Vec<Claim>> {
     assert_eq!(ids.len(), group.len(), "one new id per claim");
     let events: Vec<Uuid> = group.iter().map(|c| c.notification.event_id).collect();
@@ -91,16 +94,29 @@ pub async fn claim(
                 .prepare_cached(
                     "INSERT INTO booking_notification_sends \
                          (id, outbox_event_id, booking_id, recipient_email, event_type, claimed_by, status, \
-                          superseded_by, last_error, completed_at, provider) \
+                          superseded_by, last_error, completed_at, provider, reaches_provider_by) \
                      SELECT c.id, c.event_id, c.booking_id, c.recipient, c.event_type, $6, c.status, c.by, c.reason, \
-                            CASE WHEN c.reason IS NULL THEN NULL ELSE now() END, $10 \
+                            CASE WHEN c.reason IS NULL THEN NULL ELSE now() END, $10, \
+                            CASE WHEN c.reason IS NULL THEN now() + make_interval(secs => $11) END \
                        FROM unnest($1::uuid[], $2::uuid[], $3::uuid[], $4::text[], $5::text[], $7::text[], \
                                    $8::uuid[], $9::text[]) \
                             AS c(id, event_id, booking_id, recipient, event_type, status, by, reason) \
                      ON CONFLICT (outbox_event_id, recipient_email, event_type) DO NOTHING RETURNING id",
                 )
                 .await?,
-            &[&ids, &events, &bookings, &recipients, &types, &worker, &statuses, &by, &reasons, &provider],
+            &[
+                &ids,
+                &events,
+                &bookings,
+                &recipients,
+                &types,
+                &worker,
+                &statuses,
+                &by,
+                &reasons,
+                &provider,
+                &reaches_within.as_secs_f64(),
+            ],
         )
         .await?;
     let won: HashSet<Uuid> = won.iter().map(|r| r.get(0)).collect();

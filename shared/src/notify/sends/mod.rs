@@ -25,7 +25,7 @@ use uuid::Uuid;
 pub use claim::{claim, Claim, Decided, GroupClaim};
 pub use outcome::{Outcome, Settled};
 pub use status::{ConfirmedBy, SendStatus};
-pub use unknown::{Confirmation, UnknownCounts, UnknownSend};
+pub use unknown::{Confirmation, UnknownCounts, UnknownSend, FEEDBACK_PROVIDER_NAMES};
 
 use crate::db::DbResult;
 use crate::outbox::events::{EVENTS_OF_BOOKINGS, EVENT_WITH_ID};
@@ -57,11 +57,24 @@ pub async fn possibly_told_many(
 
 /// The sends of the event `e` (an outer row), as a lateral subquery `s`:
 /// `id`, `recipient_email`, `status`, `claimed_at`, `completed_at`,
-/// `confirmed_by`, `unconfirmed_at`, `last_error`. It reads
+/// `confirmed_by`, `left_for_operator`, `last_error`, `provider`. It reads
 /// `booking_notification_sends_one_per_recipient`.
 pub const SENDS_OF_EVENT: &str = "SELECT s.id, s.recipient_email, s.status, s.claimed_at, s.completed_at, \
-            s.confirmed_by, s.unconfirmed_at, s.last_error, s.provider \
+            s.confirmed_by, s.left_for_operator, s.last_error, s.provider \
        FROM booking_notification_sends s WHERE s.outbox_event_id = e.id";
+
+/// The ids of the latest `$3` sends SES accepted by its own answer (SENT,
+/// not confirmed later by an event) that were claimed between `$2` and `$1`
+/// seconds ago, newest first: messages whose events SES owes by now. Read
+/// from the primary key (UUIDv7s by claim time), as [`purge`] does.
+pub const ANSWERED_BY_SES: &str = formatcp!(
+    "SELECT s.id FROM booking_notification_sends s \
+      WHERE s.id >= {since2} AND s.id < {FIRST_ID_CLAIMED_SINCE} \
+        AND s.status = {SENT} AND s.confirmed_by IS NULL AND s.provider IN ('ses', 'ses-smtp') \
+      ORDER BY s.id DESC LIMIT $3",
+    since2 = "(lpad(to_hex(floor(extract(epoch FROM now() - make_interval(secs => $2)) * 1000)::bigint), 12, '0') \
+              || '00000000000000000000')::uuid"
+);
 
 /// `… <id expression>)` completes a subquery that finds the send at all:
 /// a table whose rows belong to a send keeps them while it exists.

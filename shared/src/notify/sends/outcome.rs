@@ -5,7 +5,7 @@ use const_format::formatcp;
 use deadpool_postgres::GenericClient;
 use uuid::Uuid;
 
-use super::status::send_sql::{CLAIMED, SENT, UNKNOWN};
+use super::status::send_sql::{CLAIMED, FAILED, SENT, UNKNOWN};
 use super::{ConfirmedBy, SendStatus};
 use crate::db::DbResult;
 
@@ -73,6 +73,18 @@ pub async fn mark_orphans_unknown(client: &impl GenericClient, ids: &[Uuid]) -> 
     );
     client.execute(&client.prepare_cached(sql).await?, &[&ids]).await?;
     Ok(())
+}
+
+/// SES's own event says it refused the message after the call (`Reject`,
+/// `RenderingFailure`): a claim still CLAIMED or UNKNOWN becomes FAILED
+/// with `reason`. Returns whether it moved.
+pub async fn refuse(tx: &impl GenericClient, id: Uuid, reason: &str) -> DbResult<bool> {
+    let sql = formatcp!(
+        "UPDATE booking_notification_sends SET status = {FAILED}, last_error = $2, \
+             completed_at = coalesce(completed_at, now()), updated_at = now() \
+         WHERE id = $1 AND status IN ({CLAIMED}, {UNKNOWN})"
+    );
+    Ok(tx.execute(sql, &[&id, &reason]).await? == 1)
 }
 
 /// How a send settled without being sent.
