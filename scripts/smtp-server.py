@@ -26,6 +26,12 @@ Prints `ready PORT` on stdout once it listens (port 0: a free one).
   hears so). `times` (default: always) counts uses; `rcpt` limits it to
   transactions for that recipient (not at MAIL); `skip` lets that many
   matching commands pass first.
+--ses-events FILE: play SES's SMTP interface with a configuration set: a
+  message naming one (X-SES-CONFIGURATION-SET) is answered "250 Ok <id>"
+  with an SES-style message id, stored without the X-SES-* headers (SES
+  strips them), and the Send and Delivery events SES would publish for it
+  (its X-SES-MESSAGE-TAGS as tags, like scripts/ses-publisher.py writes
+  them) are appended to FILE, one JSON line each, once it is accepted.
 --random P: besides, each command draws a fault with probability P from a
   fixed mix (451, 550 and drops before the final ".", and 451, 554, drop,
   store-then-drop and stall-then-store at it; no 421, which pauses the
@@ -46,6 +52,7 @@ import random
 import signal
 import ssl
 import sys
+import uuid
 import warnings
 from collections import Counter
 
@@ -190,14 +197,55 @@ class FaultySMTP(SMTP):
             await super().smtp_DATA(arg)
 
 
+def ses_events(msg, message_id, envelope, account="123456789012", region="us-east-1"):
+    """The Send and Delivery events SES publishes to EventBridge for a
+    message its SMTP interface accepted (the shape of ses-publisher.py's)."""
+    now = datetime.datetime.now(datetime.timezone.utc)
+    stamp = lambda t: t.strftime("%Y-%m-%dT%H:%M:%S.") + f"{t.microsecond // 1000:03d}Z"
+    config_set = str(msg.get("X-SES-CONFIGURATION-SET")).strip()
+    tags = {"ses:configuration-set": [config_set]}
+    for pair in str(msg.get("X-SES-MESSAGE-TAGS") or "").split(","):
+        name, _, value = pair.strip().partition("=")
+        if name:
+            tags[name.strip()] = [value.strip()]
+    source = envelope.mail_from
+    mail = {"timestamp": stamp(now), "source": source, "sendingAccountId": account, "messageId": message_id,
+            "destination": list(envelope.rcpt_tos), "headersTruncated": False, "tags": tags}
+    delivered = now + datetime.timedelta(milliseconds=7)
+    delivery = {"timestamp": stamp(delivered), "processingTimeMillis": 7, "recipients": list(envelope.rcpt_tos),
+                "smtpResponse": "250 2.6.0 Message received", "reportingMTA": "a8-70.smtp-out.amazonses.com"}
+
+    def envelope_of(detail_type, detail):
+        return {"version": "0", "id": str(uuid.uuid4()), "detail-type": detail_type, "source": "aws.ses",
+                "account": account, "time": now.strftime("%Y-%m-%dT%H:%M:%SZ"), "region": region,
+                "resources": [f"arn:aws:ses:{region}:{account}:configuration-set/{config_set}"], "detail": detail}
+
+    return [envelope_of("Email Sent", {"eventType": "Send", "mail": mail, "send": {}}),
+            envelope_of("Email Delivered", {"eventType": "Delivery", "mail": mail, "delivery": delivery})]
+
+
 class Mailbox:
-    def __init__(self, path, faults):
+    def __init__(self, path, faults, ses_events_path=None):
         self.path = path
         self.faults = faults
+        self.ses_events_path = ses_events_path
 
     def store(self, session_server, envelope):
+        """Stores the message; returns SES's message id when it plays SES's
+        SMTP interface for a message of a configuration set."""
         content = envelope.original_content or b""
         msg = email.message_from_bytes(content, policy=email.policy.default)
+        ses_id = None
+        if self.ses_events_path and msg.get("X-SES-CONFIGURATION-SET"):
+            ses_id = f"0100{uuid.uuid4().hex}-000000"
+            events = ses_events(msg, ses_id, envelope)
+            for header in ("X-SES-CONFIGURATION-SET", "X-SES-MESSAGE-TAGS"):
+                del msg[header]
+            content = msg.as_bytes()
+            with open(self.ses_events_path, "a", encoding="utf-8") as f:
+                for event in events:
+                    f.write(json.dumps(event, separators=(",", ":")) + "\n")
+                f.flush()
         record = {
             "received_at": datetime.datetime.now(datetime.timezone.utc).isoformat(),
             "mail_from": envelope.mail_from,
@@ -211,6 +259,7 @@ class Mailbox:
         with open(self.path, "a", encoding="utf-8") as f:
             f.write(json.dumps(record) + "\n")
             f.flush()
+        return ses_id
 
     async def handle_DATA(self, server, session, envelope):
         f = self.faults.take("EOM", envelope.rcpt_tos)
@@ -224,12 +273,12 @@ class Mailbox:
         if do == "drop":
             server.transport.abort()
             return "250 OK"  # never written: the connection is gone
-        self.store(server, envelope)
+        ses_id = self.store(server, envelope)
         if do == "store-then-drop":
             server.transport.abort()
         elif do == "stall":
             await asyncio.sleep(f.get("secs", 30))
-        return "250 2.0.0 OK: queued"
+        return f"250 Ok {ses_id}" if ses_id else "250 2.0.0 OK: queued"
 
 
 async def main():
@@ -243,6 +292,7 @@ async def main():
     ap.add_argument("--random", type=float, default=0.0)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--stall-secs", type=float, default=30.0)
+    ap.add_argument("--ses-events")
     args = ap.parse_args()
 
     host, _, port = args.listen.rpartition(":")
@@ -264,7 +314,7 @@ async def main():
 
     faults = Faults(scripted, args.random, args.seed, args.stall_secs)
     FaultySMTP.faults = faults
-    handler = Mailbox(args.mailbox, faults)
+    handler = Mailbox(args.mailbox, faults, args.ses_events)
     open(args.mailbox, "a").close()
     kwargs = {"hostname": "localhost", "ident": "booking-outbox test SMTP", "enable_SMTPUTF8": True}
     if args.auth:

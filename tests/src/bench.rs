@@ -63,7 +63,8 @@ pub async fn drain(db: &TestDb, shape: Shape, expected: usize) -> f64 {
         config.batch_size = batch as i64;
         config.claim_group = group;
         config.batches_in_flight = in_flight;
-        config.concurrency = 4;
+        // The poller's own ceiling on sends in flight (the template's).
+        config.concurrency = shared::config::settings::POLLER_CONCURRENCY.default_value();
         let p = Poller::new(pool, mailer.clone(), Faults::none(), config);
         tasks.push(tokio::spawn(async move { p.drain().await.unwrap() }));
     }

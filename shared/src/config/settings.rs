@@ -103,16 +103,16 @@ settings! {
     API_MAX_BODY_BYTES = Some("65536"), &[Api];
     /// https URL under which problem types are documented: a problem's `type` is it followed by the type's name; unset: the API's own `/problems/` (which serves each type's page)
     API_PROBLEM_TYPE_BASE = None, &[Api];
-    /// events claimed at once
-    POLLER_BATCH_SIZE = Some("32"), &[Poller];
+    /// events claimed at once; a paced poller claims no more than a second of the fleet's rate
+    POLLER_BATCH_SIZE = Some("256"), &[Poller];
     /// the most sends claimed in one committed statement; each is claimed only once it may start (a place in flight and its time in the fleet's rate), so a crash leaves at most the sends in flight UNKNOWN
-    POLLER_CLAIM_GROUP = Some("64"), &[Poller];
+    POLLER_CLAIM_GROUP = Some("256"), &[Poller];
     /// the most sends one poller has in flight; it keeps the fleet's rate × (p95 SES latency + 50 ms) of them (plus a quarter) in flight, up to this
     POLLER_CONCURRENCY = Some("128"), &[Poller];
     /// the share of the fleet's rate (the account's `MaxSendRate`, or the cap) the pollers keep, each send at its own time 1/rate apart, so the network's jitter never puts more than the rate in one second at the provider; above 0, at most 1
     SEND_RATE_HEADROOM = Some("0.97"), &[Poller];
     /// batches one poller processes at once; each holds 2 connections (`DATABASE_POOL_SIZE >= 2 * POLLER_BATCHES_IN_FLIGHT + 1`)
-    POLLER_BATCHES_IN_FLIGHT = Some("2"), &[Poller];
+    POLLER_BATCHES_IN_FLIGHT = Some("4"), &[Poller];
     /// wake on a booking's commit (`LISTEN` on a dedicated connection); the template turns it off behind RDS Proxy
     POLLER_LISTEN = Some("true"), &[Poller];
     /// wait between empty polls: the fallback for a lost notification or an expired backoff (the latency bound without `LISTEN`)
@@ -175,6 +175,8 @@ settings! {
     SMTP_MAX_CONNECTIONS = Some("8"), &[Poller];
     /// the whole fleet's cap in messages/s through SMTP (the provider's limit); 0 or unset: none
     SMTP_MAX_SEND_RATE = None, &[Poller];
+    /// through SES's own SMTP interface (`email-smtp.<region>.amazonaws.com`): the configuration set each message names (`X-SES-CONFIGURATION-SET`, with the claim's tags in `X-SES-MESSAGE-TAGS`), so SES's events settle ambiguous sends as for SES v2; unset: nothing reports back
+    SMTP_SES_CONFIGURATION_SET = None, &[Poller];
     /// the only AWS account (12 digits) whose SES events are read, with the function's `AWS_REGION`; any other event is refused (the template passes its own account)
     SES_EVENTS_ACCOUNT = None, &[Reader::SesEvents];
     /// the only CloudFormation stack (its ARN) whose custom-resource requests are served, answered only to CloudFormation's response bucket of the function's `AWS_REGION` (the template passes its own stack)

@@ -172,6 +172,20 @@ pub fn message_id(n: &Notification, sender: &Sender) -> String {
 /// an operator can match a provider's log line to the claim row.
 pub const CLAIM_HEADER: &str = "X-Outbox-Claim";
 
+/// A canary's message (`notify::evidence`): to `to`, from `sender`, a line
+/// of text naming it; never an invitation.
+pub fn canary(id: uuid::Uuid, to: &str, sender: &Sender) -> Vec<u8> {
+    MessageBuilder::new()
+        .from(Address::new_address(Some(sender.name.clone()), sender.email.as_str().to_string()))
+        .to(Address::new_address(None::<String>, to.to_string()))
+        .subject("Booking outbox canary")
+        .message_id(format!("canary.{id}@{}", sender.email.as_str().rsplit('@').next().unwrap_or("booking-outbox.invalid")))
+        .date(Utc::now().timestamp())
+        .text_body(format!("canary {id}: its SES events move the feedback watermark"))
+        .write_to_vec()
+        .expect("writing to a Vec cannot fail")
+}
+
 /// The raw RFC 5322 message for one recipient.
 pub fn build(n: &Notification, sender: &Sender) -> Vec<u8> {
     let b = &n.payload.booking;

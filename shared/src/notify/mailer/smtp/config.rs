@@ -46,6 +46,14 @@ pub struct SmtpConfig {
     pub max_connections: usize,
     /// `SMTP_MAX_SEND_RATE`: the fleet's cap in messages a second.
     pub max_send_rate: Option<f64>,
+    /// `SMTP_SES_CONFIGURATION_SET`: through SES's own SMTP interface, the
+    /// configuration set each message names, so SES publishes its events
+    /// and they settle ambiguous sends as SES v2's do (None: a provider
+    /// that reports nothing back).
+    pub ses_configuration_set: Option<String>,
+    /// `SES_CANARY_ADDRESS`, through SES's SMTP interface with a
+    /// configuration set: where a canary goes (None: no canary).
+    pub canary_to: Option<String>,
 }
 
 impl SmtpConfig {
@@ -149,6 +157,8 @@ impl SmtpConfig {
             }
             Ok(Duration::from_millis(ms))
         };
+        let ses_configuration_set = ses_configuration_set(&host)?;
+        let canary_to = S::SES_CANARY_ADDRESS.value().filter(|a| !a.trim().is_empty() && ses_configuration_set.is_some());
         Ok(Self {
             from,
             host,
@@ -160,8 +170,41 @@ impl SmtpConfig {
             send_timeout: ms(&S::SMTP_SEND_TIMEOUT_MS)?,
             max_connections,
             max_send_rate,
+            ses_configuration_set,
+            canary_to,
         })
     }
+}
+
+/// Whether `host` is SES's own SMTP interface (`email-smtp.<region>.amazonaws.com`,
+/// its FIPS and China endpoints included).
+pub fn is_ses_smtp(host: &str) -> bool {
+    let host = host.to_ascii_lowercase();
+    host.starts_with("email-smtp") && (host.ends_with(".amazonaws.com") || host.ends_with(".amazonaws.com.cn"))
+}
+
+/// `SMTP_SES_CONFIGURATION_SET`, checked against the host: a name SES
+/// takes (letters, digits, `_` and `-`, up to 64); without one, SES's own
+/// SMTP interface publishes no events, which is said at cold start.
+fn ses_configuration_set(host: &str) -> Result<Option<String>, ConfigError> {
+    let name = S::SMTP_SES_CONFIGURATION_SET.value().filter(|v| !v.trim().is_empty());
+    if let Some(set) = &name {
+        if set.is_empty() || set.len() > 64 || !set.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-') {
+            return Err(ConfigError::new(
+                S::SMTP_SES_CONFIGURATION_SET.name,
+                format!("({set:?}) is not a configuration set name"),
+                "use the set's name: letters, digits, _ and -, up to 64",
+            ));
+        }
+        if !is_ses_smtp(host) {
+            tracing::warn!(host, "SMTP_SES_CONFIGURATION_SET is set, but SMTP_URL is not SES's SMTP interface \
+                (email-smtp.<region>.amazonaws.com): only SES publishes the events it asks for");
+        }
+    } else if is_ses_smtp(host) {
+        tracing::warn!("SMTP_URL is SES's SMTP interface but SMTP_SES_CONFIGURATION_SET is not set: SES publishes \
+            no events, so an ambiguous send is left for an operator instead of being settled by them");
+    }
+    Ok(name)
 }
 
 impl SmtpConfig {
@@ -236,6 +279,8 @@ impl SmtpConfig {
             send_timeout: Duration::from_secs(5),
             max_connections,
             max_send_rate: None,
+            ses_configuration_set: None,
+            canary_to: None,
         }
     }
 }
@@ -250,6 +295,16 @@ mod tests {
         assert_eq!(server(8).sends_in_flight(128), 8);
         assert_eq!(server(8).sends_in_flight(3), 3);
         assert_eq!(server(1).sends_in_flight(128), 1);
+    }
+
+    #[test]
+    fn ses_own_smtp_interface_is_known_by_its_host() {
+        for host in ["email-smtp.eu-west-1.amazonaws.com", "email-smtp-fips.us-east-1.amazonaws.com", "EMAIL-SMTP.us-east-1.AmazonAWS.com"] {
+            assert!(is_ses_smtp(host), "{host}");
+        }
+        for host in ["smtp.zeptomail.com", "email-smtp.example.com", "127.0.0.1"] {
+            assert!(!is_ses_smtp(host), "{host}");
+        }
     }
 
     #[test]

@@ -50,7 +50,7 @@ use transport::{tls_for, Transport};
 use super::{Mailer, SendOutcome};
 use crate::config::settings as S;
 use crate::config::ConfigError;
-use crate::notify::invite;
+use crate::notify::{feedback, invite};
 use crate::notify::Notification;
 
 /// How long a kept connection may sit idle before it is closed instead of
@@ -240,7 +240,13 @@ impl SmtpMailer {
         match result {
             Ok(Ok(reply)) => {
                 tracing::debug!(reply = ?reply.first_line(), "SMTP server took the message");
-                Ended::Outcome(SendOutcome::Sent { message_id: message_id.to_string() }, Some(conn))
+                // SES's SMTP interface answers "Ok <its message id>": the id
+                // its events carry, which the feedback handler matches.
+                let ses_id = self.config.ses_configuration_set.as_ref().and_then(|_| {
+                    reply.first_line().and_then(|l| l.strip_prefix("Ok ")).map(|id| id.trim().to_string())
+                });
+                let message_id = ses_id.filter(|id| !id.is_empty()).unwrap_or_else(|| message_id.to_string());
+                Ended::Outcome(SendOutcome::Sent { message_id }, Some(conn))
             }
             Ok(Err(e)) => Ended::Outcome(classify(stage, failure_of(&e)), None),
             Err(_) => {
@@ -248,6 +254,27 @@ impl SmtpMailer {
             }
         }
     }
+}
+
+/// The claim provider of an SMTP send through SES's own SMTP interface.
+pub const SES_SMTP: &str = "ses-smtp";
+
+/// The headers SES's SMTP interface reads, and strips before delivery: the
+/// configuration set (so SES publishes the message's events), and the
+/// same tags SES v2's sends carry (`claim`, `event_id`, `event_type`,
+/// `trace`), so an event maps back to its claim.
+fn ses_headers(set: &str, n: &Notification) -> String {
+    let mut tags = vec![
+        format!("{}={}", feedback::TAG_EVENT, n.event_id),
+        format!("{}={}", feedback::TAG_TYPE, n.event_type.as_str()),
+    ];
+    if let Some(claim) = n.claim {
+        tags.push(format!("{}={claim}", feedback::TAG_CLAIM));
+    }
+    if let Some(trace) = &n.trace_id {
+        tags.push(format!("{}={trace}", feedback::TAG_TRACE));
+    }
+    format!("X-SES-CONFIGURATION-SET: {set}\r\nX-SES-MESSAGE-TAGS: {}\r\n", tags.join(", "))
 }
 
 /// The outcome of a command that did not succeed, if it did not.
@@ -284,11 +311,40 @@ impl Mailer for SmtpMailer {
         "SMTP_CONNECT_TIMEOUT_MS + SMTP_SEND_TIMEOUT_MS"
     }
 
+    /// `ses-smtp` through SES's own SMTP interface with a configuration
+    /// set: SES's events settle its ambiguous sends.
     fn provider(&self) -> &'static str {
-        crate::notify::send_rate::SMTP
+        match self.config.ses_configuration_set {
+            Some(_) => SES_SMTP,
+            None => crate::notify::send_rate::SMTP,
+        }
+    }
+
+    /// Through SES's own SMTP interface with a configuration set, a canary
+    /// to `SES_CANARY_ADDRESS`, tagged with its id.
+    async fn canary(&self, id: uuid::Uuid) -> Option<SendOutcome> {
+        let (set, to) = (self.config.ses_configuration_set.as_ref()?, self.config.canary_to.as_deref()?);
+        let headers = format!(
+            "X-SES-CONFIGURATION-SET: {set}\r\nX-SES-MESSAGE-TAGS: {}={id}\r\n",
+            crate::notify::evidence::TAG_CANARY
+        );
+        let raw = [headers.into_bytes(), invite::canary(id, to, &self.config.from)].concat();
+        Some(self.deliver(to, &raw, &format!("canary.{id}")).await)
     }
 
     async fn send(&self, n: &Notification) -> SendOutcome {
+        let mut raw = invite::build(n, &self.config.from);
+        if let Some(set) = &self.config.ses_configuration_set {
+            raw = [ses_headers(set, n).into_bytes(), raw].concat();
+        }
+        let message_id = invite::message_id(n, &self.config.from);
+        self.deliver(n.recipient.email.as_str(), &raw, &message_id).await
+    }
+}
+
+impl SmtpMailer {
+    /// One message to `to`, on a kept connection or a new one.
+    async fn deliver(&self, to: &str, raw: &[u8], message_id: &str) -> SendOutcome {
         let deadline = Instant::now() + self.worst_case();
         // The poller never has more sends in flight than connections
         // ([`SmtpConfig::sends_in_flight`]); should it, the extra one waits
@@ -299,14 +355,12 @@ impl Mailer for SmtpMailer {
                 reason: format!("all {max} SMTP connections (SMTP_MAX_CONNECTIONS) are busy"),
             };
         };
-        let to: Address = match n.recipient.email.as_str().parse() {
+        let to: Address = match to.parse() {
             Ok(to) => to,
             Err(e) => return SendOutcome::Rejected { reason: format!("the recipient is not an SMTP address: {e}") },
         };
-        let raw = invite::build(n, &self.config.from);
-        let message_id = invite::message_id(n, &self.config.from);
         if let Some(conn) = self.take_idle() {
-            match self.transact(conn, true, &to, &raw, &message_id, deadline).await {
+            match self.transact(conn, true, &to, raw, message_id, deadline).await {
                 Ended::Outcome(outcome, conn) => return self.finish(outcome, conn),
                 Ended::Stale(why) => {
                     tracing::debug!(error = %why, "a kept SMTP connection was closed; opening another")
@@ -319,14 +373,12 @@ impl Mailer for SmtpMailer {
             Ok(Err(outcome)) => return outcome,
             Err(_) => return classify(Stage::Connect, Failure::TimedOut("connecting timed out".into())),
         };
-        match self.transact(conn, false, &to, &raw, &message_id, deadline).await {
+        match self.transact(conn, false, &to, raw, message_id, deadline).await {
             Ended::Outcome(outcome, conn) => self.finish(outcome, conn),
             Ended::Stale(why) => classify(Stage::Mail, Failure::Lost(why)),
         }
     }
-}
 
-impl SmtpMailer {
     fn finish(&self, outcome: SendOutcome, conn: Option<Conn>) -> SendOutcome {
         match conn {
             Some(conn) if matches!(outcome, SendOutcome::Sent { .. }) => self.keep(conn),
