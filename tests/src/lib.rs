@@ -190,3 +190,15 @@ mod tests {
         assert_eq!(with_database("postgres://u@h:1/p?sslmode=disable", "x"), "postgres://u@h:1/x?sslmode=disable");
     }
 }
+
+/// Polls `done` every 100 ms until it holds (true), or `limit` (false).
+pub async fn wait_until(limit: std::time::Duration, mut done: impl AsyncFnMut() -> bool) -> bool {
+    let started = std::time::Instant::now();
+    while started.elapsed() < limit {
+        if done().await {
+            return true;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    false
+}

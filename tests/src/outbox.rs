@@ -316,6 +316,22 @@ pub async fn stream_moved_past(db: &TestDb, ago_secs: i64) {
         .unwrap();
 }
 
+/// As if a minute passed for what the evidence rule reads: the claims,
+/// the events (what they are about, and their arrivals) and the canaries
+/// all look 61 s older.
+pub async fn a_minute_passes(db: &TestDb) {
+    age_claims(db, 61).await;
+    let client = db.pool.get().await.unwrap();
+    client
+        .batch_execute(
+            "UPDATE ses_event_watermarks SET mail_second = mail_second - interval '61 seconds', \
+                    received_at = received_at - interval '61 seconds'; \
+             UPDATE ses_canaries SET sent_at = sent_at - interval '61 seconds'",
+        )
+        .await
+        .unwrap();
+}
+
 /// True when the child died of SIGKILL.
 pub fn killed(status: ExitStatus) -> bool {
     use std::os::unix::process::ExitStatusExt;

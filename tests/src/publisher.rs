@@ -103,7 +103,8 @@ pub struct Delivery {
 }
 
 /// SES's events on their way to the ses-events function, as EventBridge
-/// and Lambda deliver them: a task tails the publisher's events file and
+/// and Lambda deliver them: a task tails an events file (the publisher's,
+/// or the SMTP test server's as SES's SMTP interface) and
 /// hands each event to the feedback handler (`shared::notify::feedback::handle`)
 /// on a real Postgres, as the function does, `delivery.delay` after it was
 /// published, unless it is lost, or the stream is stopped (held events are
@@ -121,11 +122,11 @@ impl Drop for EventStream {
 }
 
 impl EventStream {
-    pub fn start(publisher: &Publisher, pool: deadpool_postgres::Pool, delivery: Delivery) -> Self {
+    pub fn start(events_file: PathBuf, pool: deadpool_postgres::Pool, delivery: Delivery) -> Self {
         use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
         let stopped = std::sync::Arc::new(AtomicBool::new(false));
         let handed = std::sync::Arc::new(AtomicUsize::new(0));
-        let file = publisher.events_file.clone();
+        let file = events_file;
         let (stop, count) = (stopped.clone(), handed.clone());
         let task = tokio::spawn(async move {
             let origin = crate::ses_events::origin();

@@ -30,11 +30,21 @@ pub struct Options {
     pub random: Option<(f64, u64)>,
     /// How long a stall lasts.
     pub stall_secs: f64,
+    /// Play SES's own SMTP interface with a configuration set: publish the
+    /// events SES would for each message naming one ([`SmtpServer::ses_events`]).
+    pub ses_events: bool,
 }
 
 impl Default for Options {
     fn default() -> Self {
-        Self { tls: "starttls", auth: true, faults: Value::Array(vec![]), random: None, stall_secs: 30.0 }
+        Self {
+            tls: "starttls",
+            auth: true,
+            faults: Value::Array(vec![]),
+            random: None,
+            stall_secs: 30.0,
+            ses_events: false,
+        }
     }
 }
 
@@ -76,6 +86,9 @@ impl SmtpServer {
         if options.auth {
             cmd.args(["--auth", &format!("{USER}:{PASSWORD}")]);
         }
+        if options.ses_events {
+            cmd.arg("--ses-events").arg(dir.join("ses-events.jsonl"));
+        }
         if let Some((p, seed)) = options.random {
             cmd.args(["--random", &p.to_string(), "--seed", &seed.to_string()]);
         }
@@ -106,6 +119,12 @@ impl SmtpServer {
 
     pub fn mailbox(&self) -> PathBuf {
         self.dir.join("mailbox.jsonl")
+    }
+
+    /// Where SES's events for what it accepted are written (with
+    /// [`Options::ses_events`]), one JSON line each.
+    pub fn ses_events(&self) -> PathBuf {
+        self.dir.join("ses-events.jsonl")
     }
 
     /// Every message accepted so far, in order.
@@ -142,6 +161,8 @@ impl SmtpServer {
             send_timeout: Duration::from_secs(3),
             max_connections: 4,
             max_send_rate: None,
+            ses_configuration_set: self.options.ses_events.then(|| "bookings".to_string()),
+            canary_to: self.options.ses_events.then(|| "success@simulator.amazonses.com".to_string()),
         }
     }
 

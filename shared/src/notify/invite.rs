@@ -179,7 +179,10 @@ pub fn canary(id: uuid::Uuid, to: &str, sender: &Sender) -> Vec<u8> {
         .from(Address::new_address(Some(sender.name.clone()), sender.email.as_str().to_string()))
         .to(Address::new_address(None::<String>, to.to_string()))
         .subject("Booking outbox canary")
-        .message_id(format!("canary.{id}@{}", sender.email.as_str().rsplit('@').next().unwrap_or("booking-outbox.invalid")))
+        .message_id(format!(
+            "canary.{id}@{}",
+            sender.email.as_str().rsplit('@').next().unwrap_or("booking-outbox.invalid")
+        ))
         .date(Utc::now().timestamp())
         .text_body(format!("canary {id}: its SES events move the feedback watermark"))
         .write_to_vec()

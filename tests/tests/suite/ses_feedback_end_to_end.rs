@@ -11,12 +11,12 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use outbox_tests::outbox::*;
 use outbox_tests::publisher::{claim_of, kind_of, Delivery, EventStream, Publisher};
 use outbox_tests::ses::*;
-use outbox_tests::{Rng, TestDb};
+use outbox_tests::{wait_until, Rng, TestDb};
 use serde_json::Value;
 use shared::fault::Faults;
 use shared::notify::feedback;
@@ -103,34 +103,6 @@ fn sweeper_with_grace(grace: Duration) -> SweeperConfig {
     config
 }
 
-/// As if a minute passed for what the evidence rule reads: the claims,
-/// the events (what they are about, and their arrivals) and the canaries
-/// all look 61 s older.
-async fn a_minute_passes(db: &TestDb) {
-    age_claims(db, 61).await;
-    let client = db.pool.get().await.unwrap();
-    client
-        .batch_execute(
-            "UPDATE ses_event_watermarks SET mail_second = mail_second - interval '61 seconds', \
-                    received_at = received_at - interval '61 seconds'; \
-             UPDATE ses_canaries SET sent_at = sent_at - interval '61 seconds'",
-        )
-        .await
-        .unwrap();
-}
-
-/// Until `done` holds, or `limit`.
-async fn wait_for(limit: Duration, mut done: impl AsyncFnMut() -> bool) -> bool {
-    let started = Instant::now();
-    while started.elapsed() < limit {
-        if done().await {
-            return true;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    false
-}
-
 #[tokio::test]
 async fn dropped_connection_send_is_confirmed_end_to_end_by_the_local_publisher() {
     let s = stack().await;
@@ -163,14 +135,14 @@ async fn send_that_never_reached_ses_is_resent_once_on_ses_evidence_with_no_oper
     create_booking(&s.db, 1, &[ALICE]).await;
     s.drain_through(&proxy.endpoint).await;
     assert_eq!(send_row(&s.db).await.1, SendStatus::Unknown);
-    let stream = EventStream::start(&s.publisher, s.db.pool.clone(), Delivery::default());
+    let stream = EventStream::start(s.publisher.events_path(), s.db.pool.clone(), Delivery::default());
     let grace = Duration::from_secs(30);
 
     // Quiet: a canary goes out, and its events move the watermark past it.
     a_minute_passes(&s.db).await;
     let poller = s.poller(&proxy.endpoint);
     assert!(poller.canary().await.unwrap().is_some());
-    assert!(wait_for(Duration::from_secs(10), async || stream.handed() >= 2).await, "the canary's events came");
+    assert!(wait_until(Duration::from_secs(10), async || stream.handed() >= 2).await, "the canary's events came");
     let run = sweeper::run(&s.db.pool, &sweeper_with_grace(grace)).await.unwrap();
     assert_eq!(run.feedback.resent_on_evidence, 0, "within the grace its own event may still come");
 
@@ -178,11 +150,11 @@ async fn send_that_never_reached_ses_is_resent_once_on_ses_evidence_with_no_oper
     // past the grace; no event named the send: it is resent.
     a_minute_passes(&s.db).await;
     assert!(poller.canary().await.unwrap().is_some());
-    assert!(wait_for(Duration::from_secs(10), async || stream.handed() >= 4).await);
+    assert!(wait_until(Duration::from_secs(10), async || stream.handed() >= 4).await);
     let run = sweeper::run(&s.db.pool, &sweeper_with_grace(grace)).await.unwrap();
     assert_eq!(run.feedback.resent_on_evidence, 1, "{:?}", run.feedback);
     s.drain_through(&proxy.endpoint).await;
-    assert!(wait_for(Duration::from_secs(10), async || send_row(&s.db).await.1 == SendStatus::Sent).await);
+    assert!(wait_until(Duration::from_secs(10), async || send_row(&s.db).await.1 == SendStatus::Sent).await);
     assert_eq!(s.invitations_at_moto(), 1, "delivered exactly once");
 }
 
@@ -197,8 +169,8 @@ async fn accepted_send_whose_send_event_alone_is_lost_is_confirmed_by_its_delive
     s.drain_through(&proxy.endpoint).await;
     let (claim, ..) = send_row(&s.db).await;
     let lost = Delivery { lost_claims: vec![claim], lost_kind: Some("Send"), ..Delivery::default() };
-    let _stream = EventStream::start(&s.publisher, s.db.pool.clone(), lost);
-    assert!(wait_for(Duration::from_secs(10), async || send_row(&s.db).await.1 == SendStatus::Sent).await);
+    let _stream = EventStream::start(s.publisher.events_path(), s.db.pool.clone(), lost);
+    assert!(wait_until(Duration::from_secs(10), async || send_row(&s.db).await.1 == SendStatus::Sent).await);
     a_minute_passes(&s.db).await;
     let run = sweeper::run(&s.db.pool, &sweeper_with_grace(Duration::from_secs(30))).await.unwrap();
     assert_eq!(run.feedback.resent_on_evidence, 0);
@@ -218,7 +190,7 @@ async fn accepted_send_whose_every_event_is_lost_is_resent_and_arrives_twice_the
     s.drain_through(&proxy.endpoint).await;
     let (claim, ..) = send_row(&s.db).await;
     let stream = EventStream::start(
-        &s.publisher,
+        s.publisher.events_path(),
         s.db.pool.clone(),
         Delivery { lost_claims: vec![claim], ..Delivery::default() },
     );
@@ -226,7 +198,7 @@ async fn accepted_send_whose_every_event_is_lost_is_resent_and_arrives_twice_the
     for round in 1..=2 {
         a_minute_passes(&s.db).await;
         assert!(poller.canary().await.unwrap().is_some());
-        assert!(wait_for(Duration::from_secs(10), async || stream.handed() >= 2 * round).await);
+        assert!(wait_until(Duration::from_secs(10), async || stream.handed() >= 2 * round).await);
     }
     let run = sweeper::run(&s.db.pool, &sweeper_with_grace(Duration::from_secs(30))).await.unwrap();
     assert_eq!(run.feedback.resent_on_evidence, 1, "{:?}", run.feedback);
@@ -293,7 +265,7 @@ async fn fault_run(s: &Stack, stream: Stream) -> FaultRun {
     }
     let delivery =
         Delivery { delay: if let Stream::Late(d) = stream { d } else { Duration::ZERO }, ..Default::default() };
-    let events = Arc::new(EventStream::start(&s.publisher, s.db.pool.clone(), delivery));
+    let events = Arc::new(EventStream::start(s.publisher.events_path(), s.db.pool.clone(), delivery));
     let stopped_at: Arc<std::sync::Mutex<Option<chrono::DateTime<chrono::Utc>>>> = Default::default();
     let mut run = FaultRun::default();
 
@@ -355,7 +327,7 @@ async fn fault_run(s: &Stack, stream: Stream) -> FaultRun {
 
     // Then until every recipient is settled: resends run, canaries go out.
     let all = bookings as i64 * recipients.len() as i64;
-    let settled = wait_for(Duration::from_secs(120), async || {
+    let settled = wait_until(Duration::from_secs(120), async || {
         let status = worker(&proxy.endpoint).status().await.unwrap();
         assert!(status.success());
         let counts = send_counts(&s.db).await;

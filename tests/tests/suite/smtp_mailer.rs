@@ -9,13 +9,14 @@ use std::time::Duration;
 
 use outbox_tests::api::{Caller, TestApi};
 use outbox_tests::outbox::*;
+use outbox_tests::publisher::{Delivery, EventStream};
 use outbox_tests::smtp::{Options, SmtpServer, PASSWORD};
-use outbox_tests::{Rng, TestDb};
+use outbox_tests::{wait_until, Rng, TestDb};
 use serde_json::json;
 use shared::fault::Faults;
 use shared::notify::deliver::{FAULT_AFTER_SEND, FAULT_AFTER_SEND_CLAIM};
 use shared::notify::mailer::smtp::{Login, SmtpConfig, SmtpMailer};
-use shared::notify::mailer::Mailer;
+use shared::notify::mailer::{Mailer, SendOutcome};
 use shared::notify::pace::Pacer;
 use shared::notify::send_rate;
 use shared::relay::event::FAULT_BEFORE_DONE_COMMIT;
@@ -287,6 +288,64 @@ async fn an_unknown_smtp_send_is_never_resent_and_is_left_for_an_operator() {
     assert_eq!((counts.awaiting_evidence, counts.left_for_operator), (0, 1), "it counts toward the alarm");
 }
 
+/// SES's own SMTP interface with a configuration set: the message names
+/// the set and carries the claim's tags; SES answers with its message id
+/// and publishes the events of what it accepted. The answer to the final
+/// `.` is lost after SES stored the message: UNKNOWN, then its `Send`
+/// event confirms it, and nothing is sent again.
+#[tokio::test]
+async fn an_ambiguous_send_through_ses_smtp_is_confirmed_by_the_events_ses_publishes() {
+    let server = SmtpServer::start(Options {
+        faults: json!([{"at": "EOM", "do": "store-then-drop", "times": 1}]),
+        ses_events: true,
+        ..Options::default()
+    });
+    let (db, event) = drain_one(&server, server.config()).await;
+    assert_eq!(sends(&db, event).await, vec![(ALICE.into(), SendStatus::Unknown)]);
+    let provider: String = db.scalar("SELECT provider FROM booking_notification_sends").await;
+    assert_eq!(provider, "ses-smtp", "SES's events can settle it");
+    let stored = &server.messages()[0];
+    assert!(!stored.data.contains("X-SES-"), "SES strips its headers before delivery");
+    let _stream = EventStream::start(server.ses_events(), db.pool.clone(), Delivery::default());
+    let confirmed = async || sends(&db, event).await == vec![(ALICE.into(), SendStatus::Sent)];
+    assert!(wait_until(Duration::from_secs(10), confirmed).await, "SES's event confirmed it");
+    let run = shared::relay::sweeper::run(&db.pool, &sweeper_config(8)).await.unwrap();
+    assert_eq!(run.feedback.resent_on_evidence, 0);
+    assert_eq!(server.messages().len(), 1, "once");
+}
+
+/// Through SES's SMTP interface, the connection is dropped at the final
+/// `.` before SES stored the message: UNKNOWN, no event names it. A canary
+/// through the same interface moves the watermark past it, a minute later
+/// another shows the stream alive: it is resent, and arrives once.
+#[tokio::test]
+async fn an_ambiguous_send_through_ses_smtp_that_never_arrived_is_resent_once_on_ses_evidence() {
+    let server = SmtpServer::start(Options {
+        faults: json!([{"at": "EOM", "do": "drop", "times": 1}]),
+        ses_events: true,
+        ..Options::default()
+    });
+    let (db, event) = drain_one(&server, server.config()).await;
+    assert_eq!(sends(&db, event).await, vec![(ALICE.into(), SendStatus::Unknown)]);
+    assert!(server.messages().is_empty());
+    let stream = EventStream::start(server.ses_events(), db.pool.clone(), Delivery::default());
+    let mut config = PollerConfig::for_tests("ses-smtp");
+    config.canary_every = Duration::from_millis(500);
+    let poller = smtp_poller_with(&db, server.config(), config);
+    for round in 1..=2 {
+        a_minute_passes(&db).await;
+        assert!(matches!(poller.canary().await.unwrap(), Some(SendOutcome::Sent { .. })));
+        assert!(wait_until(Duration::from_secs(10), async || stream.handed() >= 2 * round).await);
+    }
+    let mut sweeper = sweeper_config(8);
+    sweeper.feedback = shared::relay::FeedbackConfig::new(Duration::from_secs(30), 3).unwrap();
+    let run = shared::relay::sweeper::run(&db.pool, &sweeper).await.unwrap();
+    assert_eq!(run.feedback.resent_on_evidence, 1, "{:?}", run.feedback);
+    poller.drain().await.unwrap();
+    let invitations: Vec<_> = server.messages().into_iter().filter(|m| m.rcpt_tos == vec![ALICE.to_string()]).collect();
+    assert_eq!(invitations.len(), 1, "delivered once");
+}
+
 #[tokio::test]
 async fn no_reply_after_the_final_dot_is_unknown_and_never_resent() {
     // The server stores the mail, then answers after the send timeout (3 s).
@@ -548,9 +607,8 @@ async fn smtp_fault_run_sends_no_duplicate_and_loses_nothing_silently() {
     }
     let mut env = server.env();
     env.push(("OUTBOX_WORKER_MAILER", "smtp".into()));
+    // Four sends in flight: a killed poller leaves at most 4 claims UNKNOWN.
     env.push(("POLLER_CONCURRENCY", "4".into()));
-    // Small claim groups: a killed poller leaves at most 8 claims UNKNOWN.
-    env.push(("POLLER_CLAIM_GROUP", "8".into()));
     env.push(("RUST_LOG", "error".into()));
     let worker = || {
         let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_outbox-worker"));

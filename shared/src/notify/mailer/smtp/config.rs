@@ -158,7 +158,8 @@ impl SmtpConfig {
             Ok(Duration::from_millis(ms))
         };
         let ses_configuration_set = ses_configuration_set(&host)?;
-        let canary_to = S::SES_CANARY_ADDRESS.value().filter(|a| !a.trim().is_empty() && ses_configuration_set.is_some());
+        let canary_to =
+            S::SES_CANARY_ADDRESS.value().filter(|a| !a.trim().is_empty() && ses_configuration_set.is_some());
         Ok(Self {
             from,
             host,
@@ -189,7 +190,8 @@ pub fn is_ses_smtp(host: &str) -> bool {
 fn ses_configuration_set(host: &str) -> Result<Option<String>, ConfigError> {
     let name = S::SMTP_SES_CONFIGURATION_SET.value().filter(|v| !v.trim().is_empty());
     if let Some(set) = &name {
-        if set.is_empty() || set.len() > 64 || !set.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-') {
+        if set.is_empty() || set.len() > 64 || !set.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+        {
             return Err(ConfigError::new(
                 S::SMTP_SES_CONFIGURATION_SET.name,
                 format!("({set:?}) is not a configuration set name"),
@@ -197,12 +199,17 @@ fn ses_configuration_set(host: &str) -> Result<Option<String>, ConfigError> {
             ));
         }
         if !is_ses_smtp(host) {
-            tracing::warn!(host, "SMTP_SES_CONFIGURATION_SET is set, but SMTP_URL is not SES's SMTP interface \
-                (email-smtp.<region>.amazonaws.com): only SES publishes the events it asks for");
+            tracing::warn!(
+                host,
+                "SMTP_SES_CONFIGURATION_SET is set, but SMTP_URL is not SES's SMTP interface \
+                (email-smtp.<region>.amazonaws.com): only SES publishes the events it asks for"
+            );
         }
     } else if is_ses_smtp(host) {
-        tracing::warn!("SMTP_URL is SES's SMTP interface but SMTP_SES_CONFIGURATION_SET is not set: SES publishes \
-            no events, so an ambiguous send is left for an operator instead of being settled by them");
+        tracing::warn!(
+            "SMTP_URL is SES's SMTP interface but SMTP_SES_CONFIGURATION_SET is not set: SES publishes \
+            no events, so an ambiguous send is left for an operator instead of being settled by them"
+        );
     }
     Ok(name)
 }
@@ -299,7 +306,11 @@ mod tests {
 
     #[test]
     fn ses_own_smtp_interface_is_known_by_its_host() {
-        for host in ["email-smtp.eu-west-1.amazonaws.com", "email-smtp-fips.us-east-1.amazonaws.com", "EMAIL-SMTP.us-east-1.AmazonAWS.com"] {
+        for host in [
+            "email-smtp.eu-west-1.amazonaws.com",
+            "email-smtp-fips.us-east-1.amazonaws.com",
+            "EMAIL-SMTP.us-east-1.AmazonAWS.com",
+        ] {
             assert!(is_ses_smtp(host), "{host}");
         }
         for host in ["smtp.zeptomail.com", "email-smtp.example.com", "127.0.0.1"] {

@@ -50,8 +50,8 @@ use transport::{tls_for, Transport};
 use super::{Mailer, SendOutcome};
 use crate::config::settings as S;
 use crate::config::ConfigError;
-use crate::notify::{feedback, invite};
 use crate::notify::Notification;
+use crate::notify::{feedback, invite};
 
 /// How long a kept connection may sit idle before it is closed instead of
 /// reused (servers must wait at least 5 minutes, RFC 5321 4.5.3.2.7; many
