@@ -270,7 +270,7 @@ SWEEP_STUCK_AFTER_SECS=300
 POLLER_TIMEOUT_SECS=60
 RETENTION_DAYS=7
 FEEDBACK_GRACE_SECS=900
-UNKNOWN_AUTO_RESEND_AFTER_SECS=0
+UNKNOWN_RESENDS_MAX=3
 ENV
   } >"$TMP/outbox-sweeper.env"
   measure outbox-sweeper 60 --event scripts/events/schedule.json --label "scheduled"

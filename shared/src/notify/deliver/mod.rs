@@ -175,7 +175,10 @@ pub async fn deliver(
     gate: &Gate<'_>,
     items: &[Planned],
 ) -> Result<Vec<Delivery>, DeliverError> {
-    let run = Run { pool, mailer, faults, claimant: (worker, mailer.provider()), gate, items };
+    // One connection for the claims and the outcomes, whose statements it
+    // pipelines; a failed write is retried on fresh ones.
+    let client = pool.get().await.map_err(DbError::from)?;
+    let run = Run { pool, client: &client, mailer, faults, claimant: (worker, mailer.provider()), gate, items };
     let mut out: Vec<Option<Delivery>> = vec![None; items.len()];
     let mut pending: VecDeque<usize> = run.settle_decided(&mut out).await?.into();
     let mut counted: Vec<usize> = Vec::new();
@@ -201,7 +204,8 @@ pub async fn deliver(
         }
         if writing.is_none() && !ended.is_empty() {
             let outcomes = std::mem::take(&mut ended);
-            writing = Some(Box::pin(async move { record_durably(pool, &outcomes).await }));
+            let client = &client;
+            writing = Some(Box::pin(async move { record_durably(pool, Some(client), &outcomes).await }));
         }
         if admitting.is_none() && writing.is_none() && in_flight.is_empty() {
             break;
@@ -288,7 +292,7 @@ async fn give_back_unsent(pool: &Pool, items: &[Planned], counted: &[usize], out
 /// release deletes only CLAIMED rows with this call's own new ids.
 async fn release_unsent(pool: &Pool, ids: &[Uuid], cause: &DbError) {
     let released: Vec<(Uuid, Outcome)> = ids.iter().map(|id| (*id, Outcome::Released)).collect();
-    match record_durably(pool, &released).await {
+    match record_durably(pool, None, &released).await {
         Ok(()) => {
             tracing::warn!(error = %cause, count = ids.len(), "claiming a group failed; its claims were released unsent")
         }
@@ -297,13 +301,20 @@ async fn release_unsent(pool: &Pool, ids: &[Uuid], cause: &DbError) {
     }
 }
 
-/// Records outcomes; when that fails, again on a fresh connection after
-/// each pause of [`RECORD_RETRIES`]. Recording is idempotent: an outcome
-/// written twice is written once.
-async fn record_durably(pool: &Pool, outcomes: &[(Uuid, Outcome)]) -> Result<(), DbError> {
+/// Records outcomes, first on `first` when given; when that fails, again on
+/// a fresh connection after each pause of [`RECORD_RETRIES`]. Recording is
+/// idempotent: an outcome written twice is written once.
+async fn record_durably(
+    pool: &Pool,
+    mut first: Option<&deadpool_postgres::Client>,
+    outcomes: &[(Uuid, Outcome)],
+) -> Result<(), DbError> {
     let mut pauses = RECORD_RETRIES.iter();
     loop {
-        let attempt = async { sends::outcome::record(&pool.get().await?, outcomes).await }.await;
+        let attempt = match first.take() {
+            Some(client) => sends::outcome::record(client, outcomes).await,
+            None => async { sends::outcome::record(&pool.get().await?, outcomes).await }.await,
+        };
         match (attempt, pauses.next()) {
             (Ok(()), _) => return Ok(()),
             (Err(e), Some(pause)) => {

@@ -42,6 +42,8 @@ pub(super) struct Chunk<'a> {
 /// One call of [`deliver`].
 pub(super) struct Run<'a> {
     pub pool: &'a Pool,
+    /// The call's connection: claims and outcomes, pipelined.
+    pub client: &'a deadpool_postgres::Client,
     pub mailer: &'a dyn Mailer,
     pub faults: &'a Faults,
     pub claimant: (&'a str, &'a str),
@@ -77,9 +79,9 @@ impl<'a> Run<'a> {
             .filter(|i| matches!(self.items[*i], Planned::Send(_)))
             .map(|i| self.notification(i).recipient.email.as_str())
             .collect();
-        let client = self.pool.get().await.map_err(DbError::from)?;
+        let client = self.client;
         // An address that bounced permanently or complained is never mailed.
-        let suppressed = feedback::suppressions_of(&client, &sends).await?;
+        let suppressed = feedback::suppressions_of(client, &sends).await?;
         let reasons: Vec<Option<String>> = self
             .items
             .iter()
@@ -185,34 +187,37 @@ impl<'a> Run<'a> {
         admitted: Vec<Admitted<'a>>,
         claimed_at: Instant,
     ) -> Result<Chunk<'a>, DbError> {
-        let client = self.pool.get().await?;
-        let claimed = self.claim(&client, claims, ids).await?;
-        let (mut sends, mut settled) = (Vec::new(), Vec::new());
-        for ((i, claim), admitted) in chunk.iter().zip(claimed).zip(admitted) {
-            match claim {
-                Ok(claim) => sends.push(Admission { item: *i, claim, claimed: claimed_at, admitted }),
-                Err(delivery) => settled.push((*i, delivery)),
-            }
-        }
+        let client = self.client;
+        // The daily counts are taken with the claim, on the same connection
+        // (pipelined: one round trip); a send found claimed before gives
+        // its count back.
+        let mailboxes: Vec<String> = chunk.iter().map(|i| self.notification(*i).recipient.email.mailbox()).collect();
         let limit = self.gate.mails_per_recipient_per_day;
-        let mailboxes: Vec<String> =
-            sends.iter().map(|s| self.notification(s.item).recipient.email.mailbox()).collect();
-        let allowed = recipient_limit::take(&client, &mailboxes, limit).await?;
-        let (mut capped, mut kept) = (Vec::new(), Vec::new());
-        for (send, allowed) in sends.into_iter().zip(allowed) {
-            if allowed {
-                kept.push(send);
-                continue;
+        let (claimed, allowed) =
+            tokio::try_join!(self.claim(client, claims, ids), recipient_limit::take(client, &mailboxes, limit))?;
+        let (mut kept, mut settled, mut capped, mut not_ours) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        for ((((i, claim), allowed), admitted), mailbox) in
+            chunk.iter().zip(claimed).zip(allowed).zip(admitted).zip(mailboxes)
+        {
+            match (claim, allowed) {
+                (Ok(claim), true) => kept.push(Admission { item: *i, claim, claimed: claimed_at, admitted }),
+                (Ok(claim), false) => {
+                    let reason = format!(
+                        "capped: the recipient's mailbox reached its limit of {limit} mails a day \
+                         (LIMIT_MAILS_PER_RECIPIENT_PER_DAY) across every organizer"
+                    );
+                    tracing::warn!(%reason, "not sent to a recipient at the daily limit");
+                    capped.push((claim, Outcome::Settled(Settled::Capped, reason.clone())));
+                    settled.push((*i, Delivery::Capped { reason }));
+                }
+                (Err(delivery), _) => {
+                    not_ours.push(mailbox);
+                    settled.push((*i, delivery));
+                }
             }
-            let reason = format!(
-                "capped: the recipient's mailbox reached its limit of {limit} mails a day \
-                 (LIMIT_MAILS_PER_RECIPIENT_PER_DAY) across every organizer"
-            );
-            tracing::warn!(%reason, "not sent to a recipient at the daily limit");
-            capped.push((send.claim, Outcome::Settled(Settled::Capped, reason.clone())));
-            settled.push((send.item, Delivery::Capped { reason }));
         }
-        sends::outcome::record(&client, &capped).await?;
+        recipient_limit::give_back(client, &not_ours).await?;
+        sends::outcome::record(client, &capped).await?;
         Ok(Chunk { taken: chunk.len(), sends: kept, settled })
     }
 
