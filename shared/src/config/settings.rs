@@ -108,7 +108,7 @@ settings! {
     /// the most sends claimed in one committed statement; each is claimed only once it may start (a place in flight and its time in the fleet's rate), so a crash leaves at most the sends in flight UNKNOWN
     POLLER_CLAIM_GROUP = Some("256"), &[Poller];
     /// the most sends one poller has in flight; it keeps the fleet's rate × (p95 SES latency + 50 ms) of them (plus a quarter) in flight, up to this
-    POLLER_CONCURRENCY = Some("128"), &[Poller];
+    POLLER_CONCURRENCY = Some("512"), &[Poller];
     /// the share of the fleet's rate (the account's `MaxSendRate`, or the cap) the pollers keep, each send at its own time 1/rate apart, so the network's jitter never puts more than the rate in one second at the provider; above 0, at most 1
     SEND_RATE_HEADROOM = Some("0.97"), &[Poller];
     /// batches one poller processes at once; each holds 2 connections (`DATABASE_POOL_SIZE >= 2 * POLLER_BATCHES_IN_FLIGHT + 1`)
