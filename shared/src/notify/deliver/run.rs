@@ -106,7 +106,7 @@ impl<'a> Run<'a> {
             })
             .collect();
         let ids = sends::claim::new_ids(&claims);
-        let claimed = match self.claim(&client, &claims, &ids).await {
+        let claimed = match self.claim(client, &claims, &ids).await {
             Ok(claimed) => claimed,
             Err(e) => {
                 release_unsent(self.pool, &ids, &e).await;
