@@ -180,17 +180,6 @@ impl Drop for TestDb {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn replaces_database_in_urls() {
-        use super::with_database;
-        assert_eq!(with_database("postgres://u@h:1/postgres", "x"), "postgres://u@h:1/x");
-        assert_eq!(with_database("postgres://u@h:1", "x"), "postgres://u@h:1/x");
-        assert_eq!(with_database("postgres://u@h:1/p?sslmode=disable", "x"), "postgres://u@h:1/x?sslmode=disable");
-    }
-}
-
 /// Polls `done` every 100 ms until it holds (true), or `limit` (false).
 pub async fn wait_until(limit: std::time::Duration, mut done: impl AsyncFnMut() -> bool) -> bool {
     let started = std::time::Instant::now();
@@ -201,4 +190,15 @@ pub async fn wait_until(limit: std::time::Duration, mut done: impl AsyncFnMut() 
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     }
     false
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn replaces_database_in_urls() {
+        use super::with_database;
+        assert_eq!(with_database("postgres://u@h:1/postgres", "x"), "postgres://u@h:1/x");
+        assert_eq!(with_database("postgres://u@h:1", "x"), "postgres://u@h:1/x");
+        assert_eq!(with_database("postgres://u@h:1/p?sslmode=disable", "x"), "postgres://u@h:1/x?sslmode=disable");
+    }
 }
