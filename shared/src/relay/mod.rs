@@ -2,7 +2,8 @@
 //! below and nothing below imports them.
 //!
 //! - [`poller`]: claims due outbox events until its deadline, woken by
-//!   [`wake`] when one commits;
+//!   [`wake`] when one commits, and sends a canary (`canary`) when SES's
+//!   evidence about ambiguous sends needs one;
 //!   [`event`] takes each one from `processed_events` to DONE, telling every
 //!   recipient through `notify` and settling the event by the outcomes.
 //! - [`sweeper`]: resets rows stuck in PROCESSING, applies [`retention`],
@@ -10,6 +11,7 @@
 //! - [`config`]: their settings, validated at cold start; [`summary`]: what
 //!   a run did; [`status`]: how the pipeline stands (operators).
 
+mod canary;
 pub mod config;
 pub mod event;
 pub mod poller;

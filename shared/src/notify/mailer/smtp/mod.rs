@@ -28,6 +28,7 @@
 
 mod classify;
 mod config;
+mod ses;
 mod transport;
 
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -50,8 +51,8 @@ use transport::{tls_for, Transport};
 use super::{Mailer, SendOutcome};
 use crate::config::settings as S;
 use crate::config::ConfigError;
+use crate::notify::invite;
 use crate::notify::Notification;
-use crate::notify::{feedback, invite};
 
 /// How long a kept connection may sit idle before it is closed instead of
 /// reused (servers must wait at least 5 minutes, RFC 5321 4.5.3.2.7; many
@@ -242,10 +243,9 @@ impl SmtpMailer {
                 tracing::debug!(reply = ?reply.first_line(), "SMTP server took the message");
                 // SES's SMTP interface answers "Ok <its message id>": the id
                 // its events carry, which the feedback handler matches.
-                let ses_id = self.config.ses_configuration_set.as_ref().and_then(|_| {
-                    reply.first_line().and_then(|l| l.strip_prefix("Ok ")).map(|id| id.trim().to_string())
-                });
-                let message_id = ses_id.filter(|id| !id.is_empty()).unwrap_or_else(|| message_id.to_string());
+                let ses_id =
+                    self.config.ses_configuration_set.as_ref().and_then(|_| ses::message_id(reply.first_line()?));
+                let message_id = ses_id.unwrap_or_else(|| message_id.to_string());
                 Ended::Outcome(SendOutcome::Sent { message_id }, Some(conn))
             }
             Ok(Err(e)) => Ended::Outcome(classify(stage, failure_of(&e)), None),
@@ -254,27 +254,6 @@ impl SmtpMailer {
             }
         }
     }
-}
-
-/// The claim provider of an SMTP send through SES's own SMTP interface.
-pub const SES_SMTP: &str = "ses-smtp";
-
-/// The headers SES's SMTP interface reads, and strips before delivery: the
-/// configuration set (so SES publishes the message's events), and the
-/// same tags SES v2's sends carry (`claim`, `event_id`, `event_type`,
-/// `trace`), so an event maps back to its claim.
-fn ses_headers(set: &str, n: &Notification) -> String {
-    let mut tags = vec![
-        format!("{}={}", feedback::TAG_EVENT, n.event_id),
-        format!("{}={}", feedback::TAG_TYPE, n.event_type.as_str()),
-    ];
-    if let Some(claim) = n.claim {
-        tags.push(format!("{}={claim}", feedback::TAG_CLAIM));
-    }
-    if let Some(trace) = &n.trace_id {
-        tags.push(format!("{}={trace}", feedback::TAG_TRACE));
-    }
-    format!("X-SES-CONFIGURATION-SET: {set}\r\nX-SES-MESSAGE-TAGS: {}\r\n", tags.join(", "))
 }
 
 /// The outcome of a command that did not succeed, if it did not.
@@ -315,7 +294,7 @@ impl Mailer for SmtpMailer {
     /// set: SES's events settle its ambiguous sends.
     fn provider(&self) -> &'static str {
         match self.config.ses_configuration_set {
-            Some(_) => SES_SMTP,
+            Some(_) => ses::SES_SMTP,
             None => crate::notify::send_rate::SMTP,
         }
     }
@@ -324,18 +303,14 @@ impl Mailer for SmtpMailer {
     /// to `SES_CANARY_ADDRESS`, tagged with its id.
     async fn canary(&self, id: uuid::Uuid) -> Option<SendOutcome> {
         let (set, to) = (self.config.ses_configuration_set.as_ref()?, self.config.canary_to.as_deref()?);
-        let headers = format!(
-            "X-SES-CONFIGURATION-SET: {set}\r\nX-SES-MESSAGE-TAGS: {}={id}\r\n",
-            crate::notify::evidence::TAG_CANARY
-        );
-        let raw = [headers.into_bytes(), invite::canary(id, to, &self.config.from)].concat();
+        let raw = [ses::canary_headers(set, id).into_bytes(), invite::canary(id, to, &self.config.from)].concat();
         Some(self.deliver(to, &raw, &format!("canary.{id}")).await)
     }
 
     async fn send(&self, n: &Notification) -> SendOutcome {
         let mut raw = invite::build(n, &self.config.from);
         if let Some(set) = &self.config.ses_configuration_set {
-            raw = [ses_headers(set, n).into_bytes(), raw].concat();
+            raw = [ses::headers(set, n).into_bytes(), raw].concat();
         }
         let message_id = invite::message_id(n, &self.config.from);
         self.deliver(n.recipient.email.as_str(), &raw, &message_id).await
@@ -390,101 +365,4 @@ impl SmtpMailer {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// Where the scripted server hangs up.
-    #[derive(Clone, Copy)]
-    enum Cut {
-        AtMail,
-        MidBody,
-        AfterDot,
-        Never,
-    }
-
-    /// Runs one transaction against a server that hangs up at `cut`.
-    async fn transact_cut_at(cut: Cut, reused: bool) -> Ended {
-        use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
-        // A small pipe: the body (about 8 KB) is written as the server reads.
-        let (client, server) = tokio::io::duplex(256);
-        let script = tokio::spawn(async move {
-            let (r, mut w) = tokio::io::split(server);
-            let mut r = tokio::io::BufReader::new(r);
-            let mut line = String::new();
-            w.write_all(b"220 scripted ESMTP\r\n").await.unwrap();
-            for reply in ["250 scripted\r\n", "250 sender ok\r\n", "250 recipient ok\r\n", "354 go on\r\n"] {
-                line.clear();
-                r.read_line(&mut line).await.unwrap();
-                if line.starts_with("MAIL") && matches!(cut, Cut::AtMail) {
-                    return;
-                }
-                w.write_all(reply.as_bytes()).await.unwrap();
-            }
-            if matches!(cut, Cut::MidBody) {
-                let mut some = [0u8; 512];
-                r.read_exact(&mut some).await.unwrap();
-                return;
-            }
-            loop {
-                line.clear();
-                assert!(r.read_line(&mut line).await.unwrap() > 0, "the client hung up first");
-                if line == ".\r\n" {
-                    break;
-                }
-            }
-            if matches!(cut, Cut::Never) {
-                w.write_all(b"250 queued\r\n").await.unwrap();
-                let _ = r.read_line(&mut line).await; // until the client goes
-            }
-        });
-        let config = SmtpConfig::for_tests("127.0.0.1", 25, 1);
-        let mailer = SmtpMailer::new(config).unwrap();
-        let conn = AsyncSmtpConnection::connect_with_transport(
-            // lettre's connection over an in-memory pipe to the scripted
-            // server, so the cut falls exactly where the test says.
-            Box::new(Transport(client, ([127, 0, 0, 1], 25).into())),
-            &ClientId::Domain("test".into()),
-        )
-        .await
-        .unwrap();
-        let raw: Vec<u8> = (0..120).flat_map(|i| format!("Line {i:03} {}\r\n", "x".repeat(60)).into_bytes()).collect();
-        let to: Address = "alice@example.com".parse().unwrap();
-        let deadline = Instant::now() + Duration::from_secs(5);
-        let ended = mailer.transact(Box::new(conn), reused, &to, &raw, "id@example.com", deadline).await;
-        if !matches!(cut, Cut::Never) {
-            script.await.unwrap();
-        }
-        ended
-    }
-
-    fn outcome(ended: Ended) -> &'static str {
-        match ended {
-            Ended::Outcome(o, _) => o.kind(),
-            Ended::Stale(_) => "stale",
-        }
-    }
-
-    #[tokio::test]
-    async fn a_connection_cut_while_the_body_is_written_is_a_known_failure() {
-        assert_eq!(outcome(transact_cut_at(Cut::MidBody, false).await), "retryable");
-    }
-
-    #[tokio::test]
-    async fn a_connection_cut_right_after_the_final_dot_is_unknown() {
-        assert_eq!(outcome(transact_cut_at(Cut::AfterDot, false).await), "unknown");
-    }
-
-    #[tokio::test]
-    async fn the_whole_transaction_sends_and_keeps_the_connection() {
-        match transact_cut_at(Cut::Never, false).await {
-            Ended::Outcome(SendOutcome::Sent { message_id }, Some(_)) => assert_eq!(message_id, "id@example.com"),
-            _ => panic!("expected Sent with the connection kept"),
-        }
-    }
-
-    #[tokio::test]
-    async fn a_kept_connection_cut_at_mail_is_stale_and_a_new_one_a_known_failure() {
-        assert_eq!(outcome(transact_cut_at(Cut::AtMail, true).await), "stale");
-        assert_eq!(outcome(transact_cut_at(Cut::AtMail, false).await), "retryable");
-    }
-}
+mod tests;

@@ -1,0 +1,97 @@
+//! The mailer's unit tests: the place of the final `.` over a scripted pipe.
+use super::*;
+
+/// Where the scripted server hangs up.
+#[derive(Clone, Copy)]
+enum Cut {
+    AtMail,
+    MidBody,
+    AfterDot,
+    Never,
+}
+
+/// Runs one transaction against a server that hangs up at `cut`.
+async fn transact_cut_at(cut: Cut, reused: bool) -> Ended {
+    use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
+    // A small pipe: the body (about 8 KB) is written as the server reads.
+    let (client, server) = tokio::io::duplex(256);
+    let script = tokio::spawn(async move {
+        let (r, mut w) = tokio::io::split(server);
+        let mut r = tokio::io::BufReader::new(r);
+        let mut line = String::new();
+        w.write_all(b"220 scripted ESMTP\r\n").await.unwrap();
+        for reply in ["250 scripted\r\n", "250 sender ok\r\n", "250 recipient ok\r\n", "354 go on\r\n"] {
+            line.clear();
+            r.read_line(&mut line).await.unwrap();
+            if line.starts_with("MAIL") && matches!(cut, Cut::AtMail) {
+                return;
+            }
+            w.write_all(reply.as_bytes()).await.unwrap();
+        }
+        if matches!(cut, Cut::MidBody) {
+            let mut some = [0u8; 512];
+            r.read_exact(&mut some).await.unwrap();
+            return;
+        }
+        loop {
+            line.clear();
+            assert!(r.read_line(&mut line).await.unwrap() > 0, "the client hung up first");
+            if line == ".\r\n" {
+                break;
+            }
+        }
+        if matches!(cut, Cut::Never) {
+            w.write_all(b"250 queued\r\n").await.unwrap();
+            let _ = r.read_line(&mut line).await; // until the client goes
+        }
+    });
+    let config = SmtpConfig::for_tests("127.0.0.1", 25, 1);
+    let mailer = SmtpMailer::new(config).unwrap();
+    let conn = AsyncSmtpConnection::connect_with_transport(
+        // lettre's connection over an in-memory pipe to the scripted
+        // server, so the cut falls exactly where the test says.
+        Box::new(Transport(client, ([127, 0, 0, 1], 25).into())),
+        &ClientId::Domain("test".into()),
+    )
+    .await
+    .unwrap();
+    let raw: Vec<u8> = (0..120).flat_map(|i| format!("Line {i:03} {}\r\n", "x".repeat(60)).into_bytes()).collect();
+    let to: Address = "alice@example.com".parse().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let ended = mailer.transact(Box::new(conn), reused, &to, &raw, "id@example.com", deadline).await;
+    if !matches!(cut, Cut::Never) {
+        script.await.unwrap();
+    }
+    ended
+}
+
+fn outcome(ended: Ended) -> &'static str {
+    match ended {
+        Ended::Outcome(o, _) => o.kind(),
+        Ended::Stale(_) => "stale",
+    }
+}
+
+#[tokio::test]
+async fn a_connection_cut_while_the_body_is_written_is_a_known_failure() {
+    assert_eq!(outcome(transact_cut_at(Cut::MidBody, false).await), "retryable");
+}
+
+#[tokio::test]
+async fn a_connection_cut_right_after_the_final_dot_is_unknown() {
+    assert_eq!(outcome(transact_cut_at(Cut::AfterDot, false).await), "unknown");
+}
+
+#[tokio::test]
+async fn the_whole_transaction_sends_and_keeps_the_connection() {
+    match transact_cut_at(Cut::Never, false).await {
+        Ended::Outcome(SendOutcome::Sent { message_id }, Some(_)) => assert_eq!(message_id, "id@example.com"),
+        _ => panic!("expected Sent with the connection kept"),
+    }
+}
+
+#[tokio::test]
+async fn a_kept_connection_cut_at_mail_is_stale_and_a_new_one_a_known_failure() {
+    assert_eq!(outcome(transact_cut_at(Cut::AtMail, true).await), "stale");
+    assert_eq!(outcome(transact_cut_at(Cut::AtMail, false).await), "retryable");
+}
