@@ -72,8 +72,8 @@ impl<'a> Run<'a> {
     }
 
     /// Step 1: claims the decisions that need no send (superseded, or to a
-    /// suppressed address), and finds what an earlier attempt claimed.
-    /// Returns the items left to send, in order.
+    /// suppressed address), settled at once; one an earlier attempt
+    /// claimed stays as it was. Returns the items left to send, in order.
     pub async fn settle_decided(&self, out: &mut [Option<Delivery>]) -> Result<Vec<usize>, DeliverError> {
         let sends: Vec<&str> = (0..self.items.len())
             .filter(|i| matches!(self.items[*i], Planned::Send(_)))
