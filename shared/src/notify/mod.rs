@@ -11,8 +11,8 @@
 //!   ambiguous sends, deliveries, bounces, complaints, suppression.
 //! - [`mailer`]: the `Mailer` trait and its adapters (SES, recording).
 //! - [`send_rate`]: the `send_rate` table, the fleet's shared token bucket.
-//! - [`recipient_limit`]: how often each mailbox was mailed today, across
-//!   every organizer; a send over the limit is CAPPED.
+//! - [`recipient_limit`]: each organizer's invitations to each mailbox
+//!   today, and its first contacts; an invitation over either is CAPPED.
 //! - [`pace`]: one poller's pace: tokens from that bucket, and enough sends
 //!   in flight to reach the rate.
 //! - [`invite`]: the invitation email (MIME + iCalendar).

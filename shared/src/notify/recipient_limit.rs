@@ -1,77 +1,188 @@
-//! `recipient_daily_mails`, every statement: how often each mailbox was
-//! mailed per UTC day, across every organizer (migration V16).
+//! `mailbox_organizers`, every statement: how many invitations each
+//! organizer sent each mailbox today, and which organizers a mailbox
+//! already knows (migration V26; the threat model is docs/security.md,
+//! "Limits").
 //!
 //! The per-organizer limits of `booking::limits` bound what one account
-//! can cause; this bounds what one person receives, however many accounts
-//! invite them, and however they respell the address (it counts by
-//! [`EmailAddress::mailbox`](crate::booking::domain::EmailAddress::mailbox):
-//! `v+1@` and `v.i@gmail.com` are one mailbox). A send over the limit is
-//! recorded CAPPED: not sent, not retried, counted for operators.
+//! can cause; these bound what one person receives, and no organizer can
+//! spend them for another:
+//!
+//! - only an invitation counts (a mail that introduces a booking to its
+//!   recipient, [`Notification::introduces`](super::Notification)): an
+//!   update or cancellation of one they may have received is never
+//!   counted, never capped;
+//! - each organizer has their own daily budget per mailbox
+//!   ([`Verdict::OverOrganizerBudget`]);
+//! - across organizers, only first contacts are bounded: at most so many
+//!   organizers the mailbox never heard from may start mailing it a day
+//!   ([`Verdict::TooManyNewcomers`]). An organizer it heard from before
+//!   never counts there.
+//!
+//! Both sides are keyed by the mailbox an address reaches
+//! ([`EmailAddress::mailbox`](crate::booking::domain::EmailAddress::mailbox):
+//! `v+1@` and `v.i@gmail.com` are `v@` and `vi@gmail.com`), so throwaway
+//! accounts on one mailbox's aliases are one organizer. A send over a limit
+//! is recorded CAPPED: not sent, not retried (the person's next update of
+//! the booking reads as its invitation), shown to the organizer and
+//! counted for operators.
 //!
 //! A send counts when it is about to be made; one that turns out certainly
-//! not sent (a known failure, throttling, the deadline) gives its count
-//! back. A crash in between leaves it counted: the limit errs towards
-//! mailing less.
+//! not sent gives its count back (not its first contact: a retry is the
+//! same contact). A crash in between leaves it counted: the limit errs
+//! towards mailing less.
 
 use deadpool_postgres::GenericClient;
 
+use super::Notification;
 use crate::db::DbResult;
 
-/// Counts one mail to each of `mailboxes` (in order; a mailbox may appear
-/// more than once) for today, UTC, and says which may be sent: those that
-/// keep their mailbox's count at or under `limit`. One statement: the row
-/// lock of the upsert orders concurrent pollers, so a mailbox is never
-/// mailed more than `limit` times a day. The refused still count, so a
-/// mailbox over its limit stays over it for the day.
-pub async fn take(client: &impl GenericClient, mailboxes: &[String], limit: i32) -> DbResult<Vec<bool>> {
-    if mailboxes.is_empty() {
-        return Ok(Vec::new());
-    }
-    const SQL: &str =
-        "WITH want AS (SELECT m.mailbox, m.ord FROM unnest($1::text[]) WITH ORDINALITY AS m(mailbox, ord)), \
-              per AS (SELECT mailbox, count(*)::int AS n FROM want GROUP BY mailbox), \
-              counted AS ( \
-                  INSERT INTO recipient_daily_mails (mailbox, day, mails) \
-                  SELECT mailbox, (now() AT TIME ZONE 'UTC')::date, n FROM per \
-                  ON CONFLICT (mailbox, day) DO UPDATE SET mails = recipient_daily_mails.mails + EXCLUDED.mails \
-                  RETURNING mailbox, mails) \
-         SELECT w.ord, counted.mails - per.n \
-                       + row_number() OVER (PARTITION BY w.mailbox ORDER BY w.ord) <= $2::int AS allowed \
-           FROM want w JOIN per USING (mailbox) JOIN counted USING (mailbox) \
-          ORDER BY w.ord";
-    let rows = client.query(&client.prepare_cached(SQL).await?, &[&mailboxes, &limit]).await?;
-    Ok(rows.iter().map(|r| r.get("allowed")).collect())
+/// How many invitations a mailbox may receive (`LIMIT_*` settings).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RecipientLimits {
+    /// Invitations one organizer may send one mailbox per UTC day
+    /// (`LIMIT_INVITATIONS_PER_RECIPIENT_PER_DAY`).
+    pub invitations_per_organizer: i32,
+    /// Organizers that never mailed a mailbox before who may start to,
+    /// per UTC day (`LIMIT_NEW_ORGANIZERS_PER_RECIPIENT_PER_DAY`).
+    pub new_organizers: i32,
 }
 
-/// Gives back today's counts of sends that were certainly not made (their
-/// claims were released), one per item of `mailboxes`.
-pub async fn give_back(client: &impl GenericClient, mailboxes: &[String]) -> DbResult<()> {
-    if mailboxes.is_empty() {
+impl RecipientLimits {
+    /// No limits (tests that mail one attendee many times).
+    pub const UNLIMITED: RecipientLimits =
+        RecipientLimits { invitations_per_organizer: i32::MAX, new_organizers: i32::MAX };
+}
+
+/// What may happen to one invitation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    Send,
+    /// Its organizer already sent this mailbox their day's invitations.
+    OverOrganizerBudget,
+    /// A first contact, after the day's new organizers of this mailbox.
+    TooManyNewcomers,
+}
+
+impl Verdict {
+    /// Why a capped send was not made (stored, shown to its organizer; no
+    /// address in it).
+    pub fn reason(self, limits: RecipientLimits) -> Option<String> {
+        match self {
+            Verdict::Send => None,
+            Verdict::OverOrganizerBudget => Some(format!(
+                "capped: this organizer already sent this recipient {} invitations today \
+                 (LIMIT_INVITATIONS_PER_RECIPIENT_PER_DAY)",
+                limits.invitations_per_organizer
+            )),
+            Verdict::TooManyNewcomers => Some(format!(
+                "capped: {} organizers who never mailed this recipient before already did today \
+                 (LIMIT_NEW_ORGANIZERS_PER_RECIPIENT_PER_DAY)",
+                limits.new_organizers
+            )),
+        }
+    }
+}
+
+/// One invitation: the mailbox it reaches and its organizer's mailbox.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Invitation {
+    pub mailbox: String,
+    pub organizer: String,
+}
+
+/// Counts each of `invitations` (in order; one pair may appear more than
+/// once) for today, UTC, and says which may be sent. One statement
+/// (`invitation_budget_take`, V26): row locks order concurrent pollers on a
+/// pair, an advisory lock per mailbox orders its first contacts, so no
+/// limit is exceeded however many pollers run. The refused still count,
+/// so an organizer over their budget stays over it for the day.
+pub async fn take(
+    client: &impl GenericClient,
+    invitations: &[Invitation],
+    limits: RecipientLimits,
+) -> DbResult<Vec<Verdict>> {
+    if invitations.is_empty() {
+        return Ok(Vec::new());
+    }
+    const SQL: &str = "SELECT verdict FROM invitation_budget_take($1::text[], $2::text[], $3::int, $4::int)";
+    let (mailboxes, organizers) = split(invitations);
+    let stmt = client.prepare_cached(SQL).await?;
+    let rows = client
+        .query(&stmt, &[&mailboxes, &organizers, &limits.invitations_per_organizer, &limits.new_organizers])
+        .await?;
+    Ok(rows
+        .iter()
+        .map(|r| match r.get::<_, &str>(0) {
+            "sent" => Verdict::Send,
+            "organizer" => Verdict::OverOrganizerBudget,
+            _ => Verdict::TooManyNewcomers,
+        })
+        .collect())
+}
+
+/// Gives back today's counts of invitations that were certainly not made
+/// (their claims were released), one per item.
+pub async fn give_back(client: &impl GenericClient, invitations: &[Invitation]) -> DbResult<()> {
+    if invitations.is_empty() {
         return Ok(());
     }
-    const SQL: &str = "UPDATE recipient_daily_mails r SET mails = greatest(0, r.mails - g.n) \
-           FROM (SELECT mailbox, count(*)::int AS n FROM unnest($1::text[]) AS m(mailbox) GROUP BY mailbox) g \
-          WHERE r.mailbox = g.mailbox AND r.day = (now() AT TIME ZONE 'UTC')::date";
-    client.execute(&client.prepare_cached(SQL).await?, &[&mailboxes]).await?;
+    const SQL: &str = "UPDATE mailbox_organizers o SET mails = greatest(0, o.mails - g.n) \
+           FROM (SELECT mailbox, organizer, count(*)::int AS n \
+                   FROM unnest($1::text[], $2::text[]) AS m(mailbox, organizer) GROUP BY 1, 2) g \
+          WHERE o.mailbox = g.mailbox AND o.organizer = g.organizer \
+            AND o.day = (now() AT TIME ZONE 'UTC')::date";
+    let (mailboxes, organizers) = split(invitations);
+    client.execute(&client.prepare_cached(SQL).await?, &[&mailboxes, &organizers]).await?;
     Ok(())
 }
 
-/// Today's count for `mailbox` (operators, tests).
-pub async fn today(client: &impl GenericClient, mailbox: &str) -> DbResult<i32> {
+impl Invitation {
+    /// What `n` counts as: an invitation when it introduces its booking to
+    /// its recipient, else nothing (an update or cancellation of a meeting
+    /// they may know of is never counted nor capped).
+    pub fn of(n: &Notification) -> Option<Invitation> {
+        n.introduces.then(|| Invitation {
+            mailbox: n.recipient.email.mailbox(),
+            organizer: n.payload.booking.organizer.email.mailbox(),
+        })
+    }
+}
+
+fn split(invitations: &[Invitation]) -> (Vec<&str>, Vec<&str>) {
+    invitations.iter().map(|i| (i.mailbox.as_str(), i.organizer.as_str())).unzip()
+}
+
+/// Today's invitations from `organizer` to `mailbox` (operators, tests).
+pub async fn today(client: &impl GenericClient, mailbox: &str, organizer: &str) -> DbResult<i32> {
     let row = client
         .query_opt(
-            "SELECT mails FROM recipient_daily_mails WHERE mailbox = $1 AND day = (now() AT TIME ZONE 'UTC')::date",
-            &[&mailbox],
+            "SELECT mails FROM mailbox_organizers WHERE mailbox = $1 AND organizer = $2 \
+                AND day = (now() AT TIME ZONE 'UTC')::date",
+            &[&mailbox, &organizer],
         )
         .await?;
     Ok(row.map(|r| r.get(0)).unwrap_or(0))
 }
 
-/// Retention: deletes up to `limit` counts of days before yesterday
-/// (UTC), as the organizers' counters go.
+/// How many organizers first mailed `mailbox` today (operators, tests).
+pub async fn newcomers_today(client: &impl GenericClient, mailbox: &str) -> DbResult<i64> {
+    let row = client
+        .query_one(
+            "SELECT count(*) FROM mailbox_organizers WHERE mailbox = $1 AND since = (now() AT TIME ZONE 'UTC')::date",
+            &[&mailbox],
+        )
+        .await?;
+    Ok(row.get(0))
+}
+
+/// How long a mailbox remembers an organizer that stopped mailing it.
+pub const FORGET_AFTER_DAYS: i32 = 400;
+
+/// Retention: deletes up to `limit` contacts unused for
+/// [`FORGET_AFTER_DAYS`] (such an organizer is a newcomer again).
 pub async fn purge_old(client: &impl GenericClient, limit: i64) -> DbResult<u64> {
-    const SQL: &str = "DELETE FROM recipient_daily_mails WHERE (mailbox, day) IN ( \
-             SELECT mailbox, day FROM recipient_daily_mails \
-              WHERE day < (now() AT TIME ZONE 'UTC')::date - 1 LIMIT $1)";
-    Ok(client.execute(SQL, &[&limit]).await?)
+    const SQL: &str = "DELETE FROM mailbox_organizers WHERE (mailbox, organizer) IN ( \
+             SELECT mailbox, organizer FROM mailbox_organizers \
+              WHERE day < (now() AT TIME ZONE 'UTC')::date - $2::int LIMIT $1)";
+    Ok(client.execute(SQL, &[&limit, &FORGET_AFTER_DAYS]).await?)
 }

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use crate::config::settings as S;
 use crate::config::ConfigError;
+use crate::notify::recipient_limit::RecipientLimits;
 use crate::outbox::events::transitions::Stuck;
 
 #[derive(Debug, Clone)]
@@ -56,9 +57,10 @@ pub struct PollerConfig {
     /// The schedule's period (`POLLER_SCHEDULE_SECS`), when known: one run
     /// should poll past the next run's start, so one is always claiming.
     pub schedule: Option<Duration>,
-    /// Mails one mailbox may get per UTC day across every organizer
-    /// (`LIMIT_MAILS_PER_RECIPIENT_PER_DAY`); over it, a send is CAPPED.
-    pub mails_per_recipient_per_day: i32,
+    /// Invitations one mailbox may get (`LIMIT_INVITATIONS_PER_RECIPIENT_PER_DAY`
+    /// per organizer, `LIMIT_NEW_ORGANIZERS_PER_RECIPIENT_PER_DAY` first
+    /// contacts); over them, an invitation is CAPPED.
+    pub recipient_limits: RecipientLimits,
 }
 
 impl PollerConfig {
@@ -101,7 +103,10 @@ impl PollerConfig {
             function_timeout: S::POLLER_TIMEOUT_SECS.optional::<u64>()?.filter(|s| *s > 0).map(Duration::from_secs),
             max_run: S::POLLER_MAX_RUN_SECS.optional::<u64>()?.filter(|s| *s > 0).map(Duration::from_secs),
             schedule: S::POLLER_SCHEDULE_SECS.optional::<u64>()?.filter(|s| *s > 0).map(Duration::from_secs),
-            mails_per_recipient_per_day: S::LIMIT_MAILS_PER_RECIPIENT_PER_DAY.parsed()?,
+            recipient_limits: RecipientLimits {
+                invitations_per_organizer: S::LIMIT_INVITATIONS_PER_RECIPIENT_PER_DAY.parsed()?,
+                new_organizers: S::LIMIT_NEW_ORGANIZERS_PER_RECIPIENT_PER_DAY.parsed()?,
+            },
         };
         cfg.validate(pool_size)?;
         Ok(cfg)
@@ -129,7 +134,7 @@ impl PollerConfig {
             max_run: None,
             schedule: None,
             // Tests mail one attendee many times; the limit's own tests set it.
-            mails_per_recipient_per_day: i32::MAX,
+            recipient_limits: RecipientLimits::UNLIMITED,
         }
     }
 
@@ -140,7 +145,8 @@ impl PollerConfig {
             ("POLLER_CLAIM_GROUP", self.claim_group >= 1),
             ("POLLER_BATCHES_IN_FLIGHT", self.batches_in_flight >= 1),
             ("OUTBOX_MAX_ATTEMPTS", self.max_attempts >= 1),
-            ("LIMIT_MAILS_PER_RECIPIENT_PER_DAY", self.mails_per_recipient_per_day >= 1),
+            ("LIMIT_INVITATIONS_PER_RECIPIENT_PER_DAY", self.recipient_limits.invitations_per_organizer >= 1),
+            ("LIMIT_NEW_ORGANIZERS_PER_RECIPIENT_PER_DAY", self.recipient_limits.new_organizers >= 1),
         ] {
             if !ok {
                 return Err(ConfigError::new(var, "must be at least 1", format!("set {var} to 1 or more")));

@@ -117,7 +117,7 @@ impl<M: Mailer + 'static> Poller<M> {
             send_fits: &send_fits,
             pace: &self.pace,
             claim_group: self.config.claim_group,
-            mails_per_recipient_per_day: self.config.mails_per_recipient_per_day,
+            recipient_limits: self.config.recipient_limits,
         };
         let (owners, planned): (Vec<usize>, Vec<Planned>) = items.into_iter().unzip();
         let deliveries =

@@ -114,20 +114,172 @@ async fn daily_limits_hold_under_concurrent_requests() {
     assert_eq!(db.count("outbox_events").await, 5);
 }
 
-/// Three organizers, each well within their own limits, invite one person
-/// six times under six spellings of one Gmail mailbox. The mailbox is mailed
-/// LIMIT_MAILS_PER_RECIPIENT_PER_DAY times; the other invitations are
-/// recorded CAPPED (not sent, not retried: their events are DONE), and
-/// everyone else invited beside them is mailed.
+/// The recipient limits as the template deploys them.
+fn deployed_limits() -> shared::notify::recipient_limit::RecipientLimits {
+    use shared::config::settings as S;
+    shared::notify::recipient_limit::RecipientLimits {
+        invitations_per_organizer: S::LIMIT_INVITATIONS_PER_RECIPIENT_PER_DAY.default_value(),
+        new_organizers: S::LIMIT_NEW_ORGANIZERS_PER_RECIPIENT_PER_DAY.default_value(),
+    }
+}
+
+fn deployed_poller_config() -> shared::relay::PollerConfig {
+    let mut config = shared::relay::PollerConfig::for_tests("w");
+    config.recipient_limits = deployed_limits();
+    config
+}
+
+const VICTIM: &str = "victim@corp.example";
+
+/// A booking body for `slot` hours after 2027-01-04T00:00Z, inviting `attendees`.
+fn invitation(slot: i64, attendees: &[&str]) -> Value {
+    let start = chrono::DateTime::parse_from_rfc3339("2027-01-04T00:00:00Z").unwrap() + chrono::Duration::hours(slot);
+    let end = start + chrono::Duration::minutes(30);
+    json!({
+        "title": "Sync",
+        "start": start.to_rfc3339(),
+        "end": end.to_rfc3339(),
+        "timezone": "UTC",
+        "attendees": attendees.iter().map(|a| json!({"email": a, "name": "Someone"})).collect::<Vec<_>>(),
+    })
+}
+
+/// One attacker account lists the victim in as many bookings as the API
+/// lets it create today. Returns how many it created.
+async fn fill_the_victims_day(api: &TestApi, attacker: outbox_tests::api::Caller<'_>, slot0: i64) -> usize {
+    let mut created = 0;
+    for slot in 0.. {
+        let made = api.post("/bookings", attacker, &invitation(slot0 + slot, &[VICTIM])).await;
+        if made.status == 429 {
+            break;
+        }
+        assert_eq!(made.status, 201, "{}", made.body);
+        created += 1;
+    }
+    created
+}
+
+/// A legitimate organizer invites the victim, reschedules, and cancels,
+/// the poller draining after each: returns what reached the victim about
+/// that booking.
+async fn invite_update_cancel(
+    db: &TestDb,
+    api: &TestApi,
+    organizer: outbox_tests::api::Caller<'_>,
+    mailer: &std::sync::Arc<shared::notify::mailer::recording::RecordingMailer>,
+    slot: i64,
+) -> Vec<(shared::booking::events::Notice, i32)> {
+    let drain = || outbox_tests::outbox::poller(db, mailer.clone(), deployed_poller_config());
+    let created = api.post("/bookings", organizer, &invitation(slot, &[VICTIM, "carol@example.com"])).await;
+    assert_eq!(created.status, 201, "{}", created.body);
+    let id = created.body["id"].as_str().unwrap().to_string();
+    let path = format!("/bookings/{id}");
+    drain().drain().await.unwrap();
+    let moved = invitation(slot + 1, &[VICTIM, "carol@example.com"]);
+    let body = json!({"start": moved["start"], "end": moved["end"], "version": 1});
+    let updated = api.send("PATCH", &path, Some(organizer), &[], Some(&body.to_string())).await;
+    assert_eq!(updated.status, 200, "{}", updated.body);
+    drain().drain().await.unwrap();
+    let cancelled = api.post(&format!("{path}/cancel"), organizer, &json!({})).await;
+    assert_eq!(cancelled.status, 200, "{}", cancelled.body);
+    drain().drain().await.unwrap();
+    mailer
+        .deliveries()
+        .iter()
+        .filter(|d| d.booking_id.to_string() == id && d.recipient == VICTIM)
+        .map(|d| (d.notice, d.sequence))
+        .collect()
+}
+
+/// The Medium of issue 37, as the attack: an attacker's account lists the
+/// victim in every booking it may create today, at 00:00. Another
+/// organizer then invites the victim, reschedules, and cancels: all three
+/// mails arrive, exactly once each. The attacker's own invitations stop at
+/// its budget for this mailbox.
 #[tokio::test]
-async fn one_recipient_is_capped_across_organizers() {
+async fn an_attacker_filling_a_victims_day_blocks_no_other_organizers_mail() {
+    use shared::booking::events::Notice;
+    let db = TestDb::create().await;
+    let api = TestApi::new(&db);
+    let mailer = std::sync::Arc::new(shared::notify::mailer::recording::RecordingMailer::new());
+    let mallory = outbox_tests::api::Caller { email: "mallory@example.com", name: "Mallory", sub: "sub-mallory" };
+    let filled = fill_the_victims_day(&api, mallory, 0).await;
+    assert_eq!(filled, 50, "LimitBookingsPerDay");
+    outbox_tests::outbox::poller(&db, mailer.clone(), deployed_poller_config()).drain().await.unwrap();
+    let from_mallory = mailer.count();
+    assert_eq!(from_mallory as i32, deployed_limits().invitations_per_organizer, "the attacker's own budget");
+
+    let got = invite_update_cancel(&db, &api, BOB, &mailer, 1000).await;
+    assert_eq!(got, vec![(Notice::Request, 1), (Notice::Request, 2), (Notice::Cancel, 3)], "each exactly once");
+    assert_eq!(mailer.count(), from_mallory + 6, "and Carol's three");
+    let capped: i64 = db.scalar("SELECT count(*) FROM booking_notification_sends WHERE status = 'CAPPED'").await;
+    assert_eq!(capped, 40, "the attacker's invitations over its budget, no one else's");
+    let why: String =
+        db.scalar("SELECT last_error FROM booking_notification_sends WHERE status = 'CAPPED' LIMIT 1").await;
+    assert!(why.contains("LIMIT_INVITATIONS_PER_RECIPIENT_PER_DAY"), "{why}");
+}
+
+/// The same with 20 attacker accounts: together they take the day's first
+/// contacts of the victim's mailbox, and still cannot touch an organizer
+/// the victim already has a booking with. A newcomer after them is capped,
+/// and sees so.
+#[tokio::test]
+async fn twenty_attacker_accounts_block_no_organizer_the_victim_already_knows() {
+    use shared::booking::events::Notice;
+    let db = TestDb::create().await;
+    let api = TestApi::new(&db);
+    let mailer = std::sync::Arc::new(shared::notify::mailer::recording::RecordingMailer::new());
+    let limits = deployed_limits();
+    // Yesterday: Bob and the victim had a meeting.
+    let earlier = api.post("/bookings", BOB, &invitation(5000, &[VICTIM])).await;
+    assert_eq!(earlier.status, 201, "{}", earlier.body);
+    outbox_tests::outbox::poller(&db, mailer.clone(), deployed_poller_config()).drain().await.unwrap();
+    assert_eq!(mailer.count(), 1);
+    outbox_tests::outbox::a_day_passes_for_the_recipient_limits(&db).await;
+
+    let accounts: Vec<(String, String)> =
+        (0..20).map(|i| (format!("mallory{i}@attacker{i}.example"), format!("sub-mallory-{i}"))).collect();
+    for (i, (email, sub)) in accounts.iter().enumerate() {
+        let attacker = outbox_tests::api::Caller { email, name: "Mallory", sub };
+        // Two over the attacker's own budget.
+        for slot in 0..(limits.invitations_per_organizer as i64 + 2) {
+            let made = api.post("/bookings", attacker, &invitation(i as i64 * 100 + slot, &[VICTIM])).await;
+            assert_eq!(made.status, 201, "{}", made.body);
+        }
+    }
+    outbox_tests::outbox::poller(&db, mailer.clone(), deployed_poller_config()).drain().await.unwrap();
+    let from_attackers = mailer.count() - 1;
+    assert_eq!(from_attackers as i32, limits.new_organizers * limits.invitations_per_organizer);
+
+    let got = invite_update_cancel(&db, &api, BOB, &mailer, 3000).await;
+    assert_eq!(got, vec![(Notice::Request, 1), (Notice::Request, 2), (Notice::Cancel, 3)], "each exactly once");
+
+    // A newcomer today, after the attackers: capped, and told so.
+    let eve = outbox_tests::api::EVE;
+    let late = api.post("/bookings", eve, &invitation(4000, &[VICTIM])).await;
+    assert_eq!(late.status, 201, "{}", late.body);
+    outbox_tests::outbox::poller(&db, mailer.clone(), deployed_poller_config()).drain().await.unwrap();
+    let path = format!("/bookings/{}/notifications", late.body["id"].as_str().unwrap());
+    let shown = api.get(&path, eve).await;
+    assert_eq!(shown.body["notifications"][0]["state"], "capped", "{}", shown.body);
+    let client = db.pool.get().await.unwrap();
+    let newcomers = shared::notify::recipient_limit::newcomers_today(&client, VICTIM).await.unwrap();
+    assert_eq!(newcomers, limits.new_organizers as i64, "only the first ten accounts got through");
+}
+
+/// One organizer invites one person six times under six spellings of one
+/// Gmail mailbox, from two spellings of their own: one organizer, one
+/// mailbox. The pair's budget is mailed; the rest are recorded CAPPED (not
+/// sent, not retried: their events are DONE), and everyone else invited
+/// beside them is mailed.
+#[tokio::test]
+async fn one_organizer_under_many_spellings_has_one_budget_per_mailbox() {
     use outbox_tests::outbox::{event_counts, person, poller, send_counts, EventStatus, SendStatus};
     use shared::booking::domain::{Caller, NewBooking, TimeRange, Timezone, Title};
     use shared::booking::limits::Limits;
     use shared::booking::service::BookingService;
     use shared::notify::mailer::recording::RecordingMailer;
-    use shared::notify::recipient_limit;
-    use shared::relay::PollerConfig;
+    use shared::notify::recipient_limit::{self, RecipientLimits};
     use std::sync::Arc;
 
     let db = TestDb::create().await;
@@ -142,8 +294,8 @@ async fn one_recipient_is_capped_across_organizers() {
     ];
     for (i, spelling) in spellings.iter().enumerate() {
         let organizer = Caller {
-            person: person(&format!("organizer{}@example.com", i % 3)),
-            subject: Some(format!("sub-{}", i % 3)),
+            person: person(if i % 2 == 0 { "bob.smith@gmail.com" } else { "bobsmith+work@gmail.com" }),
+            subject: Some(format!("sub-{}", i % 2)),
         };
         let start =
             shared::booking::domain::parse_instant("2031-03-03T09:00:00Z").unwrap() + chrono::Duration::hours(i as i64);
@@ -158,45 +310,84 @@ async fn one_recipient_is_capped_across_organizers() {
         service.create(&organizer, new, None).await.unwrap();
     }
     let mailer = Arc::new(RecordingMailer::new());
-    let mut config = PollerConfig::for_tests("w");
-    config.mails_per_recipient_per_day = 4;
+    let mut config = shared::relay::PollerConfig::for_tests("w");
+    config.recipient_limits = RecipientLimits { invitations_per_organizer: 4, new_organizers: 10 };
     poller(&db, mailer.clone(), config).drain().await.unwrap();
 
     let to_victim = mailer.deliveries().iter().filter(|d| !d.recipient.starts_with("bystander")).count();
-    assert_eq!(to_victim, 4, "the mailbox is mailed its limit, whatever the spelling");
+    assert_eq!(to_victim, 4, "the pair's budget, whatever the spellings");
     let to_bystanders = mailer.deliveries().iter().filter(|d| d.recipient.starts_with("bystander")).count();
     assert_eq!(to_bystanders, 6, "everyone else is mailed");
     assert_eq!(send_counts(&db).await[&SendStatus::Capped], 2);
     assert!(event_counts(&db).await.iter().all(|(s, n)| *s == EventStatus::Done || *n == 0), "nothing is retried");
     let client = db.pool.get().await.unwrap();
-    assert_eq!(recipient_limit::today(&client, "victim@gmail.com").await.unwrap(), 6, "the refused count too");
-    let why: String =
-        db.scalar("SELECT last_error FROM booking_notification_sends WHERE status = 'CAPPED' LIMIT 1").await;
-    assert!(why.contains("4 mails a day"), "{why}");
+    let counted = recipient_limit::today(&client, "victim@gmail.com", "bobsmith@gmail.com").await.unwrap();
+    assert_eq!(counted, 6, "the refused count too");
+    assert_eq!(recipient_limit::newcomers_today(&client, "victim@gmail.com").await.unwrap(), 1);
 }
 
-/// A send that is certainly not made (a known failure releases its claim)
-/// gives its count back: a retry is not a second mail.
+/// An invitation that is certainly not made (a known failure releases its
+/// claim) gives its count back: a retry is not a second invitation.
 #[tokio::test]
 async fn a_released_send_gives_its_count_back() {
     use outbox_tests::outbox::{create_booking, poller};
     use shared::notify::mailer::recording::RecordingMailer;
     use shared::notify::mailer::SendOutcome;
-    use shared::notify::recipient_limit;
+    use shared::notify::recipient_limit::{self, RecipientLimits};
     use shared::relay::PollerConfig;
     use std::sync::Arc;
 
     let db = TestDb::create().await;
-    create_booking(&db, 1, &["carol@example.com"]).await;
+    let booking = create_booking(&db, 1, &["carol@example.com"]).await;
     let mailer = Arc::new(RecordingMailer::new());
     mailer.script("carol@example.com", SendOutcome::NotSent { reason: "connection refused".into() }, 3);
     let mut config = PollerConfig::for_tests("w");
-    config.mails_per_recipient_per_day = 1;
+    config.recipient_limits = RecipientLimits { invitations_per_organizer: 1, new_organizers: 1 };
     let p = poller(&db, mailer.clone(), config);
     for _ in 0..4 {
         p.drain().await.unwrap();
     }
-    assert_eq!(mailer.count(), 1, "three refusals, then the one mail the limit allows");
+    assert_eq!(mailer.count(), 1, "three refusals, then the one invitation the limit allows");
     let client = db.pool.get().await.unwrap();
-    assert_eq!(recipient_limit::today(&client, "carol@example.com").await.unwrap(), 1);
+    let organizer = booking.organizer.email.mailbox();
+    assert_eq!(recipient_limit::today(&client, "carol@example.com", &organizer).await.unwrap(), 1);
+}
+
+/// Twenty pollers take twenty first contacts of one mailbox at once, and
+/// one organizer's invitations from ten at once: exactly the limits pass.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_pollers_never_pass_a_recipient_limit() {
+    use shared::notify::recipient_limit::{take, Invitation, RecipientLimits, Verdict};
+    let db = TestDb::create().await;
+    let limits = RecipientLimits { invitations_per_organizer: 3, new_organizers: 5 };
+    let mut tasks = Vec::new();
+    for i in 0..30 {
+        let pool = db.pool.clone();
+        tasks.push(tokio::spawn(async move {
+            // 0..20: twenty newcomers; 20..30: one organizer (after its first contact below).
+            let organizer = if i < 20 { format!("o{i}@example.com") } else { "known@example.com".into() };
+            let invitation = Invitation { mailbox: VICTIM.into(), organizer };
+            take(&pool.get().await.unwrap(), &[invitation], limits).await.unwrap()[0]
+        }));
+        if i == 19 {
+            // The known organizer met the victim yesterday.
+            let client = db.pool.get().await.unwrap();
+            client
+                .execute(
+                    "INSERT INTO mailbox_organizers SELECT $1, 'known@example.com', d - 2, d - 1, 9 \
+                       FROM (SELECT (now() AT TIME ZONE 'UTC')::date AS d) t",
+                    &[&VICTIM],
+                )
+                .await
+                .unwrap();
+        }
+    }
+    let mut verdicts = Vec::new();
+    for t in tasks {
+        verdicts.push(t.await.unwrap());
+    }
+    let sent = |range: std::ops::Range<usize>| verdicts[range].iter().filter(|v| **v == Verdict::Send).count();
+    assert_eq!(sent(0..20), 5, "{verdicts:?}");
+    assert_eq!(sent(20..30), 3, "{verdicts:?}");
+    assert!(verdicts[20..].iter().all(|v| *v != Verdict::TooManyNewcomers), "a known organizer is never a newcomer");
 }

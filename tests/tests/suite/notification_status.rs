@@ -126,7 +126,8 @@ async fn each_recipient_is_shown_where_their_notification_ended() {
     let db = TestDb::create().await;
     let api = TestApi::new(&db);
     let mut config = PollerConfig::for_tests("w");
-    config.mails_per_recipient_per_day = 1;
+    config.recipient_limits =
+        shared::notify::recipient_limit::RecipientLimits { invitations_per_organizer: 1, new_organizers: 10 };
     let mailer = Arc::new(RecordingMailer::new());
     // Earlier today: Ivan was mailed his one mail, and Heidi complained.
     let earlier = create(&api, 8, &["heidi@example.com", "ivan@example.com"]).await;

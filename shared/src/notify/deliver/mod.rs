@@ -22,7 +22,7 @@ use uuid::Uuid;
 use super::mailer::{Mailer, SendOutcome};
 use super::pace::Pacer;
 use super::plan::Planned;
-use super::recipient_limit;
+use super::recipient_limit::{self, Invitation, RecipientLimits};
 use super::sends::{self, Outcome, Settled};
 use crate::db::DbError;
 use crate::fault::{FaultError, Faults};
@@ -76,8 +76,8 @@ pub enum Delivery {
     Unknown { reason: String },
     /// Not sent: a later event made it moot (recorded SUPERSEDED).
     Superseded { by: Uuid },
-    /// Not sent: the recipient's mailbox had its daily limit across every
-    /// organizer (recorded CAPPED); never retried.
+    /// Not sent: an invitation over a limit that protects its recipient
+    /// ([`recipient_limit`]; recorded CAPPED); never retried.
     Capped { reason: String },
     /// Not sent: the invocation's deadline came before the send could
     /// start; the claim is released for the next invocation.
@@ -136,9 +136,8 @@ pub struct Gate<'a> {
     pub pace: &'a Pacer,
     /// The most sends claimed in one statement (`POLLER_CLAIM_GROUP`).
     pub claim_group: usize,
-    /// How many mails one mailbox may get per UTC day, across every
-    /// organizer ([`recipient_limit`]).
-    pub mails_per_recipient_per_day: i32,
+    /// How many invitations one mailbox may get ([`recipient_limit`]).
+    pub recipient_limits: RecipientLimits,
 }
 
 /// Delivers planned notifications (each event's recipients, of events of
@@ -152,7 +151,8 @@ pub struct Gate<'a> {
 ///    start now (a place in flight each and, when paced, a start time
 ///    within its horizon), and one statement claims exactly those and
 ///    commits: every claim is durable before its send, and at most a
-///    horizon away from it; mailboxes over their daily limit are CAPPED;
+///    horizon away from it; invitations over a limit that protects their
+///    recipient are CAPPED;
 /// 3. each send starts at its time, unless the provider paused sending or
 ///    it would not end before the deadline (its claim is then released);
 /// 4. outcomes are recorded as the sends finish, one statement for those
@@ -257,11 +257,11 @@ pub async fn deliver(
     Ok(out)
 }
 
-/// The sends that counted towards their mailbox's daily limit and were
-/// certainly not made give their counts back (a crash before this leaves
+/// The invitations that were counted ([`recipient_limit`]) and certainly
+/// not made give their counts back (a crash before this leaves
 /// them counted: the limit errs towards mailing less).
 async fn give_back_unsent(pool: &Pool, items: &[Planned], counted: &[usize], out: &[Delivery]) {
-    let unsent: Vec<String> = counted
+    let unsent: Vec<Invitation> = counted
         .iter()
         .filter(|i| {
             matches!(
@@ -273,7 +273,7 @@ async fn give_back_unsent(pool: &Pool, items: &[Planned], counted: &[usize], out
                     | Delivery::Deferred { .. }
             )
         })
-        .map(|i| items[*i].notification().recipient.email.mailbox())
+        .filter_map(|i| Invitation::of(items[*i].notification()))
         .collect();
     if unsent.is_empty() {
         return;

@@ -15,7 +15,7 @@ use crate::notify::feedback;
 use crate::notify::mailer::{Mailer, SendOutcome};
 use crate::notify::pace::{Admitted, LATE};
 use crate::notify::plan::Planned;
-use crate::notify::recipient_limit;
+use crate::notify::recipient_limit::{self, Invitation, Verdict};
 use crate::notify::sends::{self, Claim, Decided, GroupClaim, Outcome, SendStatus, Settled};
 use crate::notify::Notification;
 use crate::telemetry::mask_email;
@@ -177,8 +177,8 @@ impl<'a> Run<'a> {
         claimed
     }
 
-    /// The claim of one admitted chunk, and nobody mailed more than the
-    /// daily limit (across every organizer, however the address is spelled).
+    /// The claim of one admitted chunk, and no invitation beyond what its
+    /// recipient's limits allow ([`recipient_limit`]).
     async fn claim_chunk(
         &self,
         chunk: &[usize],
@@ -188,30 +188,31 @@ impl<'a> Run<'a> {
         claimed_at: Instant,
     ) -> Result<Chunk<'a>, DbError> {
         let client = self.client;
-        // The daily counts are taken with the claim, on the same connection
-        // (pipelined: one round trip); a send found claimed before gives
-        // its count back.
-        let mailboxes: Vec<String> = chunk.iter().map(|i| self.notification(*i).recipient.email.mailbox()).collect();
-        let limit = self.gate.mails_per_recipient_per_day;
-        let (claimed, allowed) =
-            tokio::try_join!(self.claim(client, claims, ids), recipient_limit::take(client, &mailboxes, limit))?;
+        // The invitations are counted with the claim, on the same
+        // connection (pipelined: one round trip); a send found claimed
+        // before gives its count back.
+        let invitations: Vec<Option<Invitation>> =
+            chunk.iter().map(|i| Invitation::of(self.notification(*i))).collect();
+        let counted: Vec<Invitation> = invitations.iter().flatten().cloned().collect();
+        let limits = self.gate.recipient_limits;
+        let (claimed, verdicts) =
+            tokio::try_join!(self.claim(client, claims, ids), recipient_limit::take(client, &counted, limits))?;
+        let mut verdicts = verdicts.into_iter();
         let (mut kept, mut settled, mut capped, mut not_ours) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
-        for ((((i, claim), allowed), admitted), mailbox) in
-            chunk.iter().zip(claimed).zip(allowed).zip(admitted).zip(mailboxes)
-        {
-            match (claim, allowed) {
-                (Ok(claim), true) => kept.push(Admission { item: *i, claim, claimed: claimed_at, admitted }),
-                (Ok(claim), false) => {
-                    let reason = format!(
-                        "capped: the recipient's mailbox reached its limit of {limit} mails a day \
-                         (LIMIT_MAILS_PER_RECIPIENT_PER_DAY) across every organizer"
-                    );
-                    tracing::warn!(%reason, "not sent to a recipient at the daily limit");
+        for (((i, claim), admitted), invitation) in chunk.iter().zip(claimed).zip(admitted).zip(invitations) {
+            let verdict = match &invitation {
+                Some(_) => verdicts.next().expect("one verdict per invitation"),
+                None => Verdict::Send,
+            };
+            match (claim, verdict.reason(limits)) {
+                (Ok(claim), None) => kept.push(Admission { item: *i, claim, claimed: claimed_at, admitted }),
+                (Ok(claim), Some(reason)) => {
+                    tracing::warn!(%reason, "invitation not sent: a limit that protects its recipient");
                     capped.push((claim, Outcome::Settled(Settled::Capped, reason.clone())));
                     settled.push((*i, Delivery::Capped { reason }));
                 }
                 (Err(delivery), _) => {
-                    not_ours.push(mailbox);
+                    not_ours.extend(invitation);
                     settled.push((*i, delivery));
                 }
             }
