@@ -52,8 +52,24 @@ pub enum State {
     Suppressed,
     /// Not sent: refused for this recipient, or the event was dead-lettered.
     Failed,
-    /// Not sent: the recipient had been mailed their daily limit.
+    /// Not sent: an invitation over a limit that protects its recipient.
     Capped,
+    /// What an organizer sees for `bounced` and `suppressed`: not
+    /// delivered, and no reason. Why (a bounce, a complaint, perhaps caused
+    /// by another organizer's mail) is the recipient's history: shown to
+    /// them and kept for operators, never to an organizer.
+    NotDelivered,
+}
+
+/// What an organizer is shown of a state: nothing of the recipient's own
+/// history. A complaint is the recipient's act about a message that was
+/// delivered; a bounce or a suppression, that it was not.
+fn for_organizer(state: State, detail: Option<String>) -> (State, Option<String>) {
+    match state {
+        State::Complained => (State::Delivered, None),
+        State::Bounced | State::Suppressed => (State::NotDelivered, Some("not delivered to this address".to_string())),
+        _ => (state, detail),
+    }
 }
 
 /// One recipient's notification about one event of the booking.
@@ -125,6 +141,10 @@ pub async fn of_booking(client: &impl GenericClient, booking_id: Uuid, reader: R
             continue;
         }
         let (state, at, confirmed_by_ses, detail) = send_state(row)?;
+        let (state, detail) = match reader {
+            Reader::Organizer => for_organizer(state, detail),
+            Reader::Recipient(_) => (state, detail),
+        };
         tracked.push(Tracked {
             event_id,
             event_type,
@@ -239,7 +259,7 @@ fn send_state(row: &tokio_postgres::Row) -> DbResult<SendState> {
             _ => (State::Failed, at, None, Some("refused by the provider for this recipient".to_string())),
         },
         SendStatus::Capped => {
-            (State::Capped, at, None, Some("the recipient's daily mail limit was reached".to_string()))
+            (State::Capped, at, None, reason().or_else(|| Some("a limit that protects the recipient".to_string())))
         }
     })
 }

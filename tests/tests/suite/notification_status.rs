@@ -174,20 +174,22 @@ async fn each_recipient_is_shown_where_their_notification_ended() {
         got,
         vec![
             ("alice@example.com", "delivered"),
-            ("carol@example.com", "bounced"),
+            ("carol@example.com", "not_delivered"),
             ("dave@example.com", "failed"),
             ("erin@example.com", "unknown"),
             ("frank@example.com", "failed"),
-            ("grace@example.com", "complained"),
-            ("heidi@example.com", "suppressed"),
+            ("grace@example.com", "delivered"),
+            ("heidi@example.com", "not_delivered"),
             ("ivan@example.com", "capped"),
             ("judy@example.com", "sent"),
         ]
     );
-    assert_eq!(row(&rows, "carol@example.com")["detail"], json!("Permanent/General"));
+    // What the organizer sees of each attendee's history: nothing.
+    assert_eq!(row(&rows, "carol@example.com")["detail"], json!("not delivered to this address"));
+    assert_eq!(row(&rows, "grace@example.com")["detail"], json!(null));
     assert_eq!(row(&rows, "dave@example.com")["detail"], json!("SES rejected the message"));
     assert_eq!(row(&rows, "judy@example.com")["confirmed_by_ses"], json!(false), "the provider's own answer");
-    assert_eq!(row(&rows, "heidi@example.com")["detail"], json!("suppressed: the address complained earlier"));
+    assert_eq!(row(&rows, "heidi@example.com")["detail"], json!("not delivered to this address"));
     let frank = row(&rows, "frank@example.com")["detail"].as_str().unwrap().to_string();
     assert!(!frank.contains("MessageRejected"), "the provider's words stay in the logs: {frank}");
     for r in &rows {
@@ -241,4 +243,41 @@ async fn a_dead_lettered_notification_reads_failed() {
     let rows = notifications(&api, &id, BOB).await;
     assert_eq!(states(&rows), vec![(1, ALICE.email.into(), "failed".into())]);
     assert_eq!(rows[0]["detail"], json!("the event was dead-lettered"));
+}
+
+/// Low 6 of issue 37, as the attack: Eve invites Dave to learn what he did
+/// with other people's mail. Dave complained about Bob's invitation; Eve's
+/// is suppressed, and she is told only that it was not delivered. Dave
+/// sees why on his own row, and operators keep the reason.
+#[tokio::test]
+async fn an_organizer_learns_nothing_of_an_attendees_history_with_other_organizers() {
+    let db = TestDb::create().await;
+    let api = TestApi::new(&db);
+    let mailer = Arc::new(RecordingMailer::new());
+    let bobs = create(&api, 8, &[DAVE.email]).await;
+    poller(&db, mailer.clone(), PollerConfig::for_tests("w")).drain().await.unwrap();
+    let claim = claim_of(&db, &bobs, DAVE.email).await;
+    let complaint = to_recipient(complaint_event(claim, &[DAVE.email]), DAVE.email);
+    ses(&db, with_message_id(complaint, &message_id_of(&db, claim).await)).await;
+
+    let mut body = outbox_tests::api::booking_body(11);
+    body["attendees"] = json!([person(DAVE.email)]);
+    let eves = api.post("/bookings", EVE, &body).await;
+    assert_eq!(eves.status, 201, "{}", eves.body);
+    let eves = eves.body["id"].as_str().unwrap().to_string();
+    poller(&db, mailer.clone(), PollerConfig::for_tests("w")).drain().await.unwrap();
+
+    let seen_by_eve = notifications(&api, &eves, EVE).await;
+    assert_eq!(states(&seen_by_eve), vec![(1, DAVE.email.to_string(), "not_delivered".to_string())]);
+    let shown = seen_by_eve[0].to_string();
+    for word in ["complain", "bounce", "suppress", "spam"] {
+        assert!(!shown.contains(word), "the organizer is told nothing of why: {shown}");
+    }
+    let seen_by_dave = notifications(&api, &eves, DAVE).await;
+    assert_eq!(seen_by_dave[0]["state"], "suppressed", "{seen_by_dave:?}");
+    assert_eq!(seen_by_dave[0]["detail"], "suppressed: the address complained earlier");
+    // Bob's own invitation: delivered, as far as Bob is told.
+    assert_eq!(notifications(&api, &bobs, BOB).await[0]["state"], "delivered");
+    let kept: String = db.scalar("SELECT last_error FROM booking_notification_sends WHERE status = 'FAILED'").await;
+    assert_eq!(kept, "suppressed: the address complained earlier", "operators keep the reason");
 }
