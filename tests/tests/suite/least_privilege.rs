@@ -148,7 +148,7 @@ async fn the_sweeper_resends_on_ses_evidence_and_operators_manage_suppressions_e
         .get()
         .await
         .unwrap()
-        .batch_execute("INSERT INTO suppressed_addresses (email, reason) VALUES ('carol@example.com', 'complained')")
+        .batch_execute("INSERT INTO suppressed_addresses (email, mailbox, reason) VALUES ('carol@example.com', 'carol@example.com', 'complained')")
         .await
         .unwrap();
     let client = pool.get().await.unwrap();
@@ -193,7 +193,8 @@ const INSERT_EVENT: &str = "INSERT INTO outbox_events (id, aggregate_id, aggrega
      VALUES (gen_random_uuid(), gen_random_uuid(), 1, 'BOOKING_CONFIRMED', '{}')";
 const INSERT_SEND: &str = "INSERT INTO booking_notification_sends (id, outbox_event_id, booking_id, recipient_email, \
      event_type) VALUES (gen_random_uuid(), gen_random_uuid(), gen_random_uuid(), 'a@example.com', 'BOOKING_CONFIRMED')";
-const INSERT_SUPPRESSION: &str = "INSERT INTO suppressed_addresses (email, reason) VALUES ('a@example.com', 'x')";
+const INSERT_SUPPRESSION: &str =
+    "INSERT INTO suppressed_addresses (email, mailbox, reason) VALUES ('a@example.com', 'a@example.com', 'x')";
 
 /// What each function never does, refused to its role: the API never moves
 /// an event or reads a suppression, the poller never reads a booking or

@@ -355,3 +355,32 @@ async fn retention_deletes_what_ses_said_about_a_send_only_once_the_send_is_gone
     assert_eq!((gone.events, gone.sends, gone.feedback), (1, 1, 1), "{gone:?}");
     assert_eq!(db.count("send_feedback").await, 0);
 }
+
+/// Low 5 of issue 37: a complaint from one spelling of a mailbox stops
+/// every spelling of it (a sub-address, Gmail's dots and googlemail.com),
+/// and an operator lifting it lifts them all.
+#[tokio::test]
+async fn a_complaint_from_one_spelling_suppresses_every_spelling_of_the_mailbox() {
+    let db = TestDb::create().await;
+    let (claim, mailer) = one_send(&db, "vic.tim@gmail.com", None).await;
+    let id = message_id_of(&db, claim).await;
+    let complaint = with_message_id(complaint_event(claim, &["vic.tim@gmail.com"]), &id);
+    let complaint = to_recipient(complaint, "vic.tim@gmail.com");
+    assert_eq!(
+        handle(&db, &complaint).await,
+        Handled::Recorded(Recorded::Recorded { confirmed: false, suppressed: 1 })
+    );
+    let respelled = ["victim@gmail.com", "victim+news@gmail.com", "v.i.c.t.i.m@googlemail.com"];
+    create_booking(&db, 2, &[respelled[0], respelled[1], respelled[2], CAROL]).await;
+    let before = mailer.count();
+    poller(&db, mailer.clone(), PollerConfig::for_tests("w")).drain().await.unwrap();
+    let new: Vec<String> = mailer.deliveries()[before..].iter().map(|d| d.recipient.clone()).collect();
+    assert_eq!(new, vec![CAROL], "no spelling of the mailbox is mailed");
+    let client = db.pool.get().await.unwrap();
+    for spelling in respelled {
+        assert_eq!(feedback::suppression(&client, spelling).await.unwrap().as_deref(), Some("complained"));
+    }
+    let lifted = feedback::unsuppress(&client, "VICTIM+x@googlemail.com", "operator").await.unwrap();
+    assert_eq!(lifted.map(|s| s.email).as_deref(), Some("vic.tim@gmail.com"));
+    assert_eq!(feedback::suppression(&client, "vic.tim@gmail.com").await.unwrap(), None);
+}

@@ -41,6 +41,7 @@ pub use event::{parse, Kind, Origin, Refusal, SesEvent};
 
 use super::sends::{self, ConfirmedBy};
 use super::{evidence, unknown};
+use crate::booking::domain::EmailAddress;
 use crate::db::DbResult;
 use crate::telemetry::emf::{self, Unit};
 use crate::telemetry::mask_email;
@@ -176,14 +177,16 @@ pub async fn record(client: &mut deadpool_postgres::Client, event: &SesEvent) ->
             None => "complained".to_string(),
         };
         // Only the claim's own recipient, and only when the event names it:
-        // whatever other addresses an event lists are never suppressed.
+        // whatever other addresses an event lists are never suppressed. Its
+        // mailbox is: every spelling of it.
         let recipient = target.recipient.to_lowercase();
         if event.recipients.contains(&recipient) {
+            let mailbox = mailbox_of(&recipient);
             suppressed += tx
                 .execute(
-                    "INSERT INTO suppressed_addresses (email, reason, send_id) VALUES ($1, $2, $3) \
+                    "INSERT INTO suppressed_addresses (email, mailbox, reason, send_id) VALUES ($1, $2, $3, $4) \
                      ON CONFLICT (email) DO NOTHING",
-                    &[&recipient, &reason, &claim],
+                    &[&recipient, &mailbox, &reason, &claim],
                 )
                 .await? as u32;
             tracing::warn!(recipient = %mask_email(&recipient), kind = event.kind.name(), "address suppressed");
@@ -212,7 +215,14 @@ pub async fn behind(client: &impl GenericClient, grace: Duration, window: Durati
     Ok(client.query_one(SQL, &[&grace, &window, &sample]).await?.get(0))
 }
 
-/// Why an address is suppressed, if it is.
+/// The mailbox an address reaches ([`EmailAddress::mailbox`]); an address
+/// that does not parse is its own (lower-cased) mailbox.
+fn mailbox_of(email: &str) -> String {
+    EmailAddress::parse(email).map(|e| e.mailbox()).unwrap_or_else(|_| email.to_lowercase())
+}
+
+/// Why an address is suppressed, if it is: a bounce or complaint of any
+/// spelling of its mailbox.
 pub async fn suppression(client: &impl GenericClient, email: &str) -> DbResult<Option<String>> {
     Ok(suppressions_of(client, &[email]).await?.remove(email))
 }
@@ -226,9 +236,16 @@ pub async fn suppressions_of(
     if emails.is_empty() {
         return Ok(Default::default());
     }
-    let sql = "SELECT email, reason FROM suppressed_addresses WHERE email = ANY($1)";
-    let rows = client.query(&client.prepare_cached(sql).await?, &[&emails]).await?;
-    Ok(rows.iter().map(|r| (r.get(0), r.get(1))).collect())
+    let mailboxes: Vec<String> = emails.iter().map(|e| mailbox_of(e)).collect();
+    let sql = "SELECT DISTINCT ON (mailbox) mailbox, reason FROM suppressed_addresses WHERE mailbox = ANY($1) \
+               ORDER BY mailbox, created_at";
+    let rows = client.query(&client.prepare_cached(sql).await?, &[&mailboxes]).await?;
+    let why: std::collections::HashMap<String, String> = rows.iter().map(|r| (r.get(0), r.get(1))).collect();
+    Ok(emails
+        .iter()
+        .zip(&mailboxes)
+        .filter_map(|(email, mailbox)| why.get(mailbox).map(|w| (email.to_string(), w.clone())))
+        .collect())
 }
 
 /// A suppressed address, for operators.
@@ -256,16 +273,19 @@ pub async fn suppressions(client: &impl GenericClient, limit: i64) -> DbResult<V
 }
 
 /// Lifts a suppression (the address was fixed, or the complaint was a
-/// mistake); returns what was removed, if the address was suppressed.
+/// mistake), of every spelling of its mailbox; returns the earliest that
+/// was removed, if the mailbox was suppressed.
 pub async fn unsuppress(client: &impl GenericClient, email: &str, by: &str) -> DbResult<Option<Suppression>> {
-    let row = client
-        .query_opt(
-            "DELETE FROM suppressed_addresses WHERE email = lower($1) RETURNING email, reason, send_id, created_at",
-            &[&email],
+    let rows = client
+        .query(
+            "DELETE FROM suppressed_addresses WHERE mailbox = $1 RETURNING email, reason, send_id, created_at",
+            &[&mailbox_of(email)],
         )
         .await?;
-    let removed =
-        row.map(|r| Suppression { email: r.get(0), reason: r.get(1), send_id: r.get(2), created_at: r.get(3) });
+    let removed = rows
+        .iter()
+        .map(|r| Suppression { email: r.get(0), reason: r.get(1), send_id: r.get(2), created_at: r.get(3) })
+        .min_by_key(|s| s.created_at);
     if let Some(s) = &removed {
         tracing::warn!(recipient = %mask_email(&s.email), reason = %s.reason, %by, "suppression removed");
     }
