@@ -129,6 +129,21 @@ pub async fn get_for_update(tx: &impl GenericClient, id: Uuid) -> Result<Option<
     tx.query_opt(&tx.prepare_cached(SQL).await?, &[&id]).await?.as_ref().map(from_row).transpose()
 }
 
+/// Which of `ids` are cancelled now (the poller reads these two columns
+/// of a booking and nothing else: an event run again after its booking's
+/// later events are gone never invites anyone to a cancelled meeting).
+pub async fn cancelled_among(
+    client: &impl GenericClient,
+    ids: &[Uuid],
+) -> Result<std::collections::HashSet<Uuid>, DbError> {
+    if ids.is_empty() {
+        return Ok(Default::default());
+    }
+    const SQL: &str = formatcp!("SELECT id FROM bookings WHERE id = ANY($1) AND status = {CANCELLED}");
+    let rows = client.query(&client.prepare_cached(SQL).await?, &[&ids]).await?;
+    Ok(rows.iter().map(|r| r.get(0)).collect())
+}
+
 pub async fn mark_cancelled(tx: &impl GenericClient, id: Uuid) -> Result<Booking, BookingError> {
     const SQL: &str = formatcp!(
         "UPDATE bookings SET status = {CANCELLED}, version = version + 1, updated_at = now() \

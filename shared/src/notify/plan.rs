@@ -33,6 +33,7 @@ use uuid::Uuid;
 use super::sends;
 use super::Notification;
 use crate::booking::events::{BookingEvent, EventType, Notice};
+use crate::booking::store;
 use crate::db::DbResult;
 use crate::outbox::events::{self, EventStatus};
 
@@ -76,10 +77,13 @@ pub async fn plan_many(
     let whole = events::history_complete_many(client, &asks).await?;
     let whole_ids: Vec<Uuid> = whole.iter().copied().collect();
     let mut told_by = sends::possibly_told_many(client, &whole_ids).await?;
+    let bookings: Vec<Uuid> = of.iter().map(|a| a.0).collect();
+    let cancelled_now = store::cancelled_among(client, &bookings).await?;
     Ok(batch
         .iter()
         .map(|event| {
             let id = event.payload.booking.id;
+            let cancelled = cancelled_now.contains(&id);
             let later = later.remove(&id).map(|l| readable(&l)).unwrap_or_default();
             let told = if first_event(event) {
                 Told::Nobody
@@ -88,7 +92,7 @@ pub async fn plan_many(
             } else {
                 Told::Everyone
             };
-            plan_with(event, &later, &told, skip_superseded)
+            plan_with(event, &later, &told, cancelled, skip_superseded)
         })
         .collect())
 }
@@ -112,10 +116,17 @@ fn readable(stored: &[events::StoredEvent]) -> Vec<Later> {
         .collect()
 }
 
-fn plan_with(event: &BookingEvent, later: &[Later], told: &Told, skip_superseded: bool) -> Vec<Planned> {
+fn plan_with(
+    event: &BookingEvent,
+    later: &[Later],
+    told: &Told,
+    cancelled_now: bool,
+    skip_superseded: bool,
+) -> Vec<Planned> {
     // A cancellation writes its event in the same transaction as the
-    // booking's status: the booking is cancelled now if a later event is.
-    let cancelled = later.iter().any(|l| l.event.event_type == EventType::BookingCancelled);
+    // booking's status: the booking is cancelled now if a later event is,
+    // or if the booking says so (its later events may be gone).
+    let cancelled = cancelled_now || later.iter().any(|l| l.event.event_type == EventType::BookingCancelled);
     let mut plan = Vec::new();
     for (person, notice) in event.audience() {
         let email = person.email.as_str().to_string();

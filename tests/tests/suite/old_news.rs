@@ -120,3 +120,63 @@ async fn replay_of_an_invite_whose_cancel_is_dead_sends_nothing() {
     poller(&db, mailer.clone(), PollerConfig::for_tests("w")).drain().await.unwrap();
     assert_eq!(mailed_since(&mailer, before), vec![(ALICE.to_string(), EventType::BookingCancelled)]);
 }
+
+/// Low 1 of issue 37, as it would happen: the invitation (v1) goes DEAD,
+/// the cancellation (v2) is DONE (nothing to cancel: she was never told).
+/// Retention runs past RETENTION_DAYS and keeps v2 while v1 is DEAD; an
+/// operator replays every dead letter: nothing is mailed. Then, as if an
+/// older retention had deleted v2 all the same, a second replay still
+/// mails nothing: the plan reads the booking's own status.
+#[tokio::test]
+async fn a_replay_after_retention_never_mails_a_cancelled_booking() {
+    use shared::relay::{retention, RetentionConfig};
+    let db = TestDb::create().await;
+    let mailer = Arc::new(RecordingMailer::new());
+    let booking = create_booking(&db, 1, &[ALICE]).await;
+    mailer.script(ALICE, misconfigured(), 1);
+    poller(&db, mailer.clone(), PollerConfig::for_tests("w")).drain().await.unwrap();
+    cancel(&db, booking.id).await;
+    poller(&db, mailer.clone(), PollerConfig::for_tests("w")).drain().await.unwrap();
+    let stored = events_of(&db, booking.id).await;
+    let statuses: Vec<EventStatus> = stored.iter().map(|e| e.status).collect();
+    assert_eq!(statuses, vec![EventStatus::Dead, EventStatus::Done]);
+    assert_eq!(mailer.count(), 0, "she was never told: nothing to cancel");
+
+    let client = db.pool.get().await.unwrap();
+    client
+        .batch_execute(&format!(
+            "UPDATE outbox_events SET completed_at = now() - interval '30 days' WHERE status = 'DONE'; \
+             UPDATE processed_events SET processed_at = now() - interval '30 days'; {AGE_SENDS_30_DAYS};"
+        ))
+        .await
+        .unwrap();
+    let purged = retention::run(&client, &RetentionConfig::default()).await.unwrap();
+    assert_eq!(purged.events, 0, "the cancellation stays while the invitation is DEAD");
+    assert_eq!(events_of(&db, booking.id).await.len(), 2);
+
+    let mut operator = db.pool.get().await.unwrap();
+    let selection = ReplaySelection::All { event_type: None, since: None };
+    let replayed = transitions::replay(&mut operator, selection, "operator", 100, false).await.unwrap();
+    assert_eq!(replayed.superseded, vec![stored[0].id], "old news: its cancellation is still there to say so");
+    poller(&db, mailer.clone(), PollerConfig::for_tests("w")).drain().await.unwrap();
+    assert_eq!(mailer.count(), 0, "no invitation to a cancelled meeting");
+
+    // The cancellation gone all the same (retention before this fix), and
+    // the invitation dead again: a replay still mails nothing.
+    let v2 = stored[1].id;
+    client.execute("DELETE FROM outbox_events WHERE id = $1", &[&v2]).await.unwrap();
+    client
+        .batch_execute(
+            "DELETE FROM booking_notification_sends; DELETE FROM processed_events; \
+             UPDATE outbox_events SET status = 'DEAD'",
+        )
+        .await
+        .unwrap();
+    let selection = ReplaySelection::All { event_type: None, since: None };
+    let replayed = transitions::replay(&mut operator, selection, "operator", 100, false).await.unwrap();
+    assert_eq!(replayed.replayed, vec![stored[0].id]);
+    poller(&db, mailer.clone(), PollerConfig::for_tests("w")).drain().await.unwrap();
+    assert_eq!(mailer.count(), 0, "the booking says it is cancelled");
+    let why: String = db.scalar("SELECT last_error FROM booking_notification_sends").await;
+    assert!(why.contains("cancelled"), "{why}");
+}

@@ -239,12 +239,20 @@ pub async fn count_stuck(client: &impl GenericClient, stuck_after: Duration) -> 
 }
 
 /// Retention: deletes up to `limit` DONE events completed more than
-/// `max_age` ago; returns how many.
+/// `max_age` ago; returns how many. Never one while an earlier event of its
+/// booking is not DONE: a DEAD one may be replayed, and its plan must still
+/// find every later event (a cancellation kept, its invitation is never
+/// mailed).
 pub async fn purge_done(client: &impl GenericClient, max_age: Duration, limit: i64) -> DbResult<u64> {
     let sql = formatcp!(
         "DELETE FROM outbox_events WHERE id IN ( \
-             SELECT id FROM outbox_events WHERE status = {DONE} \
-                AND completed_at < now() - make_interval(secs => $1) LIMIT $2)"
+             SELECT e.id FROM outbox_events e WHERE e.status = {DONE} \
+                AND e.completed_at < now() - make_interval(secs => $1) \
+                AND NOT EXISTS (SELECT 1 FROM outbox_events earlier \
+                                 WHERE earlier.aggregate_id = e.aggregate_id \
+                                   AND earlier.aggregate_version < e.aggregate_version \
+                                   AND earlier.status <> {DONE}) \
+              LIMIT $2)"
     );
     Ok(client.execute(sql, &[&max_age.as_secs_f64(), &limit]).await?)
 }
