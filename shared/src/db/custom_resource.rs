@@ -283,7 +283,7 @@ where
     if let Some(logins) = &setup.logins {
         let client = pool.get().await.map_err(|e| Failure::Database(e.to_string()))?;
         for login in &logins.functions {
-            let ensured = logins::apply(&client, &logins.secrets, login, &setup.db).await.map_err(|e| match e {
+            let ensured = logins::apply(&client, logins, login, &setup.db).await.map_err(|e| match e {
                 LoginError::Db(e) => Failure::Database(e.to_string()),
                 e => Failure::Login(e.to_string()),
             })?;

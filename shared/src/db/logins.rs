@@ -12,10 +12,15 @@
 //!   RDS format the functions (and RDS Proxy) read, once.
 //!
 //! The password reaches Postgres only as a SCRAM-SHA-256 verifier computed
-//! here, so no statement log ever holds it. A username that is already a
-//! superuser, may create roles, or is the migration role itself is refused:
-//! a secret cannot take over the owner. On Delete the logins are kept, like
-//! the schema.
+//! here, so no statement log ever holds it. Whoever can write a function's
+//! secret must not be able to point it at another role and have the next
+//! deploy set that role's password: the username must be the stack's own
+//! name for the function's login (`<role>_<stack id's first part>`, as the
+//! template generates it), and a role of that name that exists is refused
+//! unless it is a plain login: not a superuser nor able to create roles or
+//! databases, a member of no role but the function's, with no members, and
+//! owning nothing and granted nothing directly in any database. On Delete
+//! the logins are kept, like the schema.
 
 use deadpool_postgres::GenericClient;
 use serde_json::{Map, Value};
@@ -42,6 +47,22 @@ pub struct LoginSecret {
 pub struct Logins {
     pub secrets: aws_sdk_secretsmanager::Client,
     pub functions: Vec<LoginSecret>,
+    /// The stack's own part of each login's name ([`stack_tag`]).
+    pub stack_tag: String,
+}
+
+/// The part of a stack's id its logins are named with: the first group of
+/// the stack's UUID (`arn:…:stack/name/1a2b3c4d-…` is `1a2b3c4d`), as the
+/// template's generated secrets spell `<role>_<tag>`.
+pub fn stack_tag(stack_id: &str) -> Option<String> {
+    let uuid = stack_id.split('/').nth(2)?;
+    let tag = uuid.split('-').next()?.to_ascii_lowercase();
+    (!tag.is_empty() && tag.chars().all(|c| c.is_ascii_alphanumeric())).then_some(tag)
+}
+
+/// The only username a function's secret may name: `<role>_<tag>`.
+pub fn login_name(role: &str, stack_tag: &str) -> String {
+    format!("{role}_{stack_tag}")
 }
 
 impl Logins {
@@ -50,8 +71,16 @@ impl Logins {
     pub async fn from_env() -> Result<Option<Self>, ConfigError> {
         let Some(raw) = S::DATABASE_LOGIN_SECRET_ARNS.value() else { return Ok(None) };
         let functions = parse_secret_arns(&raw)?;
+        let name = S::CUSTOM_RESOURCE_STACK_ID.name;
+        let stack_tag = S::CUSTOM_RESOURCE_STACK_ID.value().as_deref().and_then(stack_tag).ok_or_else(|| {
+            ConfigError::new(
+                name,
+                "names no stack",
+                "set it to the stack's id (`!Ref AWS::StackId`): logins are named after it",
+            )
+        })?;
         let sdk = aws_config::defaults(aws_config::BehaviorVersion::latest()).load().await;
-        Ok(Some(Self { secrets: aws_sdk_secretsmanager::Client::new(&sdk), functions }))
+        Ok(Some(Self { secrets: aws_sdk_secretsmanager::Client::new(&sdk), functions, stack_tag }))
     }
 }
 
@@ -114,15 +143,24 @@ fn valid_username(name: &str) -> bool {
 }
 
 /// Creates `username` as a login in `role` with `password`, or sets the
-/// password and membership of the login that exists.
+/// password and membership of the login that exists. `username` must be the
+/// stack's own login name for `role` ([`login_name`]), and an existing role
+/// of that name a plain login of `role` (see the module documentation).
 pub async fn ensure(
     client: &impl GenericClient,
     role: &str,
     username: &str,
     password: &str,
+    stack_tag: &str,
 ) -> Result<Ensured, LoginError> {
     if !FUNCTION_ROLES.contains(&role) {
         return Err(LoginError::Refused(format!("{role:?} is not a function's role")));
+    }
+    let own = login_name(role, stack_tag);
+    if username != own {
+        return Err(LoginError::Refused(format!(
+            "the secret of {role} names the login {username:?}: not a function's login (this stack's is {own})"
+        )));
     }
     if !valid_username(username) {
         return Err(LoginError::Refused(format!(
@@ -132,18 +170,28 @@ pub async fn ensure(
     if password.chars().count() < 16 {
         return Err(LoginError::Secret(format!("the password of {username} is shorter than 16 characters")));
     }
+    // An existing role of that name must be a plain login of `role`: no
+    // attribute beyond LOGIN, no other membership, no members, and nothing
+    // owned or granted to it directly in any database (pg_shdepend).
     let existing = client
         .query_opt(
-            "SELECT rolsuper OR rolcreaterole OR rolcreatedb OR rolreplication OR rolbypassrls \
-                    OR rolname = current_user OR rolname = ANY($2) \
-               FROM pg_roles WHERE rolname = $1",
-            &[&username, &FUNCTION_ROLES.iter().chain([&OPERATOR_ROLE]).copied().collect::<Vec<_>>()],
+            "SELECT r.rolsuper OR r.rolcreaterole OR r.rolcreatedb OR r.rolreplication OR r.rolbypassrls \
+                    OR r.rolname = current_user OR r.rolname = ANY($2) \
+                    OR EXISTS (SELECT 1 FROM pg_auth_members m JOIN pg_roles g ON g.oid = m.roleid \
+                                WHERE m.member = r.oid AND g.rolname <> $3) \
+                    OR EXISTS (SELECT 1 FROM pg_auth_members m WHERE m.roleid = r.oid) \
+                    OR EXISTS (SELECT 1 FROM pg_shdepend d \
+                                WHERE d.refclassid = 'pg_authid'::regclass AND d.refobjid = r.oid) \
+               FROM pg_roles r WHERE r.rolname = $1",
+            &[&username, &FUNCTION_ROLES.iter().chain([&OPERATOR_ROLE]).copied().collect::<Vec<_>>(), &role],
         )
         .await
         .map_err(DbError::from)?;
     if existing.as_ref().is_some_and(|r| r.get::<_, bool>(0)) {
         return Err(LoginError::Refused(format!(
-            "{username} is a privileged role, a group role or the migration role itself: not a function's login"
+            "{username} exists and is not a plain login of {role} (a privileged or group role, a member of \
+             another role, an owner of objects or a holder of grants, or the migration role itself): \
+             not a function's login"
         )));
     }
     let verifier = postgres_protocol::password::scram_sha_256(password.as_bytes());
@@ -178,10 +226,11 @@ async fn quoted(
 /// where the database is (`db`: the migration role's settings).
 pub async fn apply(
     client: &impl GenericClient,
-    secrets: &aws_sdk_secretsmanager::Client,
+    logins: &Logins,
     login: &LoginSecret,
     db: &DbConfig,
 ) -> Result<Ensured, LoginError> {
+    let secrets = &logins.secrets;
     use aws_sdk_secretsmanager::error::DisplayErrorContext;
     let failed = |what: &str, e: &dyn std::fmt::Display| {
         LoginError::Secret(format!("{}: cannot {what} {}'s secret: {e}", login.arn, login.role))
@@ -200,7 +249,7 @@ pub async fn apply(
     let (Some(username), Some(password)) = (text("username"), text("password")) else {
         return Err(LoginError::Secret(format!("{}'s secret has no username and password", login.role)));
     };
-    let ensured = ensure(client, login.role, &username, &password).await?;
+    let ensured = ensure(client, login.role, &username, &password, &logins.stack_tag).await?;
     let host = match db.pg.get_hosts().first() {
         Some(tokio_postgres::config::Host::Tcp(h)) => h.clone(),
         _ => return Err(LoginError::Secret("the migration role's settings name no TCP host".into())),
@@ -239,6 +288,16 @@ mod tests {
         for bad in ["", "booking_api", "postgres=arn:x", "booking_api=arn:x,booking_api=arn:y", "booking_api=x"] {
             let err = parse_secret_arns(bad).unwrap_err().to_string();
             assert!(err.contains("DATABASE_LOGIN_SECRET_ARNS"), "{bad}: {err}");
+        }
+    }
+
+    #[test]
+    fn a_login_is_named_after_its_role_and_the_stack() {
+        let stack = "arn:aws:cloudformation:eu-west-1:123456789012:stack/outbox/1A2B3C4D-5e6f-7a8b-9c0d-1e2f3a4b5c6d";
+        assert_eq!(stack_tag(stack).as_deref(), Some("1a2b3c4d"));
+        assert_eq!(login_name("outbox_poller", "1a2b3c4d"), "outbox_poller_1a2b3c4d");
+        for bad in ["", "arn:aws:cloudformation:eu-west-1:1:stack/outbox", "arn:x:stack/outbox/-x"] {
+            assert_eq!(stack_tag(bad), None, "{bad}");
         }
     }
 

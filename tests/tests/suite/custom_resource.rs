@@ -270,7 +270,8 @@ async fn each_functions_login_is_made_from_its_generated_secret_rotated_on_updat
         made.iter().map(|(role, arn, _)| LoginSecret { role, arn: arn.clone() }).collect();
     let setup = || async {
         let db = DbConfig::from_url(&db.url, 1, Duration::from_secs(5))?;
-        Ok(Setup { db, logins: Some(Logins { secrets: secrets.clone(), functions: functions.clone() }) })
+        let logins = Logins { secrets: secrets.clone(), functions: functions.clone(), stack_tag: tag.to_string() };
+        Ok(Setup { db, logins: Some(logins) })
     };
     let (url, trust, answer) = response_catcher().await;
     let answered = schema::handle(&trust, &request("Create", &url), setup).await.unwrap();
@@ -344,10 +345,15 @@ async fn each_functions_login_is_made_from_its_generated_secret_rotated_on_updat
     let mut rotated = secret_json(&secrets, poller_arn).await;
     rotated["password"] = json!(format!("rotated-{}", uuid::Uuid::new_v4().simple()));
     secrets.put_secret_value().secret_id(poller_arn).secret_string(rotated.to_string()).send().await.unwrap();
+    // A login in another role is not a plain function login: this test's
+    // own membership (for the password check) goes during the deploy.
+    let logins: Vec<String> = made.iter().map(|(role, ..)| format!("{role}_{tag}")).collect();
+    admin.batch_execute(&format!("REVOKE outbox_password_checked FROM {}", logins.join(", "))).await.unwrap();
     let (url, trust, answer) = response_catcher().await;
     let answered = schema::handle(&trust, &request("Update", &url), setup).await.unwrap();
     assert_eq!(answered.response.status, Status::Success, "{:?}", answered.cause);
     answer.await.unwrap();
+    admin.batch_execute(&format!("GRANT outbox_password_checked TO {}", logins.join(", "))).await.unwrap();
     let _works = connect_with(&rotated).await.expect("the rotated password works");
     let mut old = rotated.clone();
     old["password"] = json!(old_password);
@@ -376,7 +382,8 @@ async fn a_secret_naming_the_owner_or_a_privileged_role_takes_over_nothing() {
         let functions = vec![LoginSecret { role: "booking_api", arn: created.arn().unwrap().to_string() }];
         let setup = || async {
             let db = DbConfig::from_url(&db.url, 1, Duration::from_secs(5))?;
-            Ok(Setup { db, logins: Some(Logins { secrets: secrets.clone(), functions }) })
+            let stack_tag = "0a1b2c3d".to_string();
+            Ok(Setup { db, logins: Some(Logins { secrets: secrets.clone(), functions, stack_tag }) })
         };
         let (url, trust, answer) = response_catcher().await;
         let answered = schema::handle(&trust, &request("Create", &url), setup).await.unwrap();
@@ -397,5 +404,68 @@ async fn a_secret_naming_the_owner_or_a_privileged_role_takes_over_nothing() {
             "postgres" => assert!(!has_password, "the owner's password is untouched"),
             _ => assert!(!can_login && !has_password, "the group role {username} was not made a login"),
         }
+    }
+}
+
+/// Low 3 of issue 37: whoever can write a function's secret points its
+/// username at a role that is not this stack's own login: another stack's
+/// login, or this stack's login name made beforehand with rights of its
+/// own (a member of pg_write_all_data or of an RDS-style admin role, the
+/// owner of a table). The deploy fails, and no role's password is set.
+#[tokio::test]
+async fn a_login_secret_naming_another_role_sets_no_password() {
+    let db = TestDb::create_unmigrated().await;
+    let secrets = secrets_client();
+    let tag = &uuid::Uuid::new_v4().simple().to_string()[..8];
+    let own = format!("booking_api_{tag}");
+    let admin = db.pool.get().await.unwrap();
+    admin
+        .batch_execute(
+            "DO $$ BEGIN CREATE ROLE fake_rds_superuser NOLOGIN; \
+             EXCEPTION WHEN duplicate_object OR unique_violation THEN NULL; END $$",
+        )
+        .await
+        .unwrap();
+    let cases: Vec<(String, String)> = vec![
+        (format!("booking_api_other{tag}"), format!("CREATE ROLE booking_api_other{tag} LOGIN")),
+        (own.clone(), format!("CREATE ROLE {own} LOGIN IN ROLE pg_write_all_data")),
+        (own.clone(), format!("CREATE ROLE {own} LOGIN IN ROLE fake_rds_superuser")),
+        (
+            own.clone(),
+            format!(
+                "CREATE ROLE {own} LOGIN; CREATE TABLE owned_{tag} (x int); ALTER TABLE owned_{tag} OWNER TO {own}"
+            ),
+        ),
+    ];
+    for (username, made) in cases {
+        admin.batch_execute(&made).await.unwrap();
+        let created = secrets
+            .create_secret()
+            .name(format!("takeover-{username}-{}", uuid::Uuid::new_v4().simple()))
+            .secret_string(json!({"username": username, "password": "a-long-enough-password"}).to_string())
+            .send()
+            .await
+            .unwrap();
+        let functions = vec![LoginSecret { role: "booking_api", arn: created.arn().unwrap().to_string() }];
+        let setup = || async {
+            let db = DbConfig::from_url(&db.url, 1, Duration::from_secs(5))?;
+            Ok(Setup { db, logins: Some(Logins { secrets: secrets.clone(), functions, stack_tag: tag.to_string() }) })
+        };
+        let (url, trust, answer) = response_catcher().await;
+        let answered = schema::handle(&trust, &request("Create", &url), setup).await.unwrap();
+        assert_eq!(answered.response.status, Status::Failed, "{made}");
+        let reason = answer.await.unwrap().2["Reason"].as_str().unwrap().to_string();
+        assert!(!reason.contains("a-long-enough-password"), "{reason}");
+        assert!(answered.cause.unwrap().contains("not a function's login"), "{made}");
+        let has_password: bool = admin
+            .query_one("SELECT rolpassword IS NOT NULL FROM pg_authid WHERE rolname = $1", &[&username])
+            .await
+            .unwrap()
+            .get(0);
+        assert!(!has_password, "{made}: no password was set");
+        let member: bool =
+            admin.query_one("SELECT pg_has_role($1, 'booking_api', 'MEMBER')", &[&username]).await.unwrap().get(0);
+        assert!(!member, "{made}: not made a member of booking_api");
+        admin.batch_execute(&format!("DROP TABLE IF EXISTS owned_{tag}; DROP ROLE {username}")).await.unwrap();
     }
 }
