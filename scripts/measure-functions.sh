@@ -213,7 +213,6 @@ if has booking-api; then
   { common_env "$APP_URL"; cat <<ENV
 AUTH_MODE=jwt
 DATABASE_POOL_SIZE=2
-REQUIRE_EMAIL_VERIFIED=true
 ENV
   } >"$TMP/booking-api.env"
   python3 - "$TMP/booking-api.event.json" "$SENDER" <<'PY'

@@ -51,9 +51,6 @@ pub struct ApiConfig {
     /// An `Idempotency-Key` older than this is forgotten, even before
     /// retention deletes it (`IDEMPOTENCY_KEY_TTL_HOURS`).
     pub idempotency_key_ttl: std::time::Duration,
-    /// The token's `email_verified` claim must be true
-    /// (`REQUIRE_EMAIL_VERIFIED`, default true).
-    pub require_email_verified: bool,
     /// Abuse limits (`LIMIT_BOOKINGS_PER_DAY`, `LIMIT_RECIPIENTS_PER_DAY`,
     /// `LIMIT_CHANGES_PER_BOOKING_PER_DAY`).
     pub limits: Limits,
@@ -90,7 +87,6 @@ impl ApiConfig {
                 max_future: chrono::Duration::days(future),
             },
             idempotency_key_ttl: std::time::Duration::from_secs(ttl_hours * 3600),
-            require_email_verified: S::REQUIRE_EMAIL_VERIFIED.parsed()?,
             limits: limits_from_env()?,
             problem_type_base: problem_type_base_from_env()?,
         })
@@ -109,7 +105,6 @@ impl Default for ApiConfig {
             idempotency_key_ttl: std::time::Duration::from_secs(
                 S::IDEMPOTENCY_KEY_TTL_HOURS.default_value::<u64>() * 3600,
             ),
-            require_email_verified: S::REQUIRE_EMAIL_VERIFIED.default_value(),
             limits: Limits::default(),
             problem_type_base: None,
         }

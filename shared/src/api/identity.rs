@@ -5,10 +5,10 @@
 //! - `sub` is required: it identifies the caller for good, and a booking
 //!   records it, so an address that changes or passes to someone else never
 //!   carries the booking with it;
-//! - `email` is required and, unless `REQUIRE_EMAIL_VERIFIED=false`, so is
-//!   `email_verified` = true: an unverified address proves nothing, and
-//!   would let anyone who can sign up with someone else's address act as
-//!   them towards that person's attendees.
+//! - `email` is required and so is `email_verified` = true, always: an
+//!   unverified address proves nothing, and would let anyone who can sign
+//!   up with someone else's address read that person's bookings and act
+//!   as them towards their attendees. There is no switch to turn it off.
 //!
 //! The organizer of a new booking is always this caller.
 
@@ -40,11 +40,11 @@ struct Claimed {
 
 pub fn caller(req: &Request, config: &ApiConfig) -> Result<Caller, Problem> {
     let claimed = match config.auth_mode {
-        AuthMode::Jwt => jwt_claims(req, config)?,
+        AuthMode::Jwt => jwt_claims(req)?,
         // Claims a real authorizer put in the request win over the headers,
         // so a dev build behind API Gateway still acts as the token's owner.
         #[cfg(feature = "dev")]
-        AuthMode::InsecureDevHeaders if claims_of(req).is_some_and(|c| !c.is_empty()) => jwt_claims(req, config)?,
+        AuthMode::InsecureDevHeaders if claims_of(req).is_some_and(|c| !c.is_empty()) => jwt_claims(req)?,
         #[cfg(feature = "dev")]
         AuthMode::InsecureDevHeaders => dev_headers(req)?,
     };
@@ -85,7 +85,7 @@ fn claims_of(req: &Request) -> Option<&HashMap<String, String>> {
     }
 }
 
-fn jwt_claims(req: &Request, config: &ApiConfig) -> Result<Claimed, Problem> {
+fn jwt_claims(req: &Request) -> Result<Claimed, Problem> {
     let claims = claims_of(req).ok_or_else(|| unauthorized("no JWT authorizer claims in the request context"))?;
     let subject = claims
         .get("sub")
@@ -93,12 +93,10 @@ fn jwt_claims(req: &Request, config: &ApiConfig) -> Result<Claimed, Problem> {
         .cloned()
         .ok_or_else(|| unauthorized("the token has no sub claim"))?;
     let email = claims.get("email").cloned().ok_or_else(|| unauthorized("the token has no email claim"))?;
-    if config.require_email_verified {
-        match claims.get("email_verified").map(|v| v.trim().to_ascii_lowercase()) {
-            Some(v) if v == "true" => {}
-            Some(_) => return Err(unauthorized("the token's email is not verified (email_verified is not true)")),
-            None => return Err(unauthorized("the token has no email_verified claim; its email cannot be trusted")),
-        }
+    match claims.get("email_verified").map(|v| v.trim().to_ascii_lowercase()) {
+        Some(v) if v == "true" => {}
+        Some(_) => return Err(unauthorized("the token's email is not verified (email_verified is not true)")),
+        None => return Err(unauthorized("the token has no email_verified claim; its email cannot be trusted")),
     }
     Ok(Claimed { email, name: claims.get("name").cloned(), subject: Some(subject) })
 }

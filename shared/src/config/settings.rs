@@ -85,8 +85,6 @@ settings! {
     DATABASE_CONNECT_TIMEOUT_SECS = Some("5"), DATABASE_USERS;
     /// `jwt`; `insecure-dev-headers` exists only in `dev` builds (local development)
     AUTH_MODE = Some("jwt"), &[Api];
-    /// the token's `email_verified` claim must be true
-    REQUIRE_EMAIL_VERIFIED = Some("true"), &[Api];
     /// bookings one organizer may create per UTC day
     LIMIT_BOOKINGS_PER_DAY = Some("50"), &[Api];
     /// emails one organizer's creates, updates and cancels may cause per day (an update mails every attendee and anyone removed)
@@ -165,7 +163,7 @@ settings! {
     SMTP_SECRET_ARN = None, &[Poller];
     /// SMTP AUTH user when there is no secret (with `SMTP_PASSWORD`); neither: no AUTH
     SMTP_USERNAME = None, &[Poller];
-    /// SMTP AUTH password when there is no secret (with `SMTP_USERNAME`)
+    /// SMTP AUTH password when there is no secret (with `SMTP_USERNAME`); read by `dev` builds only (local development): a release build refuses it
     SMTP_PASSWORD = None, &[Poller];
     /// extra trusted CA certificates (PEM) for the SMTP server's certificate; the public roots are built in
     SMTP_CA_FILE = None, &[Poller];

@@ -19,7 +19,9 @@
 //! template generates it), and a role of that name that exists is refused
 //! unless it is a plain login: not a superuser nor able to create roles or
 //! databases, a member of no role but the function's, with no members, and
-//! owning nothing and granted nothing directly in any database. On Delete
+//! owning nothing and granted nothing directly in any database. A login
+//! made before V19 in the operators' role (`booking_app`, whose rights are
+//! far wider than a function's) is moved out of it into its function's. On Delete
 //! the logins are kept, like the schema.
 
 use deadpool_postgres::GenericClient;
@@ -178,12 +180,17 @@ pub async fn ensure(
             "SELECT r.rolsuper OR r.rolcreaterole OR r.rolcreatedb OR r.rolreplication OR r.rolbypassrls \
                     OR r.rolname = current_user OR r.rolname = ANY($2) \
                     OR EXISTS (SELECT 1 FROM pg_auth_members m JOIN pg_roles g ON g.oid = m.roleid \
-                                WHERE m.member = r.oid AND g.rolname <> $3) \
+                                WHERE m.member = r.oid AND g.rolname NOT IN ($3, $4)) \
                     OR EXISTS (SELECT 1 FROM pg_auth_members m WHERE m.roleid = r.oid) \
                     OR EXISTS (SELECT 1 FROM pg_shdepend d \
                                 WHERE d.refclassid = 'pg_authid'::regclass AND d.refobjid = r.oid) \
                FROM pg_roles r WHERE r.rolname = $1",
-            &[&username, &FUNCTION_ROLES.iter().chain([&OPERATOR_ROLE]).copied().collect::<Vec<_>>(), &role],
+            &[
+                &username,
+                &FUNCTION_ROLES.iter().chain([&OPERATOR_ROLE]).copied().collect::<Vec<_>>(),
+                &role,
+                &OPERATOR_ROLE,
+            ],
         )
         .await
         .map_err(DbError::from)?;
@@ -203,11 +210,30 @@ pub async fn ensure(
         )
         .await?;
         quoted(client, "SELECT format('GRANT %I TO %I', $1::text, $2::text)", &[&role, &username]).await?;
+        // Before V19 each function's login was made in the operators' role
+        // (V5), whose rights are far wider than any function's: migrated.
+        if member_of(client, username, OPERATOR_ROLE).await? {
+            quoted(client, "SELECT format('REVOKE %I FROM %I', $1::text, $2::text)", &[&OPERATOR_ROLE, &username])
+                .await?;
+            tracing::warn!(
+                login = username,
+                from = OPERATOR_ROLE,
+                to = role,
+                "a login made before V19 moved to its function's role"
+            );
+        }
     } else {
         let create = "SELECT format('CREATE ROLE %I WITH LOGIN PASSWORD %L IN ROLE %I', $1::text, $2::text, $3::text)";
         quoted(client, create, &[&username, &verifier, &role]).await?;
     }
     Ok(if existing.is_some() { Ensured::Updated } else { Ensured::Created })
+}
+
+/// Whether `login` is a direct member of `group`.
+async fn member_of(client: &impl GenericClient, login: &str, group: &str) -> Result<bool, DbError> {
+    let sql = "SELECT EXISTS (SELECT 1 FROM pg_auth_members m JOIN pg_roles l ON l.oid = m.member \
+                JOIN pg_roles g ON g.oid = m.roleid WHERE l.rolname = $1 AND g.rolname = $2)";
+    Ok(client.query_one(sql, &[&login, &group]).await?.get(0))
 }
 
 /// Runs the statement `format` makes of `params`: identifiers and literals

@@ -469,3 +469,40 @@ async fn a_login_secret_naming_another_role_sets_no_password() {
         admin.batch_execute(&format!("DROP TABLE IF EXISTS owned_{tag}; DROP ROLE {username}")).await.unwrap();
     }
 }
+
+/// Low 8 of issue 37: a function's login made before V19 is a member of
+/// `booking_app` (V5), the operators' role, with rights far wider than the
+/// function's. The next deploy moves it into its function's role alone.
+#[tokio::test]
+async fn a_login_made_before_v19_in_the_operators_role_is_moved_to_its_functions_role() {
+    let db = TestDb::create().await;
+    let secrets = secrets_client();
+    let tag = &uuid::Uuid::new_v4().simple().to_string()[..8];
+    let username = format!("outbox_sweeper_{tag}");
+    let admin = db.pool.get().await.unwrap();
+    admin.batch_execute(&format!("CREATE ROLE {username} LOGIN IN ROLE booking_app")).await.unwrap();
+    let created = secrets
+        .create_secret()
+        .name(format!("legacy-{username}"))
+        .secret_string(json!({"username": username, "password": "a-long-enough-password"}).to_string())
+        .send()
+        .await
+        .unwrap();
+    let functions = vec![LoginSecret { role: "outbox_sweeper", arn: created.arn().unwrap().to_string() }];
+    let setup = || async {
+        let db = DbConfig::from_url(&db.url, 1, Duration::from_secs(5))?;
+        Ok(Setup { db, logins: Some(Logins { secrets: secrets.clone(), functions, stack_tag: tag.to_string() }) })
+    };
+    let (url, trust, answer) = response_catcher().await;
+    let answered = schema::handle(&trust, &request("Update", &url), setup).await.unwrap();
+    assert_eq!(answered.response.status, Status::Success, "{:?}", answered.cause);
+    answer.await.unwrap();
+    let row = admin
+        .query_one(
+            "SELECT pg_has_role($1, 'outbox_sweeper', 'MEMBER'), pg_has_role($1, 'booking_app', 'MEMBER')",
+            &[&username],
+        )
+        .await
+        .unwrap();
+    assert_eq!((row.get::<_, bool>(0), row.get::<_, bool>(1)), (true, false), "moved, not widened");
+}

@@ -37,13 +37,30 @@ async fn an_unverified_email_is_not_an_identity() {
     claims["email_verified"] = json!("TRUE");
     assert_eq!(api.send_claims("POST", "/bookings", Some(claims), &[], Some(&body)).await.status, 201);
     assert_eq!(db.count("bookings").await, 1, "the refused requests wrote nothing");
-    // The requirement can be switched off (an identity provider that only
-    // issues verified addresses and omits the claim).
-    let lenient = TestApi::with(&db, Faults::none(), ApiConfig { require_email_verified: false, ..test_config() });
-    let mut claims = EVE.claims();
-    claims.as_object_mut().unwrap().remove("email_verified");
-    let resp = lenient.send_claims("POST", "/bookings", Some(claims), &[], Some(&booking_body(11).to_string())).await;
-    assert_eq!(resp.status, 201, "{}", resp.body);
+}
+
+/// Low 8 of issue 37: someone signs up with the victim's address, never
+/// verifies it, and reads the victim's bookings. There is no setting that
+/// lets them: the API reads none.
+#[tokio::test]
+async fn an_unverified_address_reads_nothing_whatever_the_environment_says() {
+    let db = TestDb::create().await;
+    let api = TestApi::new(&db);
+    let mut body = booking_body(9);
+    body["attendees"] = json!([{"email": "victim@example.com", "name": "Victim"}]);
+    assert_eq!(api.post("/bookings", BOB, &body).await.status, 201);
+    // The old switch is no setting any more: nothing reads it.
+    assert!(shared::config::settings::ALL.iter().all(|s| !s.name.contains("EMAIL_VERIFIED")));
+    let impostor = outbox_tests::api::Caller { email: "victim@example.com", name: "Not the victim", sub: "sub-imp" };
+    for verified in [None, Some("false")] {
+        let mut claims = impostor.claims();
+        match verified {
+            None => drop(claims.as_object_mut().unwrap().remove("email_verified")),
+            Some(v) => claims["email_verified"] = json!(v),
+        }
+        let resp = api.send_claims("GET", "/bookings", Some(claims), &[], None).await;
+        assert_eq!(resp.status, 401, "{}", resp.body);
+    }
 }
 
 #[tokio::test]

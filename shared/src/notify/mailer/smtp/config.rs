@@ -16,7 +16,7 @@ pub enum Security {
 }
 
 /// SMTP AUTH credentials; the password never reaches a log.
-#[derive(Clone)]
+#[derive(Clone, PartialEq, Eq)]
 pub struct Login {
     pub username: String,
     pub password: String,
@@ -56,6 +56,47 @@ pub struct SmtpConfig {
     pub canary_to: Option<String>,
 }
 
+/// Where the SMTP AUTH credentials come from.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) enum Credentials {
+    /// `SMTP_SECRET_ARN`: Secrets Manager (every build).
+    Secret(String),
+    /// `SMTP_USERNAME` + `SMTP_PASSWORD`: plain environment variables, read
+    /// by `dev` builds alone (local development); a password in a
+    /// function's environment is readable by anyone who can read its
+    /// configuration.
+    Plain(Login),
+    None,
+}
+
+/// Checks `(SMTP_SECRET_ARN, SMTP_USERNAME, SMTP_PASSWORD)`; `dev_build`:
+/// whether this binary was built with the `dev` feature.
+pub(super) fn credentials(
+    dev_build: bool,
+    given: (Option<String>, Option<String>, Option<String>),
+) -> Result<Credentials, ConfigError> {
+    match given {
+        (Some(_), Some(_), _) | (Some(_), _, Some(_)) => Err(ConfigError::new(
+            S::SMTP_SECRET_ARN.name,
+            "is set, and so is SMTP_USERNAME or SMTP_PASSWORD",
+            "keep the credentials in one place: the secret",
+        )),
+        (Some(arn), None, None) => Ok(Credentials::Secret(arn)),
+        (None, _, Some(_)) if !dev_build => Err(ConfigError::new(
+            S::SMTP_PASSWORD.name,
+            "is a password in plain environment, which only dev builds read",
+            "put the username and password in a Secrets Manager secret and set SMTP_SECRET_ARN",
+        )),
+        (None, Some(username), Some(password)) => Ok(Credentials::Plain(Login { username, password })),
+        (None, None, None) => Ok(Credentials::None),
+        (None, _, _) => Err(ConfigError::new(
+            S::SMTP_USERNAME.name,
+            "and SMTP_PASSWORD must be set together",
+            "set both, or neither for a server that needs no AUTH",
+        )),
+    }
+}
+
 impl SmtpConfig {
     /// Reads and checks every `SMTP_*` setting (and the AUTH secret, when
     /// one is named): at cold start, so a wrong one fails the first
@@ -83,27 +124,14 @@ impl SmtpConfig {
                 "use \"Name <address>\" or a bare address",
             )
         })?;
-        let login = match (S::SMTP_SECRET_ARN.value(), S::SMTP_USERNAME.value(), S::SMTP_PASSWORD.value()) {
-            (Some(_), Some(_), _) | (Some(_), _, Some(_)) => {
-                return Err(ConfigError::new(
-                    S::SMTP_SECRET_ARN.name,
-                    "is set, and so is SMTP_USERNAME or SMTP_PASSWORD",
-                    "keep the credentials in one place: the secret (production) or the two variables",
-                ))
-            }
-            (Some(arn), None, None) => {
+        let given = (S::SMTP_SECRET_ARN.value(), S::SMTP_USERNAME.value(), S::SMTP_PASSWORD.value());
+        let login = match credentials(cfg!(feature = "dev"), given)? {
+            Credentials::Secret(arn) => {
                 let sdk = aws_config::defaults(aws_config::BehaviorVersion::latest()).load().await;
                 Some(login_from_secret(&crate::db::fetch_secret(&sdk, S::SMTP_SECRET_ARN.name, &arn).await?)?)
             }
-            (None, Some(username), Some(password)) => Some(Login { username, password }),
-            (None, None, None) => None,
-            (None, _, _) => {
-                return Err(ConfigError::new(
-                    S::SMTP_USERNAME.name,
-                    "and SMTP_PASSWORD must be set together",
-                    "set both, or neither for a server that needs no AUTH",
-                ))
-            }
+            Credentials::Plain(login) => Some(login),
+            Credentials::None => None,
         };
         let extra_roots_pem = match S::SMTP_CA_FILE.value() {
             Some(path) => {

@@ -95,3 +95,21 @@ async fn a_kept_connection_cut_at_mail_is_stale_and_a_new_one_a_known_failure() 
     assert_eq!(outcome(transact_cut_at(Cut::AtMail, true).await), "stale");
     assert_eq!(outcome(transact_cut_at(Cut::AtMail, false).await), "retryable");
 }
+
+/// Low 8 of issue 37: a release build refuses a password in plain
+/// environment (only the secret); a dev build reads it, for `make dev`.
+#[test]
+fn a_release_build_refuses_smtp_password_in_plain_environment() {
+    use super::config::{credentials, Credentials};
+    let s = |v: &str| Some(v.to_string());
+    let plain = (None, s("user"), s("a-password"));
+    let refused = credentials(false, plain.clone()).unwrap_err().to_string();
+    assert!(refused.contains("SMTP_PASSWORD") && refused.contains("SMTP_SECRET_ARN"), "{refused}");
+    assert!(!refused.contains("a-password"), "{refused}");
+    assert!(credentials(false, (None, None, s("a-password"))).is_err());
+    let login = Login { username: "user".into(), password: "a-password".into() };
+    assert_eq!(credentials(true, plain).unwrap(), Credentials::Plain(login));
+    assert_eq!(credentials(false, (s("arn:x"), None, None)).unwrap(), Credentials::Secret("arn:x".into()));
+    assert_eq!(credentials(false, (None, None, None)).unwrap(), Credentials::None);
+    assert!(credentials(true, (s("arn:x"), s("user"), None)).is_err(), "one place only");
+}
