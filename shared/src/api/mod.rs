@@ -145,16 +145,21 @@ impl Api {
     pub async fn handle(&self, req: Request) -> Response<Body> {
         use tracing::Instrument;
         let request_id = req.lambda_context_ref().map(|c| c.request_id.clone()).unwrap_or_default();
-        // The caller's trace, else Lambda's X-Ray trace, else a new one: the
-        // events this request writes keep it (telemetry::trace).
-        let trace = TraceContext::of_request(
-            req.headers().get("traceparent").and_then(|v| v.to_str().ok()),
-            req.lambda_context_ref().and_then(|c| c.xray_trace_id.as_deref()),
-        );
+        // Lambda's X-Ray trace, else a new one: the events this request
+        // writes keep it (telemetry::trace). The caller's own trace is a
+        // link, never adopted: no caller files their mail under another's.
+        let trace = TraceContext::of_request(req.lambda_context_ref().and_then(|c| c.xray_trace_id.as_deref()));
+        let caller_trace = req
+            .headers()
+            .get("traceparent")
+            .and_then(|v| v.to_str().ok())
+            .and_then(trace::trace_id_of)
+            .unwrap_or_else(|| "-".to_string());
         let span = tracing::info_span!(
             "request",
             %request_id,
             trace_id = trace.trace_id(),
+            link_trace_id = %caller_trace,
             method = %req.method(),
             path = %req.uri().path()
         );

@@ -2,10 +2,12 @@
 //! (`traceparent`) is stored with each event it writes, in the same
 //! transaction, and every later step names it.
 //!
-//! - The API takes the caller's `traceparent` when it sends a valid one,
-//!   else Lambda's X-Ray trace (`Root=1-…;Parent=…;Sampled=…`, the same
-//!   128-bit id in X-Ray's spelling), else a new one; it runs the request
-//!   in [`scope`], and [`current`] is what the outbox insert stores.
+//! - The API takes Lambda's X-Ray trace (`Root=1-…;Parent=…;Sampled=…`,
+//!   the same 128-bit id in X-Ray's spelling), else a new one; it runs the
+//!   request in [`scope`], and [`current`] is what the outbox insert
+//!   stores. A caller's own `traceparent` is never adopted (a caller could
+//!   then file their requests and sends under someone else's trace): when
+//!   valid, its trace id is logged with the request as `link_trace_id`.
 //! - The poller's span for each send records the event's trace as
 //!   `link_trace_id`: a link, not a parent, since one batch serves many
 //!   requests. SES carries it back as the message tag `trace`, so the
@@ -74,9 +76,9 @@ impl TraceContext {
         Self { trace_id: random_hex(16), parent_id: random_hex(8), sampled: false }
     }
 
-    /// The caller's header if valid, else X-Ray's, else a new trace.
-    pub fn of_request(traceparent: Option<&str>, xray: Option<&str>) -> Self {
-        traceparent.and_then(Self::parse).or_else(|| xray.and_then(Self::from_xray)).unwrap_or_else(Self::new_root)
+    /// Lambda's X-Ray trace, else a new one; never the caller's.
+    pub fn of_request(xray: Option<&str>) -> Self {
+        xray.and_then(Self::from_xray).unwrap_or_else(Self::new_root)
     }
 
     /// The 32 hex digits every step logs.
@@ -134,8 +136,8 @@ mod tests {
             .unwrap();
         assert_eq!(t.to_string(), "00-5759e988bd862e3fe1be46a994272793-53995c3f42cd8ad8-01");
         assert_eq!(TraceContext::from_xray("Root=2-5759e988-bd862e3fe1be46a994272793"), None);
-        let chosen = TraceContext::of_request(Some("garbage"), Some("Root=1-5759e988-bd862e3fe1be46a994272793"));
+        let chosen = TraceContext::of_request(Some("Root=1-5759e988-bd862e3fe1be46a994272793"));
         assert_eq!(chosen.trace_id(), "5759e988bd862e3fe1be46a994272793");
-        assert_eq!(TraceContext::of_request(None, None).trace_id().len(), 32);
+        assert_eq!(TraceContext::of_request(None).trace_id().len(), 32);
     }
 }

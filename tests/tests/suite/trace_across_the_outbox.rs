@@ -28,7 +28,7 @@ fn two_attendees() -> String {
 }
 
 #[tokio::test]
-async fn a_bookings_request_and_each_recipients_send_share_the_callers_trace() {
+async fn a_bookings_request_and_each_recipients_send_share_one_trace_and_the_callers_is_a_link() {
     let db = TestDb::create().await;
     let api = TestApi::new(&db);
     let (exported, _guard) = spans::export();
@@ -37,16 +37,41 @@ async fn a_bookings_request_and_each_recipients_send_share_the_callers_trace() {
     assert_eq!(created.status, 201, "{}", created.body);
     let request = exported.named("request");
     assert_eq!(request.len(), 1);
-    assert_eq!(request[0].fields["trace_id"], TRACE_ID, "the caller's trace");
+    let ours = request[0].fields["trace_id"].clone();
+    assert_ne!(ours, TRACE_ID, "our own trace, not the caller's");
+    assert_eq!(request[0].fields["link_trace_id"], TRACE_ID, "the caller's, as a link");
     let stored: String = db.scalar("SELECT traceparent FROM outbox_events").await;
-    assert_eq!(stored, TRACEPARENT, "stored with the event, in its transaction");
+    assert!(stored.starts_with(&format!("00-{ours}-")), "stored with the event, in its transaction: {stored}");
 
     poller(&db, Arc::new(RecordingMailer::new()), PollerConfig::for_tests("w")).drain().await.unwrap();
     let sends = exported.named("send");
     assert_eq!(sends.len(), 2, "one span per recipient: {sends:?}");
     for send in &sends {
-        assert_eq!(send.fields["link_trace_id"], TRACE_ID, "a link to the request's trace: {send:?}");
+        assert_eq!(send.fields["link_trace_id"], ours, "a link to the request's trace: {send:?}");
     }
+}
+
+/// Low 8 of issue 37, as the attack: Mallory sends Bob's trace id as her
+/// `traceparent`, to file her bookings' requests and sends under Bob's
+/// trace. Each request gets a trace of its own.
+#[tokio::test]
+async fn a_caller_cannot_choose_the_trace_its_booking_is_filed_under() {
+    let db = TestDb::create().await;
+    let api = TestApi::new(&db);
+    let mallory = outbox_tests::api::Caller { email: "mallory@example.com", name: "Mallory", sub: "sub-mallory" };
+    for (who, hour) in [(BOB, 9), (mallory, 10)] {
+        let mut body: Value = serde_json::from_str(&two_attendees()).unwrap();
+        body["start"] = json!(format!("2026-12-01T{hour:02}:00:00Z"));
+        body["end"] = json!(format!("2026-12-01T{hour:02}:30:00Z"));
+        let created =
+            api.send("POST", "/bookings", Some(who), &[("traceparent", TRACEPARENT)], Some(&body.to_string())).await;
+        assert_eq!(created.status, 201, "{}", created.body);
+    }
+    let distinct: i64 = db.scalar("SELECT count(DISTINCT substr(traceparent, 4, 32)) FROM outbox_events").await;
+    assert_eq!(distinct, 2, "one trace per request");
+    let adopted: i64 =
+        db.scalar(&format!("SELECT count(*) FROM outbox_events WHERE traceparent LIKE '00-{TRACE_ID}-%'")).await;
+    assert_eq!(adopted, 0, "the caller's trace is never adopted");
 }
 
 #[tokio::test]
@@ -81,6 +106,8 @@ async fn the_trace_survives_a_crash_and_the_retry_in_another_process() {
     let created =
         api.send("POST", "/bookings", Some(BOB), &[("traceparent", TRACEPARENT)], Some(&two_attendees())).await;
     assert_eq!(created.status, 201, "{}", created.body);
+    let stored: String = db.scalar("SELECT traceparent FROM outbox_events").await;
+    let ours = shared::telemetry::trace::trace_id_of(&stored).unwrap();
     let worker = Worker::new(env!("CARGO_BIN_EXE_outbox-worker"));
     assert!(killed(worker.run(&db, &format!("{FAULT_AFTER_CLAIM}=kill"), &[]).await), "a real death after the claim");
     sweep_after_timeout(&db, 8).await;
@@ -93,7 +120,7 @@ async fn the_trace_survives_a_crash_and_the_retry_in_another_process() {
         .collect();
     assert_eq!(linked.len(), 2, "each recipient's send logged once, by the retry:\n{stdout}");
     for line in &linked {
-        assert_eq!(line["span"]["link_trace_id"], TRACE_ID, "{line}");
+        assert_eq!(line["span"]["link_trace_id"], ours.as_str(), "{line}");
     }
     assert!(!stdout.contains("alice@example.com"), "addresses stay masked");
 }
