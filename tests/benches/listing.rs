@@ -12,6 +12,9 @@
 //! - `GET /bookings?role=organizer`, the first page of 50;
 //! - the next page, through that page's `next_cursor`;
 //! - `GET /bookings?role=attendee`, the first page of 50;
+//! - the same for an address 100 accounts list in 10,000 bookings
+//!   (BENCH_LISTING_FLOOD), beside the organizer's page: what several
+//!   accounts listing one person can make that person's page cost;
 //! - baselines: `GET /bookings/{id}` of one of the organizer's bookings (a
 //!   primary-key read through the same handler; for the organizer it also
 //!   reads where the booking's notifications stand, none here), and the
@@ -24,14 +27,17 @@
 //! logging is off. Before measuring, the organizer and attendee statements,
 //! read back verbatim from the handler's connection, are EXPLAINed (custom
 //! and generic plan), and the bench fails unless they read
-//! `bookings_by_organizer` and `bookings_by_attendee`.
+//! `bookings_by_organizer` and `booking_attendees_pkey` (the latter with no
+//! sort, also for the flooded address).
 
 use std::time::{Duration, Instant};
 
 use lambda_http::request::from_str;
 use outbox_tests::api::{gateway_event, TestApi};
 use outbox_tests::bench::{env_usize, ms, percentile, record};
-use outbox_tests::listing::{explain, handler_statements, reads_index, seed_bookings, Seeded, Whose};
+use outbox_tests::listing::{
+    claims_of, explain, handler_statements, reads_index, seed_bookings, seed_invitations_of, sorts, Seeded, Whose,
+};
 use outbox_tests::{Rng, TestDb};
 use serde_json::Value;
 use shared::api::Api;
@@ -84,7 +90,10 @@ async fn main() {
     let db = TestDb::create().await;
     let started = Instant::now();
     let seeded: Seeded = seed_bookings(&db.pool, bookings).await;
-    db.pool.get().await.unwrap().batch_execute("VACUUM ANALYZE bookings").await.unwrap();
+    let flood = env_usize("BENCH_LISTING_FLOOD", 10_000);
+    const FLOODED: &str = "flooded@example.com";
+    seed_invitations_of(&db.pool, FLOODED, flood, 100).await;
+    db.pool.get().await.unwrap().batch_execute("VACUUM ANALYZE bookings, booking_attendees").await.unwrap();
     let Seeded { organizers, attendees, .. } = seeded;
     eprintln!("seeded {bookings} bookings and vacuumed in {:.1}s", started.elapsed().as_secs_f64());
     println!(
@@ -99,15 +108,18 @@ async fn main() {
     // The statements as the handler runs them (which also checks that the
     // seeded rows pass its reader), and their plans.
     let sql = handler_statements(&db, &seeded).await;
+    let flooded_listing = format!("GET /bookings?role=attendee, listed in {} bookings", thousands(flood));
     for (what, statement, whose, index) in [
         ("GET /bookings?role=organizer", &sql.organizer, Whose::Organizer(organizers / 2), "bookings_by_organizer"),
-        ("GET /bookings?role=attendee", &sql.attendee, Whose::Attendee(attendees / 2), "bookings_by_attendee"),
+        ("GET /bookings?role=attendee", &sql.attendee, Whose::Attendee(attendees / 2), "booking_attendees_pkey"),
+        (flooded_listing.as_str(), &sql.attendee, Whose::Address(FLOODED.into()), "booking_attendees_pkey"),
     ] {
         let (custom, generic) = explain(&db, statement, whose).await;
         print_plan(&format!("{what}, first page: EXPLAIN (ANALYZE, BUFFERS), custom plan"), &custom);
         print_plan(&format!("{what}, first page: the generic plan (after 5 runs of the prepared statement)"), &generic);
         for (kind, plan) in [("custom", &custom), ("generic", &generic)] {
             assert!(reads_index(plan, index), "{what}: the {kind} plan does not read {index}");
+            assert!(!sorts(plan), "{what}: the {kind} plan sorts");
         }
     }
     println!();
@@ -132,7 +144,9 @@ async fn main() {
 
     let api = TestApi::new(&db).api;
     let mut rng = Rng::new(0x11571);
-    let [mut get_one, mut sql_page, mut first, mut next, mut invited] = std::array::from_fn(|_| Vec::new());
+    let [mut get_one, mut sql_page, mut first, mut next, mut invited, mut flooded] =
+        std::array::from_fn(|_| Vec::new());
+    let flooded_claims = claims_of(FLOODED);
     for i in 0..warmup + requests {
         let o = rng.below(organizers as u64) as usize;
         let organizer = seeded.organizer(o);
@@ -155,6 +169,8 @@ async fn main() {
 
         let a = rng.below(attendees as u64) as usize;
         let (listed, _) = handle(&api, "/bookings", "role=attendee", &seeded.attendee(a)).await;
+        let (swamped, body) = handle(&api, "/bookings", "role=attendee", &flooded_claims).await;
+        assert_eq!(page_len(&body), 50.min(flood), "a full first page");
 
         if i >= warmup {
             get_one.push(one);
@@ -162,6 +178,7 @@ async fn main() {
             first.push(page);
             next.push(then);
             invited.push(listed);
+            flooded.push(swamped);
         }
     }
 
@@ -188,6 +205,7 @@ async fn main() {
     let organizer = p50_p99(&mut first);
     let next_page = p50_p99(&mut next);
     let attendee = p50_p99(&mut invited);
+    let swamped = p50_p99(&mut flooded);
     for (what, figures) in [
         (format!("listing as organizer, {n} bookings"), organizer),
         (format!("listing as organizer, next page via the cursor, {n} bookings"), next_page),
@@ -195,12 +213,18 @@ async fn main() {
     ] {
         line(&what, figures, &format!("; {}", versus(figures, bare_sql, "the bare SQL")));
     }
+    line(
+        &format!("listing as attendee listed in {} bookings by 100 accounts", thousands(flood)),
+        swamped,
+        &format!("; {}", versus(swamped, organizer, "the organizer's page")),
+    );
 
     record("listing.bookings", bookings as f64);
     for (key, (p50, p99)) in [
         ("organizer", organizer),
         ("next_page", next_page),
         ("attendee", attendee),
+        ("flooded_attendee", swamped),
         ("get_one", base),
         ("sql", bare_sql),
     ] {

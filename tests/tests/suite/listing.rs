@@ -184,10 +184,58 @@ async fn listing_reads_the_organizer_and_attendee_indexes() {
     let sql = handler_statements(&db, &seeded).await;
     for (statement, whose, index) in [
         (&sql.organizer, Whose::Organizer(seeded.organizers / 2), "bookings_by_organizer"),
-        (&sql.attendee, Whose::Attendee(seeded.attendees / 2), "bookings_by_attendee"),
+        (&sql.attendee, Whose::Attendee(seeded.attendees / 2), "booking_attendees_pkey"),
     ] {
         let (custom, generic) = explain(&db, statement, whose).await;
         assert!(reads_index(&custom, index), "the custom plan reads {index}:\n{}", custom.join("\n"));
         assert!(reads_index(&generic, index), "the generic plan reads {index}:\n{}", generic.join("\n"));
     }
+}
+
+/// Low 7 of issue 37, as the attack: 20 accounts list Victor in 3,000
+/// bookings. His page is still one range of his index read in order, with
+/// no sort, that stops after the page (one more row than it), and paging
+/// through all of them with the cursor lists each exactly once, in order.
+#[tokio::test]
+async fn an_attendee_listed_in_thousands_of_bookings_by_others_reads_one_page() {
+    use outbox_tests::listing::{
+        claims_of, explain, handler_statements, reads_index, seed_bookings, seed_invitations_of, sorts, Whose,
+    };
+    let db = TestDb::create().await;
+    let seeded = seed_bookings(&db.pool, 500).await;
+    let victor = "victor@example.com";
+    seed_invitations_of(&db.pool, victor, 3_000, 20).await;
+    db.pool.get().await.unwrap().batch_execute("VACUUM ANALYZE bookings, booking_attendees").await.unwrap();
+    let sql = handler_statements(&db, &seeded).await;
+    let (custom, generic) = explain(&db, &sql.attendee, Whose::Address(victor.into())).await;
+    for (kind, plan) in [("custom", &custom), ("generic", &generic)] {
+        let shown = plan.join("\n");
+        assert!(reads_index(plan, "booking_attendees_pkey"), "the {kind} plan reads his index:\n{shown}");
+        assert!(!sorts(plan), "the {kind} plan reads in order, no sort:\n{shown}");
+        let read = plan.iter().find(|l| l.contains("booking_attendees_pkey")).unwrap();
+        assert!(read.contains("rows=51 "), "the {kind} plan stops after the page and one row: {read}");
+    }
+
+    let api = TestApi::new(&db);
+    let (mut listed, mut cursor): (Vec<(String, String)>, Option<String>) = (Vec::new(), None);
+    loop {
+        let query = match &cursor {
+            Some(c) => format!("role=attendee&limit=100&cursor={c}"),
+            None => "role=attendee&limit=100".to_string(),
+        };
+        let page = api.send_claims("GET", &format!("/bookings?{query}"), Some(claims_of(victor)), &[], None).await;
+        assert_eq!(page.status, 200, "{}", page.body);
+        for b in page.body["bookings"].as_array().unwrap() {
+            listed.push((b["start"].as_str().unwrap().to_string(), b["id"].as_str().unwrap().to_string()));
+        }
+        match page.body["next_cursor"].as_str() {
+            Some(c) => cursor = Some(c.to_string()),
+            None => break,
+        }
+    }
+    assert_eq!(listed.len(), 3_000, "each once");
+    let mut sorted = listed.clone();
+    sorted.sort();
+    sorted.dedup();
+    assert_eq!(listed, sorted, "in (start, id) order, none twice");
 }
