@@ -126,7 +126,14 @@ async fn main() {
 
     // Each organizer's bookings, for GET /bookings/{id}.
     let mut owned: Vec<Vec<Uuid>> = vec![Vec::new(); organizers];
-    let rows = db.pool.get().await.unwrap().query("SELECT organizer_sub, id FROM bookings", &[]).await.unwrap();
+    let rows = db
+        .pool
+        .get()
+        .await
+        .unwrap()
+        .query("SELECT organizer_sub, id FROM bookings WHERE organizer_sub LIKE 'sub-org-%'", &[])
+        .await
+        .unwrap();
     for row in rows {
         let sub: String = row.get(0);
         let i: usize = sub.trim_start_matches("sub-org-").parse().expect("a seeded organizer");

@@ -1,11 +1,9 @@
 //! Who the caller is: the token's subject and verified email, and the local
 //! identity headers of dev builds.
 
-use outbox_tests::api::{booking_body, test_config, Caller, TestApi, ALICE, BOB, EVE};
+use outbox_tests::api::{booking_body, Caller, TestApi, ALICE, BOB};
 use outbox_tests::TestDb;
 use serde_json::{json, Value};
-use shared::api::config::ApiConfig;
-use shared::fault::Faults;
 
 #[tokio::test]
 async fn dev_mode_prefers_present_jwt_claims_over_dev_headers() {

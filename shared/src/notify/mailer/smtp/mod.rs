@@ -29,6 +29,7 @@
 mod classify;
 mod config;
 mod ses;
+mod starttls;
 mod transport;
 
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -36,7 +37,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use lettre::transport::smtp::authentication::{Credentials, Mechanism};
-use lettre::transport::smtp::client::{AsyncSmtpConnection, AsyncTokioStream, TlsParameters};
+use lettre::transport::smtp::client::{AsyncSmtpConnection, AsyncTokioStream};
 use lettre::transport::smtp::commands::{Data, Mail, Rcpt};
 use lettre::transport::smtp::extension::{ClientId, Extension, MailBodyParameter, MailParameter};
 use lettre::transport::smtp::Error as SmtpError;
@@ -70,10 +71,9 @@ struct Idle {
 pub struct SmtpMailer {
     config: SmtpConfig,
     from: Address,
-    tls: TlsParameters,
     hello: ClientId,
-    /// Implicit TLS (`smtps://`), made here on a NODELAY socket; STARTTLS
-    /// is lettre's, with [`Self::tls`]. Both trust the same roots.
+    /// TLS, made here on a NODELAY socket: from the first byte (`smtps://`)
+    /// or after STARTTLS ([`starttls`]).
     implicit: tokio_rustls::TlsConnector,
     server_name: rustls::pki_types::ServerName<'static>,
     idle: Mutex<Vec<Idle>>,
@@ -96,13 +96,12 @@ impl SmtpMailer {
         let from: Address = config.from.email.as_str().parse().map_err(|e| {
             ConfigError::new(S::SMTP_FROM_ADDRESS.name, format!("is not an SMTP address: {e}"), "use an ASCII address")
         })?;
-        let (tls, implicit, server_name) = tls_for(&config)?;
+        let (implicit, server_name) = tls_for(&config)?;
         let domain = config.from.email.as_str().rsplit('@').next().unwrap_or("localhost").to_string();
         let open = tokio::sync::Semaphore::new(config.max_connections);
         Ok(Self {
             config,
             from,
-            tls,
             hello: ClientId::Domain(domain),
             implicit,
             server_name,
@@ -145,7 +144,16 @@ impl SmtpMailer {
         // 40 ms a message.
         tcp.set_nodelay(true).map_err(lost)?;
         let stream: Box<dyn AsyncTokioStream> = match self.config.security {
-            Security::StartTls => Box::new(tcp),
+            // The plain-text part by hand, a byte at a time, so nothing sent
+            // before TLS can pass for an answer inside it (starttls.rs).
+            Security::StartTls => {
+                let mut tcp = tcp;
+                let peer = tcp.peer_addr().map_err(lost)?;
+                starttls::negotiate(&mut tcp, &self.hello.to_string()).await.map_err(|(at, f)| classify(at, f))?;
+                let tls = self.implicit.connect(self.server_name.clone(), tcp).await;
+                let tls = tls.map_err(|e| classify(Stage::StartTls, io_failure(e)))?;
+                Box::new(Transport(starttls::Greeted::new(tls), peer))
+            }
             Security::Implicit => {
                 let peer = tcp.peer_addr().map_err(lost)?;
                 let tls = self.implicit.connect(self.server_name.clone(), tcp).await;
@@ -155,19 +163,6 @@ impl SmtpMailer {
         let mut conn = AsyncSmtpConnection::connect_with_transport(stream, &self.hello)
             .await
             .map_err(|e| classify(Stage::Connect, failure_of(&e)))?;
-        if self.config.security == Security::StartTls {
-            if !conn.can_starttls() {
-                return Err(classify(
-                    Stage::StartTls,
-                    Failure::Tls(
-                        "the server does not offer STARTTLS, and TLS is required (smtp:// means STARTTLS)".into(),
-                    ),
-                ));
-            }
-            conn.starttls(self.tls.clone(), &self.hello)
-                .await
-                .map_err(|e| classify(Stage::StartTls, failure_of(&e)))?;
-        }
         if let Some(login) = &self.config.login {
             let credentials = Credentials::new(login.username.clone(), login.password.clone());
             if let Err(e) = conn.auth(&[Mechanism::Plain, Mechanism::Login], &credentials).await {

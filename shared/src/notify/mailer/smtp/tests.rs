@@ -113,3 +113,61 @@ fn a_release_build_refuses_smtp_password_in_plain_environment() {
     assert_eq!(credentials(false, (None, None, None)).unwrap(), Credentials::None);
     assert!(credentials(true, (s("arn:x"), s("user"), None)).is_err(), "one place only");
 }
+
+/// A server, or a man in the middle, that answers STARTTLS with `220` and
+/// then, in plain text, the answers it wants read inside TLS; `apart`:
+/// those come in a write of their own, a moment later.
+async fn injecting_server(apart: bool) -> u16 {
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    tokio::spawn(async move {
+        let (socket, _) = listener.accept().await.unwrap();
+        let (read, mut write) = socket.into_split();
+        let mut lines = BufReader::new(read).lines();
+        write.write_all(b"220 mx.example.com ESMTP\r\n").await.unwrap();
+        while let Ok(Some(line)) = lines.next_line().await {
+            let injected = b"250 mx.example.com\r\n250 2.0.0 Ok: queued as FORGED\r\n";
+            if line.starts_with("EHLO") {
+                write.write_all(b"250-mx.example.com\r\n250-PIPELINING\r\n250 STARTTLS\r\n").await.unwrap();
+            } else if line == "STARTTLS" && apart {
+                write.write_all(b"220 2.0.0 Ready to start TLS\r\n").await.unwrap();
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                write.write_all(injected).await.unwrap();
+            } else if line == "STARTTLS" {
+                let mut all = b"220 2.0.0 Ready to start TLS\r\n".to_vec();
+                all.extend_from_slice(injected);
+                write.write_all(&all).await.unwrap();
+            }
+        }
+    });
+    port
+}
+
+/// Low 2 of issue 37, as the attack: answers injected in plain text right
+/// after the `220` to STARTTLS are never read as the server's: the upgrade
+/// is refused (a configuration error, so an operator sees the reason), and
+/// no connection is made to send on.
+#[tokio::test]
+async fn starttls_answers_injected_before_tls_are_refused() {
+    let port = injecting_server(false).await;
+    let mailer = SmtpMailer::new(SmtpConfig::for_tests("127.0.0.1", port, 1)).unwrap();
+    match mailer.connect().await {
+        Err(SendOutcome::Misconfigured { reason }) => assert!(reason.contains(starttls::INJECTED), "{reason}"),
+        Err(other) => panic!("refused for another reason: {other:?}"),
+        Ok(_) => panic!("a connection was made over injected answers"),
+    }
+}
+
+/// The same lines sent a moment after the `220`: they reach the TLS
+/// handshake, which fails on them; never an answer.
+#[tokio::test]
+async fn starttls_answers_injected_a_moment_later_fail_the_handshake() {
+    let port = injecting_server(true).await;
+    let mailer = SmtpMailer::new(SmtpConfig::for_tests("127.0.0.1", port, 1)).unwrap();
+    match mailer.connect().await {
+        Err(SendOutcome::Misconfigured { reason }) => assert!(reason.contains("TLS"), "{reason}"),
+        Err(other) => panic!("refused for another reason: {other:?}"),
+        Ok(_) => panic!("a connection was made over injected answers"),
+    }
+}

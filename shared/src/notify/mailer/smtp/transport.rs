@@ -1,27 +1,25 @@
 //! The connection's TLS and its transport as lettre takes it.
 
-use lettre::transport::smtp::client::{AsyncTokioStream, Certificate, CertificateStore, TlsParameters};
+use lettre::transport::smtp::client::AsyncTokioStream;
 
 use super::SmtpConfig;
 use crate::config::settings as S;
 use crate::config::ConfigError;
 
 /// The TLS of a connection to the configured host, trusting the public
-/// roots plus `SMTP_CA_FILE`'s: lettre's parameters for STARTTLS, and the
-/// connector for implicit TLS, which is made here on a NODELAY socket.
+/// roots plus `SMTP_CA_FILE`'s: the connector for implicit TLS and for
+/// STARTTLS, both made here on a NODELAY socket.
 pub(super) fn tls_for(
     config: &SmtpConfig,
-) -> Result<(TlsParameters, tokio_rustls::TlsConnector, rustls::pki_types::ServerName<'static>), ConfigError> {
+) -> Result<(tokio_rustls::TlsConnector, rustls::pki_types::ServerName<'static>), ConfigError> {
     let ca = |e: String| ConfigError::new(S::SMTP_CA_FILE.name, format!("holds no usable certificate: {e}"), "use PEM");
     let extra = match &config.extra_roots_pem {
         Some(pem) => crate::db::pem_certificates(pem).map_err(ca)?,
         None => Vec::new(),
     };
-    let mut starttls = TlsParameters::builder(config.host.clone()).certificate_store(CertificateStore::WebpkiRoots);
     let mut roots = rustls::RootCertStore::empty();
     roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
     for cert in extra {
-        starttls = starttls.add_root_certificate(Certificate::from_der(cert.to_vec()).map_err(|e| ca(e.to_string()))?);
         roots.add(cert).map_err(|e| ca(e.to_string()))?;
     }
     let host = |e: String| {
@@ -31,7 +29,6 @@ pub(super) fn tls_for(
             "use a DNS name or an IP address",
         )
     };
-    let starttls = starttls.build_rustls().map_err(|e| host(e.to_string()))?;
     let provider = std::sync::Arc::new(rustls::crypto::aws_lc_rs::default_provider());
     let client = rustls::ClientConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
@@ -39,7 +36,7 @@ pub(super) fn tls_for(
         .with_root_certificates(roots)
         .with_no_client_auth();
     let name = rustls::pki_types::ServerName::try_from(config.host.clone()).map_err(|e| host(e.to_string()))?;
-    Ok((starttls, tokio_rustls::TlsConnector::from(std::sync::Arc::new(client)), name))
+    Ok((tokio_rustls::TlsConnector::from(std::sync::Arc::new(client)), name))
 }
 
 /// A stream as lettre takes its transport: the implicit-TLS one made here
