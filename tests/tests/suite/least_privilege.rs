@@ -318,6 +318,9 @@ async fn the_ses_events_role_records_feedback_confirms_and_suppresses() {
     }
 }
 
+/// Each privilege (in display order) and its columns (none: the whole object).
+type Privileges = std::collections::BTreeMap<(usize, String), Vec<String>>;
+
 const ROLES: [&str; 5] = ["booking_api", "outbox_poller", "outbox_sweeper", "ses_events", "booking_app"];
 
 /// Every grant each role holds in this database, read back from the
@@ -345,10 +348,7 @@ async fn grants_read_back(db: &TestDb) -> Vec<(String, String, String)> {
     let roles: Vec<&str> = ROLES.to_vec();
     let rows = client.query(SQL, &[&roles]).await.unwrap();
     let order = |p: &str| ["SELECT", "INSERT", "UPDATE", "DELETE", "EXECUTE"].iter().position(|x| *x == p).unwrap_or(9);
-    let mut grouped: std::collections::BTreeMap<
-        (usize, String),
-        std::collections::BTreeMap<(usize, String), Vec<String>>,
-    > = Default::default();
+    let mut grouped: std::collections::BTreeMap<(usize, String), Privileges> = Default::default();
     for row in rows {
         let (role, object, privilege, col): (String, String, String, Option<String>) =
             (row.get(0), row.get(1), row.get(2), row.get(3));
