@@ -33,70 +33,19 @@ CREATE TABLE mailbox_organizers (
 -- Retention forgets contacts unused for a long time.
 CREATE INDEX mailbox_organizers_day ON mailbox_organizers (day);
 
--- Counts `p_mailboxes[i]` invited by `p_organizers[i]` today (UTC), for each
--- i, and says what may be sent: 'sent' (within the organizer's budget),
--- 'organizer' (over it) or 'newcomers' (a first contact over the day's
--- limit of new organizers: nothing is recorded for it). Pairs are counted
--- in one statement each way; first contacts are serialised per mailbox by
--- an advisory lock, so concurrent pollers never admit more than the limit.
-CREATE FUNCTION invitation_budget_take(p_mailboxes text[], p_organizers text[], p_per_organizer integer,
-                                       p_new_organizers integer)
-    RETURNS TABLE (ord bigint, verdict text)
-    LANGUAGE plpgsql AS $$
-DECLARE
-    v_today date := (now() AT TIME ZONE 'UTC')::date;
-    v_counted text[];
-BEGIN
-    -- Pairs that met before: their budget, counted.
-    WITH per AS (SELECT m.mailbox, m.organizer, count(*)::int AS n
-                   FROM unnest(p_mailboxes, p_organizers) AS m(mailbox, organizer) GROUP BY 1, 2),
-         bumped AS (
-             UPDATE mailbox_organizers o
-                SET mails = CASE WHEN o.day = v_today THEN o.mails ELSE 0 END + per.n, day = v_today
-               FROM per
-              WHERE o.mailbox = per.mailbox AND o.organizer = per.organizer
-             RETURNING o.mailbox || E'\n' || o.organizer AS pair)
-    SELECT coalesce(array_agg(pair), '{}') INTO v_counted FROM bumped;
-
-    -- First contacts: one mailbox at a time, in a fixed order.
-    PERFORM pg_advisory_xact_lock(hashtext('mailbox_organizers'), hashtext(m.mailbox))
-       FROM (SELECT DISTINCT u.mailbox FROM unnest(p_mailboxes, p_organizers) AS u(mailbox, organizer)
-              WHERE NOT (u.mailbox || E'\n' || u.organizer = ANY (v_counted))
-              ORDER BY 1) m;
-    WITH per AS (SELECT m.mailbox, m.organizer, count(*)::int AS n, min(m.ord) AS first
-                   FROM unnest(p_mailboxes, p_organizers) WITH ORDINALITY AS m(mailbox, organizer, ord)
-                  WHERE NOT (m.mailbox || E'\n' || m.organizer = ANY (v_counted))
-                  GROUP BY 1, 2),
-         ranked AS (SELECT per.*, row_number() OVER (PARTITION BY per.mailbox ORDER BY per.first) AS rank,
-                           (SELECT count(*) FROM mailbox_organizers o
-                             WHERE o.mailbox = per.mailbox AND o.since = v_today) AS newcomers
-                      FROM per)
-    INSERT INTO mailbox_organizers AS o (mailbox, organizer, since, day, mails)
-    SELECT r.mailbox, r.organizer, v_today, v_today, r.n FROM ranked r
-     WHERE r.newcomers + r.rank <= p_new_organizers
-        -- met since the first statement (another poller): counted all the same
-        OR EXISTS (SELECT 1 FROM mailbox_organizers e WHERE e.mailbox = r.mailbox AND e.organizer = r.organizer)
-    ON CONFLICT (mailbox, organizer) DO UPDATE
-        SET mails = CASE WHEN o.day = v_today THEN o.mails ELSE 0 END + EXCLUDED.mails, day = v_today;
-
-    -- Every pair now counted holds its lock until this statement commits:
-    -- its count is this call's to read.
-    RETURN QUERY
-    WITH want AS (SELECT m.mailbox, m.organizer, m.ord
-                    FROM unnest(p_mailboxes, p_organizers) WITH ORDINALITY AS m(mailbox, organizer, ord)),
-         per AS (SELECT w.mailbox, w.organizer, count(*)::int AS n FROM want w GROUP BY 1, 2)
-    SELECT w.ord,
-           CASE WHEN o.mailbox IS NULL OR o.day <> v_today THEN 'newcomers'
-                WHEN o.mails - per.n + row_number() OVER (PARTITION BY w.mailbox, w.organizer ORDER BY w.ord)
-                     <= p_per_organizer THEN 'sent'
-                ELSE 'organizer' END
-      FROM want w JOIN per USING (mailbox, organizer)
-      LEFT JOIN mailbox_organizers o ON o.mailbox = w.mailbox AND o.organizer = w.organizer
-     ORDER BY w.ord;
-END
-$$;
-REVOKE ALL ON FUNCTION invitation_budget_take(text[], text[], integer, integer) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION invitation_budget_take(text[], text[], integer, integer) TO booking_app, outbox_poller;
+-- How many organizers first mailed each mailbox per UTC day, the refused
+-- included: the row lock of its upsert orders concurrent pollers, so no
+-- more first contacts than LIMIT_NEW_ORGANIZERS_PER_RECIPIENT_PER_DAY pass.
+CREATE TABLE mailbox_newcomers (
+    day         date    NOT NULL,
+    mailbox     text    NOT NULL,
+    organizers  integer NOT NULL CHECK (organizers >= 0),
+    -- By day first: retention deletes past days through it.
+    PRIMARY KEY (day, mailbox)
+);
+GRANT SELECT, INSERT, UPDATE (organizers) ON mailbox_newcomers TO outbox_poller;
+GRANT SELECT, DELETE ON mailbox_newcomers TO outbox_sweeper;
+GRANT SELECT, INSERT, UPDATE, DELETE ON mailbox_newcomers TO booking_app;
 
 GRANT SELECT, INSERT, UPDATE ON mailbox_organizers TO outbox_poller;
 GRANT SELECT, DELETE ON mailbox_organizers TO outbox_sweeper;

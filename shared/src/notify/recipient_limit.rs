@@ -1,7 +1,7 @@
-//! `mailbox_organizers`, every statement: how many invitations each
-//! organizer sent each mailbox today, and which organizers a mailbox
-//! already knows (migration V26; the threat model is docs/security.md,
-//! "Limits").
+//! `mailbox_organizers` and `mailbox_newcomers`, every statement: how many
+//! invitations each organizer sent each mailbox today, which organizers a
+//! mailbox already knows, and how many first mailed it today (migration
+//! V26; the threat model is docs/security.md, "Limits").
 //!
 //! The per-organizer limits of `booking::limits` bound what one account
 //! can cause; these bound what one person receives, and no organizer can
@@ -91,11 +91,12 @@ pub struct Invitation {
 }
 
 /// Counts each of `invitations` (in order; one pair may appear more than
-/// once) for today, UTC, and says which may be sent. One statement
-/// (`invitation_budget_take`, V26): row locks order concurrent pollers on a
-/// pair, an advisory lock per mailbox orders its first contacts, so no
-/// limit is exceeded however many pollers run. The refused still count,
-/// so an organizer over their budget stays over it for the day.
+/// once) for today, UTC, and says which may be sent. One statement: the
+/// upsert of each mailbox's newcomer count and of each pair's count hold
+/// their rows' locks (and read their latest versions), so no limit is
+/// exceeded however many pollers run. The refused still count, so an
+/// organizer over their budget stays over it for the day; a first contact
+/// refused leaves no contact behind (the organizer stays a newcomer).
 pub async fn take(
     client: &impl GenericClient,
     invitations: &[Invitation],
@@ -104,7 +105,46 @@ pub async fn take(
     if invitations.is_empty() {
         return Ok(Vec::new());
     }
-    const SQL: &str = "SELECT verdict FROM invitation_budget_take($1::text[], $2::text[], $3::int, $4::int)";
+    // A pair that met before is counted in place (`known`); one no row
+    // names yet is a first contact: counted on its mailbox's newcomers,
+    // then admitted while that count (with the contacts before it in this
+    // call) is within the limit. New rows are written in key order, so two
+    // pollers never wait on each other in turn.
+    const SQL: &str = "\
+        WITH want AS (SELECT m.mailbox, m.organizer, m.ord \
+                        FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS m(mailbox, organizer, ord)), \
+             per AS (SELECT mailbox, organizer, count(*)::int AS n, min(ord) AS first FROM want GROUP BY 1, 2), \
+             known AS ( \
+                 UPDATE mailbox_organizers o \
+                    SET mails = CASE WHEN o.day = (now() AT TIME ZONE 'UTC')::date THEN o.mails ELSE 0 END + p.n, \
+                        day = (now() AT TIME ZONE 'UTC')::date \
+                   FROM per p WHERE o.mailbox = p.mailbox AND o.organizer = p.organizer \
+                 RETURNING o.mailbox, o.organizer, o.mails), \
+             fresh AS (SELECT p.mailbox, p.organizer, p.n, \
+                              row_number() OVER (PARTITION BY p.mailbox ORDER BY p.first) AS rank, \
+                              count(*) OVER (PARTITION BY p.mailbox) AS k \
+                         FROM per p LEFT JOIN known USING (mailbox, organizer) WHERE known.mails IS NULL), \
+             newcomers AS ( \
+                 INSERT INTO mailbox_newcomers AS c (day, mailbox, organizers) \
+                 SELECT DISTINCT (now() AT TIME ZONE 'UTC')::date, mailbox, k FROM fresh ORDER BY 2 \
+                 ON CONFLICT (day, mailbox) DO UPDATE SET organizers = c.organizers + EXCLUDED.organizers \
+                 RETURNING mailbox, organizers), \
+             met AS ( \
+                 INSERT INTO mailbox_organizers AS o (mailbox, organizer, since, day, mails) \
+                 SELECT f.mailbox, f.organizer, (now() AT TIME ZONE 'UTC')::date, (now() AT TIME ZONE 'UTC')::date, \
+                        f.n \
+                   FROM fresh f JOIN newcomers c USING (mailbox) WHERE c.organizers - f.k + f.rank <= $4::int \
+                  ORDER BY 1, 2 \
+                 ON CONFLICT (mailbox, organizer) DO UPDATE \
+                    SET mails = CASE WHEN o.day = EXCLUDED.day THEN o.mails ELSE 0 END + EXCLUDED.mails, \
+                        day = EXCLUDED.day \
+                 RETURNING mailbox, organizer, mails), \
+             counted AS (SELECT * FROM known UNION ALL SELECT * FROM met) \
+        SELECT CASE WHEN c.mails IS NULL THEN 'newcomers' \
+                    WHEN c.mails - p.n + row_number() OVER (PARTITION BY p.first ORDER BY w.ord) <= $3::int \
+                    THEN 'sent' ELSE 'organizer' END AS verdict \
+          FROM want w JOIN per p USING (mailbox, organizer) LEFT JOIN counted c USING (mailbox, organizer) \
+         ORDER BY w.ord";
     let (mailboxes, organizers) = split(invitations);
     let stmt = client.prepare_cached(SQL).await?;
     let rows = client
@@ -164,7 +204,8 @@ pub async fn today(client: &impl GenericClient, mailbox: &str, organizer: &str) 
     Ok(row.map(|r| r.get(0)).unwrap_or(0))
 }
 
-/// How many organizers first mailed `mailbox` today (operators, tests).
+/// How many organizers first mailed `mailbox` today and were let through
+/// (operators, tests).
 pub async fn newcomers_today(client: &impl GenericClient, mailbox: &str) -> DbResult<i64> {
     let row = client
         .query_one(
@@ -179,10 +220,14 @@ pub async fn newcomers_today(client: &impl GenericClient, mailbox: &str) -> DbRe
 pub const FORGET_AFTER_DAYS: i32 = 400;
 
 /// Retention: deletes up to `limit` contacts unused for
-/// [`FORGET_AFTER_DAYS`] (such an organizer is a newcomer again).
+/// [`FORGET_AFTER_DAYS`] (such an organizer is a newcomer again), then up
+/// to `limit` newcomer counts of days before yesterday (UTC).
 pub async fn purge_old(client: &impl GenericClient, limit: i64) -> DbResult<u64> {
-    const SQL: &str = "DELETE FROM mailbox_organizers WHERE (mailbox, organizer) IN ( \
+    const CONTACTS: &str = "DELETE FROM mailbox_organizers WHERE (mailbox, organizer) IN ( \
              SELECT mailbox, organizer FROM mailbox_organizers \
               WHERE day < (now() AT TIME ZONE 'UTC')::date - $2::int LIMIT $1)";
-    Ok(client.execute(SQL, &[&limit, &FORGET_AFTER_DAYS]).await?)
+    const NEWCOMERS: &str = "DELETE FROM mailbox_newcomers WHERE (day, mailbox) IN ( \
+             SELECT day, mailbox FROM mailbox_newcomers WHERE day < (now() AT TIME ZONE 'UTC')::date - 1 LIMIT $1)";
+    let contacts = client.execute(CONTACTS, &[&limit, &FORGET_AFTER_DAYS]).await?;
+    Ok(contacts + client.execute(NEWCOMERS, &[&limit]).await?)
 }

@@ -367,30 +367,45 @@ async fn each_functions_login_is_made_from_its_generated_secret_rotated_on_updat
     let _kept = connect_with(&rotated).await.expect("kept on delete");
 }
 
+/// One deploy (`kind`) whose only function secret, for `role`, names
+/// `username` (stack tag `tag`): what CloudFormation was told (its status
+/// and reason) and the cause the function logged.
+async fn deploy_one_login(
+    db: &TestDb,
+    secrets: &aws_sdk_secretsmanager::Client,
+    role: &'static str,
+    username: &str,
+    tag: &str,
+    kind: &str,
+) -> (Status, String, Option<String>) {
+    let created = secrets
+        .create_secret()
+        .name(format!("login-{username}-{}", uuid::Uuid::new_v4().simple()))
+        .secret_string(json!({"username": username, "password": "a-long-enough-password"}).to_string())
+        .send()
+        .await
+        .unwrap();
+    let functions = vec![LoginSecret { role, arn: created.arn().unwrap().to_string() }];
+    let setup = || async {
+        let db = DbConfig::from_url(&db.url, 1, Duration::from_secs(5))?;
+        Ok(Setup { db, logins: Some(Logins { secrets: secrets.clone(), functions, stack_tag: tag.to_string() }) })
+    };
+    let (url, trust, answer) = response_catcher().await;
+    let answered = schema::handle(&trust, &request(kind, &url), setup).await.unwrap();
+    let reason = answer.await.unwrap().2["Reason"].as_str().unwrap().to_string();
+    (answered.response.status, reason, answered.cause)
+}
+
 #[tokio::test]
 async fn a_secret_naming_the_owner_or_a_privileged_role_takes_over_nothing() {
     let db = TestDb::create_unmigrated().await;
     let secrets = secrets_client();
     for username in ["postgres", "booking_app", "outbox_poller"] {
-        let created = secrets
-            .create_secret()
-            .name(format!("takeover-{username}-{}", uuid::Uuid::new_v4().simple()))
-            .secret_string(json!({"username": username, "password": "a-long-enough-password"}).to_string())
-            .send()
-            .await
-            .unwrap();
-        let functions = vec![LoginSecret { role: "booking_api", arn: created.arn().unwrap().to_string() }];
-        let setup = || async {
-            let db = DbConfig::from_url(&db.url, 1, Duration::from_secs(5))?;
-            let stack_tag = "0a1b2c3d".to_string();
-            Ok(Setup { db, logins: Some(Logins { secrets: secrets.clone(), functions, stack_tag }) })
-        };
-        let (url, trust, answer) = response_catcher().await;
-        let answered = schema::handle(&trust, &request("Create", &url), setup).await.unwrap();
-        assert_eq!(answered.response.status, Status::Failed, "{username}");
-        let reason = answer.await.unwrap().2["Reason"].as_str().unwrap().to_string();
+        let (status, reason, cause) =
+            deploy_one_login(&db, &secrets, "booking_api", username, "0a1b2c3d", "Create").await;
+        assert_eq!(status, Status::Failed, "{username}");
         assert!(reason.contains("login could not be made"), "{reason}");
-        assert!(answered.cause.unwrap().contains("not a function's login"), "{username}");
+        assert!(cause.unwrap().contains("not a function's login"), "{username}");
         let row = db
             .pool
             .get()
@@ -439,24 +454,10 @@ async fn a_login_secret_naming_another_role_sets_no_password() {
     ];
     for (username, made) in cases {
         admin.batch_execute(&made).await.unwrap();
-        let created = secrets
-            .create_secret()
-            .name(format!("takeover-{username}-{}", uuid::Uuid::new_v4().simple()))
-            .secret_string(json!({"username": username, "password": "a-long-enough-password"}).to_string())
-            .send()
-            .await
-            .unwrap();
-        let functions = vec![LoginSecret { role: "booking_api", arn: created.arn().unwrap().to_string() }];
-        let setup = || async {
-            let db = DbConfig::from_url(&db.url, 1, Duration::from_secs(5))?;
-            Ok(Setup { db, logins: Some(Logins { secrets: secrets.clone(), functions, stack_tag: tag.to_string() }) })
-        };
-        let (url, trust, answer) = response_catcher().await;
-        let answered = schema::handle(&trust, &request("Create", &url), setup).await.unwrap();
-        assert_eq!(answered.response.status, Status::Failed, "{made}");
-        let reason = answer.await.unwrap().2["Reason"].as_str().unwrap().to_string();
+        let (status, reason, cause) = deploy_one_login(&db, &secrets, "booking_api", &username, tag, "Create").await;
+        assert_eq!(status, Status::Failed, "{made}");
         assert!(!reason.contains("a-long-enough-password"), "{reason}");
-        assert!(answered.cause.unwrap().contains("not a function's login"), "{made}");
+        assert!(cause.unwrap().contains("not a function's login"), "{made}");
         let has_password: bool = admin
             .query_one("SELECT rolpassword IS NOT NULL FROM pg_authid WHERE rolname = $1", &[&username])
             .await
@@ -481,22 +482,8 @@ async fn a_login_made_before_v19_in_the_operators_role_is_moved_to_its_functions
     let username = format!("outbox_sweeper_{tag}");
     let admin = db.pool.get().await.unwrap();
     admin.batch_execute(&format!("CREATE ROLE {username} LOGIN IN ROLE booking_app")).await.unwrap();
-    let created = secrets
-        .create_secret()
-        .name(format!("legacy-{username}"))
-        .secret_string(json!({"username": username, "password": "a-long-enough-password"}).to_string())
-        .send()
-        .await
-        .unwrap();
-    let functions = vec![LoginSecret { role: "outbox_sweeper", arn: created.arn().unwrap().to_string() }];
-    let setup = || async {
-        let db = DbConfig::from_url(&db.url, 1, Duration::from_secs(5))?;
-        Ok(Setup { db, logins: Some(Logins { secrets: secrets.clone(), functions, stack_tag: tag.to_string() }) })
-    };
-    let (url, trust, answer) = response_catcher().await;
-    let answered = schema::handle(&trust, &request("Update", &url), setup).await.unwrap();
-    assert_eq!(answered.response.status, Status::Success, "{:?}", answered.cause);
-    answer.await.unwrap();
+    let (status, _, cause) = deploy_one_login(&db, &secrets, "outbox_sweeper", &username, tag, "Update").await;
+    assert_eq!(status, Status::Success, "{cause:?}");
     let row = admin
         .query_one(
             "SELECT pg_has_role($1, 'outbox_sweeper', 'MEMBER'), pg_has_role($1, 'booking_app', 'MEMBER')",
