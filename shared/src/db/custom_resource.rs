@@ -280,6 +280,18 @@ where
         0 => "the schema is up to date".to_string(),
         n => format!("applied {n} migration(s): {}", applied.join(", ")),
     };
+    // A rollback (or an older deploy) meets a database ahead of its code:
+    // nothing to apply, and the code runs on it (expand, then contract).
+    let client = pool.get().await.map_err(|e| Failure::Database(e.to_string()))?;
+    let newer = db::ahead_of_this_code(&client).await.map_err(|e| Failure::Database(e.to_string()))?;
+    if !newer.is_empty() {
+        reason = format!(
+            "the database is ahead of this code ({}): nothing applied; this code runs on it (migrations expand, \
+             then contract a release later)",
+            newer.join(", ")
+        );
+    }
+    drop(client);
     if let Some(logins) = &setup.logins {
         let client = pool.get().await.map_err(|e| Failure::Database(e.to_string()))?;
         for login in &logins.functions {

@@ -28,7 +28,7 @@ mod stored;
 pub use deadpool_postgres::{Object as Client, Pool as DbPool, PoolError};
 pub use error::{DbError, DbResult};
 pub use listen::{Connector, Listener};
-pub use migrate::{migrate, migrate_to, migrate_with, MigrateError};
+pub use migrate::{ahead_of_this_code, migrate, migrate_to, migrate_with, MigrateError};
 pub use refinery::Target as MigrationTarget;
 pub use stored::UnknownValue;
 

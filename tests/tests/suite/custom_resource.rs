@@ -493,3 +493,44 @@ async fn a_login_made_before_v19_in_the_operators_role_is_moved_to_its_functions
         .unwrap();
     assert_eq!((row.get::<_, bool>(0), row.get::<_, bool>(1)), (true, false), "moved, not widened");
 }
+
+/// Issue 38, item 8: a deploy applied a migration this code does not know
+/// (as one release later would), then CloudFormation rolls the stack back
+/// and sends the older code's custom resource an Update. It answers
+/// SUCCESS, applies nothing and says why: the rollback completes instead
+/// of ending UPDATE_ROLLBACK_FAILED. A database that lacks one of this
+/// code's migrations besides is still refused.
+#[tokio::test]
+async fn a_rollback_to_older_code_on_a_newer_schema_succeeds_and_applies_nothing() {
+    let db = TestDb::create().await;
+    let admin = db.pool.get().await.unwrap();
+    admin
+        .batch_execute(
+            "CREATE TABLE from_a_newer_release (x int); \
+             INSERT INTO refinery_schema_history (version, name, applied_on, checksum) \
+             VALUES (9999, 'from_a_newer_release', '2026-12-03T23:00:00Z', '1')",
+        )
+        .await
+        .unwrap();
+    let history = || async {
+        let rows = db.pool.get().await.unwrap().query("SELECT version FROM refinery_schema_history", &[]).await;
+        rows.unwrap().len()
+    };
+    let before = history().await;
+    let setup = || async { Ok(Setup { db: DbConfig::from_url(&db.url, 1, Duration::from_secs(5))?, logins: None }) };
+    let (url, trust, answer) = response_catcher().await;
+    let answered = schema::handle(&trust, &request("Update", &url), setup).await.unwrap();
+    assert_eq!(answered.response.status, Status::Success, "{:?}", answered.cause);
+    let reason = answer.await.unwrap().2["Reason"].as_str().unwrap().to_string();
+    assert!(reason.contains("ahead of this code") && reason.contains("V9999__from_a_newer_release"), "{reason}");
+    assert_eq!(history().await, before, "nothing applied");
+
+    // One of this code's migrations missing besides: not a schema it runs on.
+    admin.batch_execute("DELETE FROM refinery_schema_history WHERE version = 30").await.unwrap();
+    let setup = || async { Ok(Setup { db: DbConfig::from_url(&db.url, 1, Duration::from_secs(5))?, logins: None }) };
+    let (url, trust, answer) = response_catcher().await;
+    let answered = schema::handle(&trust, &request("Update", &url), setup).await.unwrap();
+    assert_eq!(answered.response.status, Status::Failed);
+    answer.await.unwrap();
+    assert!(answered.cause.unwrap().contains("lacks V30"), "refused, naming the gap");
+}
