@@ -78,12 +78,12 @@ async fn run_locked(
     target: refinery::Target,
     limits: &RoleLimits,
 ) -> Result<Vec<String>, MigrateError> {
-    let newer = ahead_of_this_code(&**client).await?;
+    let newer = ahead_of_this_code(client).await?;
     let runner = embedded::migrations::runner().set_abort_divergent(true).set_target(target);
     let runner = if newer.is_empty() {
         runner
     } else {
-        let applied = applied_versions(&**client).await?;
+        let applied = applied_versions(client).await?;
         if let Some(missing) = runner.get_migrations().iter().map(|m| m.version()).find(|v| !applied.contains(v)) {
             return Err(MigrateError::Gap { newer: newer.join(", "), missing });
         }
