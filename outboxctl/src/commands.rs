@@ -13,15 +13,69 @@ use shared::outbox::EventStatus;
 use shared::relay::{status, sweeper, SweeperConfig};
 use uuid::Uuid;
 
-#[derive(Clone, Copy)]
-pub struct Output {
-    pub json: bool,
+/// Where a command's output goes: stdout (the CLI) or a buffer (the
+/// operator function, which returns it).
+#[derive(Default)]
+pub struct Sink {
+    buffer: Option<std::sync::Mutex<String>>,
+    notes: std::sync::Mutex<Vec<String>>,
 }
 
-impl Output {
+impl Sink {
+    pub fn stdout() -> Self {
+        Self::default()
+    }
+
+    pub fn buffer() -> Self {
+        Self { buffer: Some(Default::default()), ..Self::default() }
+    }
+
+    /// The notes beside the output (stderr on a shell), of a buffer.
+    pub fn take_notes(&self) -> Vec<String> {
+        std::mem::take(&mut *self.notes.lock().expect("not poisoned"))
+    }
+
+    /// What was written to a buffer.
+    pub fn take(&self) -> String {
+        self.buffer.as_ref().map(|b| std::mem::take(&mut *b.lock().expect("not poisoned"))).unwrap_or_default()
+    }
+}
+
+/// One line to the command's output.
+macro_rules! outln {
+    ($out:expr) => { $out.line(String::new()) };
+    ($out:expr, $($arg:tt)*) => { $out.line(format!($($arg)*)) };
+}
+
+#[derive(Clone, Copy)]
+pub struct Output<'a> {
+    pub json: bool,
+    pub sink: &'a Sink,
+}
+
+impl Output<'_> {
+    fn line(self, line: String) {
+        match &self.sink.buffer {
+            Some(b) => {
+                let mut b = b.lock().expect("not poisoned");
+                b.push_str(&line);
+                b.push('\n');
+            }
+            None => println!("{line}"),
+        }
+    }
+
+    /// A note beside the output, never in it (so `--json` stays JSON).
+    fn note(self, line: String) {
+        match &self.sink.buffer {
+            Some(_) => self.sink.notes.lock().expect("not poisoned").push(line),
+            None => eprintln!("{line}"),
+        }
+    }
+
     fn print<T: Serialize>(self, value: &T, human: impl FnOnce(&T)) {
         if self.json {
-            println!("{}", serde_json::to_string_pretty(value).expect("serialisable"));
+            outln!(self, "{}", serde_json::to_string_pretty(value).expect("serialisable"));
         } else {
             human(value);
         }
@@ -30,31 +84,32 @@ impl Output {
 
 const TIME: &str = "%Y-%m-%dT%H:%M:%SZ";
 
-pub async fn migrate(out: Output, pool: &Pool) -> anyhow::Result<()> {
+pub async fn migrate(out: Output<'_>, pool: &Pool) -> anyhow::Result<()> {
     let limits = shared::db::role_limits::RoleLimits::from_env()?;
     let applied = shared::db::migrate_with(pool, shared::db::MigrationTarget::Latest, &limits).await?;
     out.print(&applied, |a| {
         if a.is_empty() {
-            println!("schema is up to date");
+            outln!(out, "schema is up to date");
         }
         for m in a {
-            println!("applied {m}");
+            outln!(out, "applied {m}");
         }
     });
     Ok(())
 }
 
-pub async fn status(out: Output, client: &Client) -> anyhow::Result<()> {
+pub async fn status(out: Output<'_>, client: &Client) -> anyhow::Result<()> {
     let config = SweeperConfig::from_env()?;
     let s = status::fetch(client, &config).await?;
     out.print(&s, |s| {
         let line = |counts: Vec<String>| counts.join("  ");
-        println!("events:  {}", line(s.events.iter().map(|(k, v)| format!("{k} {v}")).collect()));
+        outln!(out, "events:  {}", line(s.events.iter().map(|(k, v)| format!("{k} {v}")).collect()));
         match s.oldest_due_pending_age_secs {
-            Some(age) => println!("oldest due PENDING event: {age:.1}s old"),
-            None => println!("oldest due PENDING event: none"),
+            Some(age) => outln!(out, "oldest due PENDING event: {age:.1}s old"),
+            None => outln!(out, "oldest due PENDING event: none"),
         }
-        println!(
+        outln!(
+            out,
             "PROCESSING past the sweep timeout ({}s): {}",
             config.stuck_after.as_secs(),
             s.processing_past_sweep_timeout
@@ -67,15 +122,21 @@ pub async fn status(out: Output, client: &Client) -> anyhow::Result<()> {
             SendStatus::Superseded,
             SendStatus::Capped,
         ];
-        println!("sends:   {}", line(sends.iter().map(|k| format!("{k} {}", s.sends[k])).collect()));
+        outln!(out, "sends:   {}", line(sends.iter().map(|k| format!("{k} {}", s.sends[k])).collect()));
         let u = &s.unknown;
-        println!(
+        outln!(
+            out,
             "unknown: awaiting SES's evidence {} (stalled {})  left for an operator {}  \
              (confirmed by SES events: {}, resent on SES's evidence: {})",
-            u.awaiting_evidence, u.evidence_stalled, u.left_for_operator, u.confirmed_by_ses, u.resent_on_evidence
+            u.awaiting_evidence,
+            u.evidence_stalled,
+            u.left_for_operator,
+            u.confirmed_by_ses,
+            u.resent_on_evidence
         );
         match &s.vacuum_horizon.holder {
-            Some(h) => println!(
+            Some(h) => outln!(
+                out,
                 "oldest snapshot (vacuum keeps what it can see): {} {}{}{}, {} transactions old{}",
                 h.kind.replace('_', " "),
                 h.name.as_deref().map(|n| format!("{n:?}")).unwrap_or_else(|| "(unnamed)".into()),
@@ -84,7 +145,7 @@ pub async fn status(out: Output, client: &Client) -> anyhow::Result<()> {
                 h.xmin_age,
                 h.age_secs.map(|a| format!(", for {a:.0}s")).unwrap_or_default(),
             ),
-            None => println!("oldest snapshot (vacuum keeps what it can see): none"),
+            None => outln!(out, "oldest snapshot (vacuum keeps what it can see): none"),
         }
     });
     Ok(())
@@ -116,14 +177,15 @@ impl From<&events::StoredEvent> for DeadEvent {
     }
 }
 
-pub async fn dead_list(out: Output, client: &Client, limit: i64) -> anyhow::Result<()> {
+pub async fn dead_list(out: Output<'_>, client: &Client, limit: i64) -> anyhow::Result<()> {
     let dead: Vec<DeadEvent> = events::list_dead(client, limit).await?.iter().map(DeadEvent::from).collect();
     out.print(&dead, |dead| {
         if dead.is_empty() {
-            println!("no DEAD events");
+            outln!(out, "no DEAD events");
         }
         for d in dead {
-            println!(
+            outln!(
+                out,
                 "{}  {}  booking {}  attempts {}  died {}  {}",
                 d.id,
                 d.event_type,
@@ -147,7 +209,7 @@ struct DeadEventDetail {
     replays: i64,
 }
 
-pub async fn dead_show(out: Output, client: &Client, id: Uuid) -> anyhow::Result<()> {
+pub async fn dead_show(out: Output<'_>, client: &Client, id: Uuid) -> anyhow::Result<()> {
     let event = events::get(client, id)
         .await?
         .filter(|e| e.status == EventStatus::Dead)
@@ -159,18 +221,18 @@ pub async fn dead_show(out: Output, client: &Client, id: Uuid) -> anyhow::Result
         payload: event.payload,
     };
     out.print(&detail, |d| {
-        println!("event      {}", d.event.id);
-        println!("type       {}", d.event.event_type);
-        println!("booking    {}", d.event.booking_id);
-        println!("attempts   {}", d.event.attempts);
-        println!("created    {}", d.event.created_at.to_rfc3339());
-        println!("died       {}", d.event.died_at.to_rfc3339());
-        println!("reason     {}", d.event.last_error.as_deref().unwrap_or("-"));
-        println!("replays    {}", d.replays);
+        outln!(out, "event      {}", d.event.id);
+        outln!(out, "type       {}", d.event.event_type);
+        outln!(out, "booking    {}", d.event.booking_id);
+        outln!(out, "attempts   {}", d.event.attempts);
+        outln!(out, "created    {}", d.event.created_at.to_rfc3339());
+        outln!(out, "died       {}", d.event.died_at.to_rfc3339());
+        outln!(out, "reason     {}", d.event.last_error.as_deref().unwrap_or("-"));
+        outln!(out, "replays    {}", d.replays);
         for (to, status) in &d.sends {
-            println!("send       {to}: {status}");
+            outln!(out, "send       {to}: {status}");
         }
-        println!("payload    {}", d.payload);
+        outln!(out, "payload    {}", d.payload);
     });
     Ok(())
 }
@@ -182,7 +244,7 @@ pub struct ReplayLimits {
 }
 
 pub async fn dead_replay(
-    out: Output,
+    out: Output<'_>,
     client: &mut Client,
     selection: ReplaySelection<'_>,
     who: &str,
@@ -196,12 +258,13 @@ pub async fn dead_replay(
     let superseded = |ids: &[Uuid]| ids.iter().map(Uuid::to_string).collect::<Vec<_>>().join(", ");
     if limits.dry_run {
         out.print(&report, |r| {
-            println!("would replay {} event(s)", r.replayed.len());
+            outln!(out, "would replay {} event(s)", r.replayed.len());
             for id in &r.replayed {
-                println!("{id}");
+                outln!(out, "{id}");
             }
             if !r.superseded.is_empty() {
-                println!(
+                outln!(
+                    out,
                     "would skip {} superseded by a later delivered event of their booking: {}",
                     r.superseded.len(),
                     superseded(&r.superseded)
@@ -229,27 +292,27 @@ pub async fn dead_replay(
     }
     if !report.superseded.is_empty() {
         // On stderr, so --json output stays the list of replayed ids.
-        eprintln!(
+        out.note(format!(
             "skipped {} superseded by a later delivered event of their booking: {}",
             report.superseded.len(),
             superseded(&report.superseded)
-        );
+        ));
     }
     out.print(&report.replayed, |r| {
-        println!("replayed {} event(s)", r.len());
+        outln!(out, "replayed {} event(s)", r.len());
         for id in r {
-            println!("{id}");
+            outln!(out, "{id}");
         }
     });
     Ok(())
 }
 
-pub async fn unknown_list(out: Output, client: &Client, limit: i64, confirmed: bool) -> anyhow::Result<()> {
+pub async fn unknown_list(out: Output<'_>, client: &Client, limit: i64, confirmed: bool) -> anyhow::Result<()> {
     let grace = SweeperConfig::from_env()?.feedback.grace;
     let list = unknown::list(client, grace, confirmed, limit).await?;
     out.print(&list, |list| {
         if list.is_empty() {
-            println!("no sends with an unknown outcome");
+            outln!(out, "no sends with an unknown outcome");
         }
         for s in list {
             let why = match (&s.left_for_operator, &s.resent) {
@@ -257,7 +320,8 @@ pub async fn unknown_list(out: Output, client: &Client, limit: i64, confirmed: b
                 (None, Some((at, _))) => format!("resent {}", at.format(TIME)),
                 _ => s.last_error.clone().unwrap_or_else(|| s.status.to_string()),
             };
-            println!(
+            outln!(
+                out,
                 "{}  {}  {}  event {}  claimed {}  {}  ({why})",
                 s.id,
                 s.recipient,
@@ -269,7 +333,8 @@ pub async fn unknown_list(out: Output, client: &Client, limit: i64, confirmed: b
         }
         let left = list.iter().filter(|s| s.confirmation == Confirmation::LeftForOperator).count();
         if left > 0 {
-            println!(
+            outln!(
+                out,
                 "{left} left for an operator: `outboxctl unknown resend ID` resends one (those SES's events \
                  moved past: `outboxctl unknown resend --unconfirmed`)"
             );
@@ -278,16 +343,16 @@ pub async fn unknown_list(out: Output, client: &Client, limit: i64, confirmed: b
     Ok(())
 }
 
-pub async fn unknown_resend(out: Output, client: &mut Client, id: Uuid, who: &str) -> anyhow::Result<()> {
+pub async fn unknown_resend(out: Output<'_>, client: &mut Client, id: Uuid, who: &str) -> anyhow::Result<()> {
     let event = unknown::resend(client, id, unknown::Decision::Operator(who)).await?;
     out.print(&serde_json::json!({"send_id": id, "event_id": event, "decided_by": who}), |_| {
-        println!("send {id} will be re-sent: event {event} is PENDING again (decision recorded for {who})");
+        outln!(out, "send {id} will be re-sent: event {event} is PENDING again (decision recorded for {who})");
     });
     Ok(())
 }
 
 pub async fn unknown_resend_unconfirmed(
-    out: Output,
+    out: Output<'_>,
     client: &mut Client,
     who: &str,
     limits: ReplayLimits,
@@ -296,52 +361,53 @@ pub async fn unknown_resend_unconfirmed(
     let report = unknown::resend_left(client, grace, who, limits.max, limits.dry_run).await?;
     let verb = if limits.dry_run { "would resend" } else { "resending" };
     out.print(&report, |r| {
-        println!(
+        outln!(
+            out,
             "{verb} {} send(s) left for an operator that SES's events moved past at least {}s ago",
             r.resent.len(),
             grace.as_secs()
         );
         for (send, event) in &r.resent {
-            println!("{send}  event {event}");
+            outln!(out, "{send}  event {event}");
         }
         for (send, why) in &r.skipped {
-            println!("skipped {send}: {why}");
+            outln!(out, "skipped {send}: {why}");
         }
     });
     Ok(())
 }
 
-pub async fn suppression_list(out: Output, client: &Client, limit: i64) -> anyhow::Result<()> {
+pub async fn suppression_list(out: Output<'_>, client: &Client, limit: i64) -> anyhow::Result<()> {
     let list = feedback::suppressions(client, limit).await?;
     out.print(&list, |list| {
         if list.is_empty() {
-            println!("no suppressed addresses");
+            outln!(out, "no suppressed addresses");
         }
         for s in list {
-            println!("{}  {}  since {}", s.email, s.reason, s.created_at.format(TIME));
+            outln!(out, "{}  {}  since {}", s.email, s.reason, s.created_at.format(TIME));
         }
     });
     Ok(())
 }
 
-pub async fn suppression_remove(out: Output, client: &Client, email: &str, who: &str) -> anyhow::Result<()> {
+pub async fn suppression_remove(out: Output<'_>, client: &Client, email: &str, who: &str) -> anyhow::Result<()> {
     let removed =
         feedback::unsuppress(client, email, who).await?.ok_or_else(|| anyhow!("{email} is not suppressed"))?;
-    out.print(&removed, |s| println!("{} may be mailed again (was: {})", s.email, s.reason));
+    out.print(&removed, |s| outln!(out, "{} may be mailed again (was: {})", s.email, s.reason));
     Ok(())
 }
 
-pub async fn sweep(out: Output, client: &Client, dry_run: bool) -> anyhow::Result<()> {
+pub async fn sweep(out: Output<'_>, client: &Client, dry_run: bool) -> anyhow::Result<()> {
     let config = SweeperConfig::from_env()?;
     let rows = sweeper::sweep_once(client, &config, dry_run).await?;
     out.print(&rows, |rows| {
         let verb = if dry_run { "would move" } else { "moved" };
         if rows.is_empty() {
-            println!("nothing is stuck in PROCESSING past {}s", config.stuck_after.as_secs());
+            outln!(out, "nothing is stuck in PROCESSING past {}s", config.stuck_after.as_secs());
         }
         for r in rows {
             let worker = r.locked_by.as_deref().unwrap_or("?");
-            println!("{verb} {} to {} (attempts {}, worker {worker})", r.id, r.to, r.attempts);
+            outln!(out, "{verb} {} to {} (attempts {}, worker {worker})", r.id, r.to, r.attempts);
         }
     });
     Ok(())

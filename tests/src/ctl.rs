@@ -1,5 +1,5 @@
 //! `outboxctl` as an operator runs it: a real process (`OUTBOXCTL_BIN`,
-//! built by scripts/test.sh) against a test database.
+//! built by scripts/test.sh) against a test database, as an operator's login.
 
 use serde_json::Value;
 
@@ -34,8 +34,11 @@ pub fn ctl_with_url(url: &str, args: &[&str]) -> Out {
     }
 }
 
-pub fn ctl(db: &TestDb, args: &[&str]) -> Out {
-    ctl_with_url(&db.url, args)
+/// outboxctl as operators run it: logged in as a member of
+/// `outbox_operator` (V31), so that every command the suite runs proves the
+/// role's grants are enough. `migrate` needs the owner: [`ctl_with_url`].
+pub async fn ctl(db: &TestDb, args: &[&str]) -> Out {
+    ctl_with_url(&db.role_url("outbox_operator").await, args)
 }
 
 pub fn assert_one_line_error(out: &Out, code: i32, needle: &str) {

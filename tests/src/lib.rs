@@ -102,22 +102,41 @@ impl TestDb {
         Self { name, url, pool, admin_url }
     }
 
-    /// A pool of a fresh login role that is a member of `booking_app`, the
-    /// operators' role (outboxctl), not the schema owner.
-    pub async fn app_role_pool(&self) -> Pool {
-        self.role_pool("booking_app").await
+    /// A pool of a fresh login role that is a member of `outbox_operator`,
+    /// the operators' role (outboxctl, the operator function), not the
+    /// schema owner.
+    pub async fn operator_pool(&self) -> Pool {
+        self.role_pool("outbox_operator").await
     }
 
     /// A pool of a fresh login role that is a member of `role` (a
     /// function's own: `booking_api`, `outbox_poller`, `outbox_sweeper`,
     /// `ses_events`), as that function connects in production.
     pub async fn role_pool(&self, role: &str) -> Pool {
-        let login = format!("app_{}", &uuid::Uuid::new_v4().simple().to_string()[..12]);
-        let admin = self.pool.get().await.unwrap();
-        admin.batch_execute(&format!("CREATE ROLE {login} LOGIN IN ROLE {role}")).await.unwrap();
+        let login = self.login_in(role).await;
         let mut cfg = DbConfig::from_url(&self.url, 16, Duration::from_secs(5)).unwrap();
         cfg.pg.user(&login);
         cfg.build_pool().unwrap()
+    }
+
+    /// A URL of this database that logs in as a fresh login in `role`
+    /// (for a process: outboxctl as an operator runs it).
+    pub async fn role_url(&self, role: &str) -> String {
+        let login = self.login_in(role).await;
+        let scheme_end = self.url.find("://").map(|i| i + 3).expect("a postgres:// URL");
+        let rest = &self.url[scheme_end..];
+        let host = rest
+            .find('@')
+            .filter(|at| rest.find('/').is_none_or(|slash| at < &slash))
+            .map_or(rest, |at| &rest[at + 1..]);
+        format!("{}{login}@{host}", &self.url[..scheme_end])
+    }
+
+    async fn login_in(&self, role: &str) -> String {
+        let login = format!("app_{}", &uuid::Uuid::new_v4().simple().to_string()[..12]);
+        let admin = self.pool.get().await.unwrap();
+        admin.batch_execute(&format!("CREATE ROLE {login} LOGIN IN ROLE {role}")).await.unwrap();
+        login
     }
 
     pub fn pool_for(url: &str, size: usize) -> Pool {

@@ -20,8 +20,8 @@
 //! unless it is a plain login: not a superuser nor able to create roles or
 //! databases, a member of no role but the function's, with no members, and
 //! owning nothing and granted nothing directly in any database. A login
-//! made before V19 in the operators' role (`booking_app`, whose rights are
-//! far wider than a function's) is moved out of it into its function's. On Delete
+//! made before V19 in the application's first role (`booking_app`, whose
+//! rights are far wider than a function's) is moved out of it into its function's. On Delete
 //! the logins are kept, like the schema.
 
 use deadpool_postgres::GenericClient;
@@ -31,10 +31,13 @@ use super::{DbConfig, DbError};
 use crate::config::settings as S;
 use crate::config::ConfigError;
 
-/// The role of each function (V19), each granted only what it runs.
-pub const FUNCTION_ROLES: [&str; 4] = ["booking_api", "outbox_poller", "outbox_sweeper", "ses_events"];
-/// The operators' role (V5; outboxctl), and the role of logins made before V19.
-pub const OPERATOR_ROLE: &str = "booking_app";
+/// The role of each function (V19; the operator function's, V31), each
+/// granted only what it runs.
+pub const FUNCTION_ROLES: [&str; 5] =
+    ["booking_api", "outbox_poller", "outbox_sweeper", "ses_events", "outbox_operator"];
+/// The application's first role (V5), whose rights are far wider than any
+/// function's: the role of the functions' logins made before V19.
+pub const LEGACY_ROLE: &str = "booking_app";
 
 /// A function's secret: the role its login joins, and the secret's ARN.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -187,9 +190,9 @@ pub async fn ensure(
                FROM pg_roles r WHERE r.rolname = $1",
             &[
                 &username,
-                &FUNCTION_ROLES.iter().chain([&OPERATOR_ROLE]).copied().collect::<Vec<_>>(),
+                &FUNCTION_ROLES.iter().chain([&LEGACY_ROLE]).copied().collect::<Vec<_>>(),
                 &role,
-                &OPERATOR_ROLE,
+                &LEGACY_ROLE,
             ],
         )
         .await
@@ -210,14 +213,14 @@ pub async fn ensure(
         )
         .await?;
         quoted(client, "SELECT format('GRANT %I TO %I', $1::text, $2::text)", &[&role, &username]).await?;
-        // Before V19 each function's login was made in the operators' role
-        // (V5), whose rights are far wider than any function's: migrated.
-        if member_of(client, username, OPERATOR_ROLE).await? {
-            quoted(client, "SELECT format('REVOKE %I FROM %I', $1::text, $2::text)", &[&OPERATOR_ROLE, &username])
+        // Before V19 each function's login was made in the application's
+        // first role (V5), whose rights are far wider than any function's: migrated.
+        if member_of(client, username, LEGACY_ROLE).await? {
+            quoted(client, "SELECT format('REVOKE %I FROM %I', $1::text, $2::text)", &[&LEGACY_ROLE, &username])
                 .await?;
             tracing::warn!(
                 login = username,
-                from = OPERATOR_ROLE,
+                from = LEGACY_ROLE,
                 to = role,
                 "a login made before V19 moved to its function's role"
             );

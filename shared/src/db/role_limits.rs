@@ -43,9 +43,10 @@ impl RoleLimits {
     }
 }
 
-/// The functions' roles and the operators' ([`logins`](super::logins)).
+/// The functions' roles (the operator function's too) and the legacy
+/// application role ([`logins`](super::logins)).
 fn app_roles() -> Vec<&'static str> {
-    super::logins::FUNCTION_ROLES.iter().copied().chain([super::logins::OPERATOR_ROLE]).collect()
+    super::logins::FUNCTION_ROLES.iter().copied().chain([super::logins::LEGACY_ROLE]).collect()
 }
 
 /// Sets the limits on `booking_app`, each function's role, and every role

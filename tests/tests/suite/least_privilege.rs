@@ -1,7 +1,7 @@
 //! Each function's database role (V19: `booking_api`, `outbox_poller`,
 //! `outbox_sweeper`, `ses_events`) runs everything its function does and
-//! nothing it does not; the operators' role (`booking_app`, V5) runs every
-//! outboxctl command; none can change the schema.
+//! nothing it does not; the operators' role (`outbox_operator`, V31) runs
+//! every outboxctl command; none can change the schema.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -22,7 +22,7 @@ use tokio_postgres::error::SqlState;
 #[tokio::test]
 async fn each_function_runs_as_its_own_role_and_the_operators_as_theirs() {
     let db = TestDb::create().await;
-    let pool = db.app_role_pool().await;
+    let pool = db.operator_pool().await;
     let who: String = pool.get().await.unwrap().query_one("SELECT current_user", &[]).await.unwrap().get(0);
     assert!(who.starts_with("app_"), "connected as the app role, not the owner: {who}");
     let (api_pool, poller_pool) = (db.role_pool("booking_api").await, db.role_pool("outbox_poller").await);
@@ -94,7 +94,7 @@ async fn each_function_runs_as_its_own_role_and_the_operators_as_theirs() {
 #[tokio::test]
 async fn the_sweeper_resends_on_ses_evidence_and_operators_manage_suppressions_each_as_its_role() {
     let db = TestDb::create().await;
-    let pool = db.app_role_pool().await;
+    let pool = db.operator_pool().await;
     let api = TestApi { api: Api::new(db.role_pool("booking_api").await, Faults::none(), test_config()) };
     assert_eq!(api.post("/bookings", BOB, &booking_body(9)).await.status, 201);
     let mailer = Arc::new(RecordingMailer::new());
@@ -160,7 +160,7 @@ async fn the_sweeper_resends_on_ses_evidence_and_operators_manage_suppressions_e
 #[tokio::test]
 async fn no_app_role_can_create_alter_drop_or_truncate() {
     let db = TestDb::create().await;
-    for role in ["booking_app", "booking_api", "outbox_poller", "outbox_sweeper", "ses_events"] {
+    for role in ["booking_app", "booking_api", "outbox_poller", "outbox_sweeper", "ses_events", "outbox_operator"] {
         let client = db.role_pool(role).await.get().await.unwrap();
         for ddl in [
             "CREATE TABLE evil (id int)",
@@ -203,7 +203,7 @@ const INSERT_SUPPRESSION: &str =
 #[tokio::test]
 async fn each_function_role_is_refused_what_its_function_never_does() {
     let db = TestDb::create().await;
-    let cases: [(&str, &[&str]); 4] = [
+    let cases: [(&str, &[&str]); 5] = [
         (
             "booking_api",
             &[
@@ -248,6 +248,20 @@ async fn each_function_role_is_refused_what_its_function_never_does() {
                 INSERT_SEND,
             ],
         ),
+        (
+            "outbox_operator",
+            &[
+                "SELECT * FROM bookings",
+                INSERT_EVENT,
+                INSERT_SEND,
+                INSERT_SUPPRESSION,
+                "UPDATE outbox_events SET payload = '{}'",
+                "UPDATE booking_notification_sends SET recipient_email = 'x@example.com'",
+                "DELETE FROM outbox_events",
+                "SELECT * FROM idempotency_keys",
+                "SELECT * FROM send_rate",
+            ],
+        ),
     ];
     for (role, statements) in cases {
         let client = db.role_pool(role).await.get().await.unwrap();
@@ -263,7 +277,7 @@ async fn the_app_roles_timeouts_end_an_idle_in_transaction_session_and_a_runaway
     let db = TestDb::create().await;
     // A login role created after the first migration, as operators add one:
     // the next migration run sets it too, in this database only.
-    let app = db.app_role_pool().await;
+    let app = db.operator_pool().await;
     let limits = RoleLimits {
         statement_timeout: Duration::from_millis(300),
         idle_in_transaction_timeout: Duration::from_millis(500),
@@ -321,7 +335,8 @@ async fn the_ses_events_role_records_feedback_confirms_and_suppresses() {
 /// Each privilege (in display order) and its columns (none: the whole object).
 type Privileges = std::collections::BTreeMap<(usize, String), Vec<String>>;
 
-const ROLES: [&str; 5] = ["booking_api", "outbox_poller", "outbox_sweeper", "ses_events", "booking_app"];
+const ROLES: [&str; 6] =
+    ["booking_api", "outbox_poller", "outbox_sweeper", "ses_events", "outbox_operator", "booking_app"];
 
 /// Every grant each role holds in this database, read back from the
 /// catalog: `(role, object, privileges)`, privileges as `SELECT, UPDATE

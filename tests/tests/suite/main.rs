@@ -21,6 +21,7 @@ mod notification_status;
 mod observability;
 mod old_news;
 mod openapi;
+mod operator;
 mod outbox_poller;
 mod outbox_scenarios;
 mod outboxctl;

@@ -119,7 +119,7 @@ async fn crash_after_claim_costs_only_the_sends_in_flight_not_the_claim_group() 
         "{counts:?}"
     );
     // Not lost silently: an operator sees each of them.
-    let listed = outbox_tests::ctl::ctl(&db, &["unknown", "list", "--json"]).json();
+    let listed = outbox_tests::ctl::ctl(&db, &["unknown", "list", "--json"]).await.json();
     assert_eq!(listed.as_array().unwrap().len(), 2, "{listed}");
 }
 

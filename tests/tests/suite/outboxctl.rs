@@ -43,7 +43,7 @@ async fn dead_id(db: &TestDb) -> String {
 #[tokio::test]
 async fn status_reports_lag_stuck_rows_dead_letters_and_send_outcomes() {
     let (db, _) = seeded().await;
-    let out = ctl(&db, &["status", "--json"]);
+    let out = ctl(&db, &["status", "--json"]).await;
     assert_eq!(out.code, 0, "{}", out.stderr);
     let s = out.json();
     assert_eq!(s["events"]["DONE"], 2);
@@ -57,7 +57,7 @@ async fn status_reports_lag_stuck_rows_dead_letters_and_send_outcomes() {
     assert_eq!(s["sends"]["UNKNOWN"], 1);
     assert_eq!(s["sends"]["FAILED"], 0);
 
-    let human = ctl(&db, &["status"]);
+    let human = ctl(&db, &["status"]).await;
     assert_eq!(human.code, 0);
     assert!(human.stdout.contains("events:  PENDING 0  PROCESSING 1  DONE 2  DEAD 1"), "{}", human.stdout);
     assert!(human.stdout.contains("PROCESSING past the sweep timeout (300s): 1"));
@@ -65,7 +65,7 @@ async fn status_reports_lag_stuck_rows_dead_letters_and_send_outcomes() {
 
     // A due PENDING event shows up as lag.
     create_booking(&db, 9, &["gus@example.com"]).await;
-    let s = ctl(&db, &["status", "--json"]).json();
+    let s = ctl(&db, &["status", "--json"]).await.json();
     assert!(s["oldest_due_pending_age_secs"].as_f64().unwrap() >= 0.0);
 }
 
@@ -73,18 +73,18 @@ async fn status_reports_lag_stuck_rows_dead_letters_and_send_outcomes() {
 async fn dead_list_and_show_explain_what_died_and_why() {
     let (db, _) = seeded().await;
     let id = dead_id(&db).await;
-    let list = ctl(&db, &["dead", "list", "--json"]).json();
+    let list = ctl(&db, &["dead", "list", "--json"]).await.json();
     assert_eq!(list.as_array().unwrap().len(), 1);
     assert_eq!(list[0]["id"], id);
     assert_eq!(list[0]["last_error"], "attempts exhausted (2): Throttling");
-    let human = ctl(&db, &["dead", "list"]);
+    let human = ctl(&db, &["dead", "list"]).await;
     assert!(human.stdout.contains(&id) && human.stdout.contains("attempts exhausted (2): Throttling"));
 
-    let show = ctl(&db, &["dead", "show", &id, "--json"]).json();
+    let show = ctl(&db, &["dead", "show", &id, "--json"]).await.json();
     assert_eq!(show["event_type"], "BOOKING_CONFIRMED");
     assert_eq!(show["sends"], serde_json::json!([["alice@example.com", "SENT"]]));
     assert_eq!(show["payload"]["booking"]["title"], "Meeting 2");
-    let missing = ctl(&db, &["dead", "show", &uuid::Uuid::now_v7().to_string()]);
+    let missing = ctl(&db, &["dead", "show", &uuid::Uuid::now_v7().to_string()]).await;
     assert_one_line_error(&missing, 1, "no DEAD event with id");
 }
 
@@ -93,7 +93,7 @@ async fn replay_of_a_dead_event_delivers_once_to_each_recipient_not_yet_delivere
     let (db, mailer) = seeded().await;
     let id = dead_id(&db).await;
     let before = mailer.count();
-    let out = ctl(&db, &["dead", "replay", &id]);
+    let out = ctl(&db, &["dead", "replay", &id]).await;
     assert_eq!(out.code, 0, "{}", out.stderr);
     assert!(out.stdout.contains("replayed 1 event(s)"));
     let (status, attempts, last_error) = event_status(&db, id.parse().unwrap()).await;
@@ -113,7 +113,7 @@ async fn replay_never_touches_an_event_that_is_not_dead() {
     let (db, _) = seeded().await;
     let done: uuid::Uuid = db.scalar("SELECT id FROM outbox_events WHERE status = 'DONE' LIMIT 1").await;
     let unknown = uuid::Uuid::now_v7();
-    let out = ctl(&db, &["dead", "replay", &done.to_string(), &unknown.to_string()]);
+    let out = ctl(&db, &["dead", "replay", &done.to_string(), &unknown.to_string()]).await;
     assert_one_line_error(&out, 1, &format!("{done} is DONE, not DEAD"));
     assert!(out.stderr.contains(&format!("{unknown} does not exist")));
     assert_eq!(event_status(&db, done).await.0, EventStatus::Done);
@@ -123,12 +123,12 @@ async fn replay_never_touches_an_event_that_is_not_dead() {
 #[tokio::test]
 async fn replay_all_filters_by_type_and_time() {
     let (db, _) = seeded().await;
-    let none = ctl(&db, &["dead", "replay", "--all", "--yes", "--type", "BOOKING_CANCELLED", "--json"]);
+    let none = ctl(&db, &["dead", "replay", "--all", "--yes", "--type", "BOOKING_CANCELLED", "--json"]).await;
     assert_eq!(none.code, 0, "{}", none.stderr);
     assert_eq!(none.json(), serde_json::json!([]));
-    let later = ctl(&db, &["dead", "replay", "--all", "--yes", "--since", "2099-01-01T00:00:00Z", "--json"]);
+    let later = ctl(&db, &["dead", "replay", "--all", "--yes", "--since", "2099-01-01T00:00:00Z", "--json"]).await;
     assert_eq!(later.json(), serde_json::json!([]));
-    let all = ctl(&db, &["dead", "replay", "--all", "--yes", "--type", "BOOKING_CONFIRMED", "--json"]);
+    let all = ctl(&db, &["dead", "replay", "--all", "--yes", "--type", "BOOKING_CONFIRMED", "--json"]).await;
     assert_eq!(all.json().as_array().unwrap().len(), 1);
     assert_eq!(event_counts(&db).await[&EventStatus::Dead], 0);
 }
@@ -136,18 +136,18 @@ async fn replay_all_filters_by_type_and_time() {
 #[tokio::test]
 async fn unknown_list_shows_possibly_lost_emails_and_resend_needs_the_explicit_flag() {
     let (db, mailer) = seeded().await;
-    let list = ctl(&db, &["unknown", "list", "--json"]).json();
+    let list = ctl(&db, &["unknown", "list", "--json"]).await.json();
     assert_eq!(list.as_array().unwrap().len(), 1);
     assert_eq!(list[0]["recipient"], "erin@example.com");
     assert_eq!(list[0]["status"], "UNKNOWN");
     let send_id = list[0]["id"].as_str().unwrap().to_string();
 
-    let refused = ctl(&db, &["unknown", "resend", &send_id]);
+    let refused = ctl(&db, &["unknown", "resend", &send_id]).await;
     assert_one_line_error(&refused, 2, "--yes-i-accept-a-possible-duplicate");
     assert_eq!(db.count("notification_resends").await, 0, "nothing changed");
 
     let before = mailer.count();
-    let ok = ctl(&db, &["unknown", "resend", &send_id, "--yes-i-accept-a-possible-duplicate"]);
+    let ok = ctl(&db, &["unknown", "resend", &send_id, "--yes-i-accept-a-possible-duplicate"]).await;
     assert_eq!(ok.code, 0, "{}", ok.stderr);
     assert!(ok.stdout.contains("will be re-sent"));
     let decided: String = db.scalar("SELECT decided_by FROM notification_resends").await;
@@ -155,11 +155,11 @@ async fn unknown_list_shows_possibly_lost_emails_and_resend_needs_the_explicit_f
     poller(&db, mailer.clone(), PollerConfig::for_tests("after-resend")).drain().await.unwrap();
     let new: Vec<String> = mailer.deliveries()[before..].iter().map(|d| d.recipient.clone()).collect();
     assert_eq!(new, vec!["erin@example.com"]);
-    assert!(ctl(&db, &["unknown", "list", "--json"]).json().as_array().unwrap().is_empty());
+    assert!(ctl(&db, &["unknown", "list", "--json"]).await.json().as_array().unwrap().is_empty());
 
     // Resending a send that is SENT is refused.
     let sent: uuid::Uuid = db.scalar("SELECT id FROM booking_notification_sends WHERE status = 'SENT' LIMIT 1").await;
-    let out = ctl(&db, &["unknown", "resend", &sent.to_string(), "--yes-i-accept-a-possible-duplicate"]);
+    let out = ctl(&db, &["unknown", "resend", &sent.to_string(), "--yes-i-accept-a-possible-duplicate"]).await;
     assert_one_line_error(&out, 1, "is SENT; only UNKNOWN");
 }
 
@@ -167,7 +167,7 @@ async fn unknown_list_shows_possibly_lost_emails_and_resend_needs_the_explicit_f
 async fn sweep_dry_run_shows_what_the_sweeper_would_do_without_doing_it() {
     let (db, _) = seeded().await;
     let stuck: uuid::Uuid = db.scalar("SELECT id FROM outbox_events WHERE status = 'PROCESSING'").await;
-    let dry = ctl(&db, &["sweep", "--dry-run"]);
+    let dry = ctl(&db, &["sweep", "--dry-run"]).await;
     assert_eq!(dry.code, 0, "{}", dry.stderr);
     assert!(
         dry.stdout.contains(&format!("would move {stuck} to PENDING (attempts 1, worker dead-worker)")),
@@ -175,7 +175,7 @@ async fn sweep_dry_run_shows_what_the_sweeper_would_do_without_doing_it() {
         dry.stdout
     );
     assert_eq!(event_status(&db, stuck).await.0, EventStatus::Processing, "dry run changed nothing");
-    let real = ctl(&db, &["sweep", "--json"]).json();
+    let real = ctl(&db, &["sweep", "--json"]).await.json();
     assert_eq!(real[0]["to"], "PENDING");
     assert_eq!(event_status(&db, stuck).await.0, EventStatus::Pending);
 }
@@ -183,26 +183,26 @@ async fn sweep_dry_run_shows_what_the_sweeper_would_do_without_doing_it() {
 #[tokio::test]
 async fn migrate_applies_once_then_reports_up_to_date() {
     let db = TestDb::create_unmigrated().await;
-    let first = ctl(&db, &["migrate"]);
+    let first = ctl_with_url(&db.url, &["migrate"]);
     assert_eq!(first.code, 0, "{}", first.stderr);
     assert!(first.stdout.contains("applied V1__bookings_and_outbox"), "{}", first.stdout);
-    assert_eq!(ctl(&db, &["migrate"]).stdout.trim(), "schema is up to date");
+    assert_eq!(ctl_with_url(&db.url, &["migrate"]).stdout.trim(), "schema is up to date");
 }
 
 #[tokio::test]
 async fn wrong_arguments_and_an_unreachable_database_give_one_line_errors() {
     let db = TestDb::create().await;
-    assert_one_line_error(&ctl(&db, &["frobnicate"]), 2, "unrecognized subcommand");
-    assert_one_line_error(&ctl(&db, &["dead", "show", "not-a-uuid"]), 2, "invalid value 'not-a-uuid'");
-    assert_one_line_error(&ctl(&db, &["dead", "replay"]), 2, "required");
-    assert_one_line_error(&ctl(&db, &["dead", "replay", "--all", "--type", "NOPE"]), 2, "unknown event type");
-    assert_one_line_error(&ctl(&db, &["dead", "replay", "--all", "--since", "yesterday"]), 2, "RFC 3339");
+    assert_one_line_error(&ctl(&db, &["frobnicate"]).await, 2, "unrecognized subcommand");
+    assert_one_line_error(&ctl(&db, &["dead", "show", "not-a-uuid"]).await, 2, "invalid value 'not-a-uuid'");
+    assert_one_line_error(&ctl(&db, &["dead", "replay"]).await, 2, "required");
+    assert_one_line_error(&ctl(&db, &["dead", "replay", "--all", "--type", "NOPE"]).await, 2, "unknown event type");
+    assert_one_line_error(&ctl(&db, &["dead", "replay", "--all", "--since", "yesterday"]).await, 2, "RFC 3339");
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     let out = ctl_with_url(&format!("postgres://postgres@127.0.0.1:{port}/x"), &["status"]);
     assert_one_line_error(&out, 1, "cannot connect to the database");
     let out = ctl_with_url("not a url at all", &["status"]);
     assert_one_line_error(&out, 1, "DATABASE_URL cannot be parsed");
-    let help = ctl(&db, &["--help"]);
+    let help = ctl(&db, &["--help"]).await;
     assert_eq!(help.code, 0);
     assert!(help.stdout.contains("dead") && help.stdout.contains("unknown") && help.stdout.contains("sweep"));
 }
@@ -211,18 +211,18 @@ async fn wrong_arguments_and_an_unreachable_database_give_one_line_errors() {
 async fn replay_all_needs_confirmation_shows_a_dry_run_and_has_a_cap() {
     let (db, _) = seeded().await;
     let id = dead_id(&db).await;
-    assert_one_line_error(&ctl(&db, &["dead", "replay", "--all"]), 2, "needs --yes");
-    let dry = ctl(&db, &["dead", "replay", "--all", "--dry-run", "--json"]);
+    assert_one_line_error(&ctl(&db, &["dead", "replay", "--all"]).await, 2, "needs --yes");
+    let dry = ctl(&db, &["dead", "replay", "--all", "--dry-run", "--json"]).await;
     assert_eq!(dry.code, 0, "{}", dry.stderr);
     assert_eq!(dry.json()["replayed"], serde_json::json!([id]));
-    let human = ctl(&db, &["dead", "replay", "--all", "--dry-run"]);
+    let human = ctl(&db, &["dead", "replay", "--all", "--dry-run"]).await;
     assert!(human.stdout.contains("would replay 1 event(s)") && human.stdout.contains(&id), "{}", human.stdout);
     assert_eq!(event_status(&db, id.parse().unwrap()).await.0, EventStatus::Dead, "a dry run changes nothing");
     assert_eq!(db.count("outbox_replays").await, 0);
-    let capped = ctl(&db, &["dead", "replay", "--all", "--yes", "--max", "0"]);
+    let capped = ctl(&db, &["dead", "replay", "--all", "--yes", "--max", "0"]).await;
     assert_one_line_error(&capped, 1, "1 DEAD events match, more than the cap of 0");
     assert_eq!(event_status(&db, id.parse().unwrap()).await.0, EventStatus::Dead, "refused whole");
-    let ok = ctl(&db, &["dead", "replay", "--all", "--yes"]);
+    let ok = ctl(&db, &["dead", "replay", "--all", "--yes"]).await;
     assert_eq!(ok.code, 0, "{}", ok.stderr);
     assert_eq!(event_status(&db, id.parse().unwrap()).await.0, EventStatus::Pending);
 }
@@ -247,7 +247,7 @@ async fn replay_skips_an_event_superseded_by_a_later_delivered_one() {
     let (invite, cancel) = (&events[0], &events[1]);
     assert_eq!((invite.status, cancel.status), (EventStatus::Dead, EventStatus::Done));
     // Replaying the invitation now would invite Alice to a cancelled meeting.
-    let all = ctl(&db, &["dead", "replay", "--all", "--yes", "--json"]);
+    let all = ctl(&db, &["dead", "replay", "--all", "--yes", "--json"]).await;
     assert_eq!(all.code, 0, "{}", all.stderr);
     assert_eq!(all.json(), serde_json::json!([]));
     assert!(
@@ -255,7 +255,7 @@ async fn replay_skips_an_event_superseded_by_a_later_delivered_one() {
         "{}",
         all.stderr
     );
-    let one = ctl(&db, &["dead", "replay", &invite.id.to_string()]);
+    let one = ctl(&db, &["dead", "replay", &invite.id.to_string()]).await;
     assert_one_line_error(&one, 1, "is superseded by a later delivered event of its booking");
     assert_eq!(event_status(&db, invite.id).await.0, EventStatus::Dead);
     let before = mailer.count();
@@ -279,8 +279,8 @@ async fn unknown_resend_sends_only_the_named_recipient() {
          SELECT count(*) FROM d",
     )
     .await;
-    let send_id = ctl(&db, &["unknown", "list", "--json"]).json()[0]["id"].as_str().unwrap().to_string();
-    let ok = ctl(&db, &["unknown", "resend", &send_id, "--yes-i-accept-a-possible-duplicate"]);
+    let send_id = ctl(&db, &["unknown", "list", "--json"]).await.json()[0]["id"].as_str().unwrap().to_string();
+    let ok = ctl(&db, &["unknown", "resend", &send_id, "--yes-i-accept-a-possible-duplicate"]).await;
     assert_eq!(ok.code, 0, "{}", ok.stderr);
     let before = mailer.count();
     p.drain().await.unwrap();
@@ -304,6 +304,7 @@ async fn unknown_resend_of_a_dead_event_asks_for_a_replay_first() {
     ))
     .await;
     let send = ctl(&db, &["unknown", "list", "--json"])
+        .await
         .json()
         .as_array()
         .unwrap()
@@ -313,7 +314,7 @@ async fn unknown_resend_of_a_dead_event_asks_for_a_replay_first() {
         .as_str()
         .unwrap()
         .to_string();
-    let out = ctl(&db, &["unknown", "resend", &send, "--yes-i-accept-a-possible-duplicate"]);
+    let out = ctl(&db, &["unknown", "resend", &send, "--yes-i-accept-a-possible-duplicate"]).await;
     assert_one_line_error(&out, 1, "is DEAD: replay it first");
     assert_eq!(db.count("notification_resends").await, 0);
 }

@@ -281,7 +281,7 @@ async fn an_unknown_smtp_send_is_never_resent_and_is_left_for_an_operator() {
     smtp_poller(&db, server.config()).drain().await.unwrap();
     assert_eq!(server.messages().len(), 1, "never sent again");
 
-    let listed = outbox_tests::ctl::ctl(&db, &["unknown", "list", "--json"]).json();
+    let listed = outbox_tests::ctl::ctl(&db, &["unknown", "list", "--json"]).await.json();
     assert_eq!(listed[0]["confirmation"], "left_for_operator", "{listed}");
     assert!(listed[0]["left_for_operator"].as_str().unwrap().contains("SMTP"), "{listed}");
     let counts = shared::notify::unknown::counts(&client, Duration::from_secs(900)).await.unwrap();

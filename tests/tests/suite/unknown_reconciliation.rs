@@ -133,7 +133,7 @@ async fn resends_are_bounded_then_the_send_is_left_for_an_operator_loudly() {
     let why: String = db.scalar("SELECT left_for_operator FROM booking_notification_sends").await;
     assert!(why.contains("resent 1 times") && why.contains("UNKNOWN_RESENDS_MAX"), "{why}");
 
-    let text = ctl(&db, &["unknown", "list"]).stdout;
+    let text = ctl(&db, &["unknown", "list"]).await.stdout;
     assert!(text.contains("left for an operator") && text.contains("resent 1 times"), "{text}");
     assert!(text.contains("resent on SES's evidence"), "the first attempt's resend is listed too: {text}");
     // Left once: the next run changes nothing.
@@ -264,7 +264,7 @@ async fn outboxctl_shows_where_each_ambiguous_send_stands_and_resends_those_left
     create_booking(&db, 2, &[DAVE]).await;
     poller(&db, mailer.clone(), PollerConfig::for_tests("w")).drain().await.unwrap();
 
-    let list = ctl(&db, &["unknown", "list", "--json"]).json();
+    let list = ctl(&db, &["unknown", "list", "--json"]).await.json();
     let standing: Vec<(&str, &str)> = list
         .as_array()
         .unwrap()
@@ -272,18 +272,22 @@ async fn outboxctl_shows_where_each_ambiguous_send_stands_and_resends_those_left
         .map(|s| (s["recipient"].as_str().unwrap(), s["confirmation"].as_str().unwrap()))
         .collect();
     assert_eq!(standing, vec![(DAVE, "awaiting_evidence"), (CAROL, "left_for_operator")]);
-    let all = ctl(&db, &["unknown", "list", "--confirmed", "--json"]).json();
+    let all = ctl(&db, &["unknown", "list", "--confirmed", "--json"]).await.json();
     assert!(all.as_array().unwrap().iter().any(|s| s["recipient"] == ALICE && s["confirmation"] == "confirmed_by_ses"));
-    let text = ctl(&db, &["unknown", "list"]).stdout;
+    let text = ctl(&db, &["unknown", "list"]).await.stdout;
     assert!(text.contains("left for an operator") && text.contains("unknown resend --unconfirmed"), "{text}");
 
-    assert_one_line_error(&ctl(&db, &["unknown", "resend", "--unconfirmed"]), 2, "--yes-i-accept-a-possible-duplicate");
-    let dry = ctl(&db, &["unknown", "resend", "--unconfirmed", "--dry-run", "--json"]).json();
+    assert_one_line_error(
+        &ctl(&db, &["unknown", "resend", "--unconfirmed"]).await,
+        2,
+        "--yes-i-accept-a-possible-duplicate",
+    );
+    let dry = ctl(&db, &["unknown", "resend", "--unconfirmed", "--dry-run", "--json"]).await.json();
     assert_eq!(dry["resent"].as_array().unwrap().len(), 1);
     assert_eq!(db.count("notification_resends").await, 0, "a dry run changes nothing");
 
     let before = mailer.count();
-    let ok = ctl(&db, &["unknown", "resend", "--unconfirmed", "--yes-i-accept-a-possible-duplicate"]);
+    let ok = ctl(&db, &["unknown", "resend", "--unconfirmed", "--yes-i-accept-a-possible-duplicate"]).await;
     assert_eq!(ok.code, 0, "{}", ok.stderr);
     assert!(ok.stdout.contains("resending 1 send(s) left for an operator"), "{}", ok.stdout);
     let decided: String = db.scalar("SELECT decided_by FROM notification_resends").await;
@@ -292,7 +296,7 @@ async fn outboxctl_shows_where_each_ambiguous_send_stands_and_resends_those_left
     let resent: Vec<String> = mailer.deliveries()[before..].iter().map(|d| d.recipient.clone()).collect();
     assert_eq!(resent, vec![CAROL.to_string()]);
 
-    let status = ctl(&db, &["status", "--json"]).json();
+    let status = ctl(&db, &["status", "--json"]).await.json();
     assert_eq!(
         status["unknown"],
         serde_json::json!({"awaiting_evidence": 1, "evidence_stalled": 0, "left_for_operator": 0,
@@ -307,15 +311,15 @@ async fn outboxctl_lists_and_removes_suppressions() {
     let bounce = with_message_id(bounce_event(claim, "Permanent", "General"), &message_id_of(&db, claim).await);
     feedback::handle(&db.pool, &origin(), &bounce).await.unwrap();
 
-    let list = ctl(&db, &["suppression", "list", "--json"]).json();
+    let list = ctl(&db, &["suppression", "list", "--json"]).await.json();
     assert_eq!(list[0]["email"], ALICE);
     assert_eq!(list[0]["reason"], "bounced (Permanent/General)");
     assert_eq!(list[0]["send_id"], claim.to_string());
-    let removed = ctl(&db, &["suppression", "remove", "Alice@Example.com"]);
+    let removed = ctl(&db, &["suppression", "remove", "Alice@Example.com"]).await;
     assert_eq!(removed.code, 0, "{}", removed.stderr);
     assert!(removed.stdout.contains("may be mailed again"), "{}", removed.stdout);
-    assert_one_line_error(&ctl(&db, &["suppression", "remove", ALICE]), 1, "is not suppressed");
-    assert!(ctl(&db, &["suppression", "list"]).stdout.contains("no suppressed addresses"));
+    assert_one_line_error(&ctl(&db, &["suppression", "remove", ALICE]).await, 1, "is not suppressed");
+    assert!(ctl(&db, &["suppression", "list"]).await.stdout.contains("no suppressed addresses"));
 
     create_booking(&db, 2, &[ALICE]).await;
     let mailer = Arc::new(RecordingMailer::new());

@@ -18,7 +18,7 @@ fn metric(run: &shared::relay::SweepRun, name: &str) -> f64 {
 #[tokio::test]
 async fn a_held_snapshot_raises_the_oldest_xmin_metric_and_status_names_its_session() {
     let db = TestDb::create().await;
-    let app = db.app_role_pool().await;
+    let app = db.role_pool("outbox_sweeper").await;
     let config = sweeper_config(8);
     let before = sweeper::run(&app, &config).await.unwrap();
     assert!(metric(&before, "OldestXminAgeSeconds") < 1.0, "nothing held yet: {:?}", before.vacuum_horizon);
@@ -45,7 +45,7 @@ async fn a_held_snapshot_raises_the_oldest_xmin_metric_and_status_names_its_sess
     // The operator's view names it too, as the app role.
     let s = status::fetch(&app.get().await.unwrap(), &config).await.unwrap();
     assert_eq!(s.vacuum_horizon.holder.as_ref().and_then(|h| h.pid), Some(pid));
-    let out = ctl(&db, &["status"]);
+    let out = ctl(&db, &["status"]).await;
     assert_eq!(out.code, 0, "{}", out.stderr);
     assert!(
         out.stdout.contains(&format!("session \"nightly-report\" pid {pid} (idle in transaction)")),
