@@ -1,4 +1,4 @@
-.PHONY: dev test mailbox bench bench-production measure-functions deploy-check smoke smoke-localstack smoke-smtp
+.PHONY: dev test mailbox bench bench-production measure-functions deploy-check deploy operator smoke smoke-localstack smoke-smtp
 # The whole stack locally: Postgres, migrations, moto SES, cargo lambda watch, schedules.
 # `make dev MAILER=smtp`: the poller sends through SMTP, to a local SMTP
 # server (STARTTLS, AUTH) whose mailbox `make mailbox` reads.
@@ -25,6 +25,12 @@ measure-functions:
 # sam validate (+ lint), a broken template must fail, cargo lambda release zips.
 deploy-check:
 	./scripts/deploy-check.sh
+# sam build --beta-features, then sam deploy (--guided the first time), with the pinned SAM CLI and cargo-lambda.
+deploy:
+	ARGS="$(ARGS)" ./scripts/deploy.sh
+# One outboxctl command against a deployed stack's database: make operator STACK=<stack> ARGS='status'.
+operator:
+	STACK="$(STACK)" ARGS="$(ARGS)" ./scripts/operator.sh
 # End-to-end smoke test of `make dev`: invites, a stalled poller recovering, Ctrl-C twice, SIGTERM through make.
 smoke:
 	./scripts/smoke-dev.sh

@@ -3,23 +3,17 @@
 #   1. `sam validate` and `sam validate --lint` on template.yaml;
 #   2. deliberately broken templates must fail the lint;
 #   3. template defaults agree with the code (sweep timeout > poller timeout);
-#   4. `sam build` of the five functions (cargo lambda, as a deploy builds
+#   4. a first deploy in a new account (reserved concurrency against a
+#      quota, the user pool behind the authorizer, the operator function's
+#      rights, both mail providers, a rollback that can delete what it made);
+#   5. `sam build` of the six functions (cargo lambda, as a deploy builds
 #      them); none of the binaries it produced carries a dev switch, and only
 #      the poller links the SES v2 client and the SMTP mailer.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib/lambda.sh
-
-SAM_VENV="${SAM_VENV:-.venv/sam}"
-if [ ! -x "$SAM_VENV/bin/sam" ]; then
-  echo "==> installing aws-sam-cli and cfn-lint into $SAM_VENV"
-  python3 -m venv "$SAM_VENV"
-  # cfn-lint newer than 1.53.x no longer runs the SAM translator (misses bad
-  # event properties, !Refs and runtimes), so it is pinned.
-  "$SAM_VENV/bin/pip" install -q --disable-pip-version-check 'aws-sam-cli==1.170.0' 'cfn-lint==1.53.3'
-fi
-export SAM_CLI_TELEMETRY=0
-SAM="$SAM_VENV/bin/sam"
+source scripts/lib/sam.sh
+sam_ensure_installed
 
 echo "==> sam validate"
 "$SAM" validate --region us-east-1 -t template.yaml
@@ -87,7 +81,7 @@ PY
 python3 - "$TMP/checkov-broken.yaml" <<'PY'
 import sys
 src = open("template.yaml").read()
-old = "      ReservedConcurrentExecutions: 1\n"
+old = "      ReservedConcurrentExecutions: !If [ReserveConcurrency, 1, !Ref AWS::NoValue]\n"
 assert old in src
 open(sys.argv[1], "w").write(src.replace(old, "", 1))
 PY
@@ -147,8 +141,13 @@ for k, props in perms.items():
     assert props.get("SourceArn"), f"{k}: {props.get('Principal')} may invoke {props.get('FunctionName')} from anywhere"
 print(f"    every Lambda permission ({len(perms)}) names its source (SourceArn)")
 # Every statement that lets a role send mail pins the From address.
+# A policy that only applies in one mode (MailProvider) is an Fn::If: both
+# of its branches are checked.
+def policies(role):
+    for pol in role["Properties"].get("Policies", []):
+        yield from (b for b in pol["Fn::If"][1:] if isinstance(b, dict) and "PolicyDocument" in b) if "Fn::If" in pol else [pol]
 sends = [(k, st) for k, r in translated.items() if r["Type"] == "AWS::IAM::Role"
-         for pol in r["Properties"].get("Policies", []) for st in pol["PolicyDocument"]["Statement"]
+         for pol in policies(r) for st in pol["PolicyDocument"]["Statement"]
          if "ses:SendEmail" in (st["Action"] if isinstance(st["Action"], list) else [st["Action"]])]
 assert sends, "no role may send mail: the transform changed shape"
 for k, st in sends:
@@ -178,7 +177,179 @@ for path, ops in body["paths"].items():
 print(f"    CORS for {origins}: preflight without a token, Location/ETag/Retry-After exposed; every booking route behind the JWT authorizer")
 PY
 
-echo "==> sam build (the five functions, exactly as a deploy builds them)"
+echo "==> a first deploy in a new account: concurrency, a token, an operator, both mail providers, a clean rollback"
+# The account's Lambda concurrency quota to check the template against
+# (a new account's is often 10; `aws lambda get-account-settings`).
+ACCOUNT_CONCURRENCY_QUOTA="${ACCOUNT_CONCURRENCY_QUOTA:-10}" "$SAM_VENV/bin/python" - <<'PY'
+import copy, json, os
+from cfnlint.decode import decode
+from cfnlint.template.transforms._sam import Transform
+
+def translated(**params):
+    """The template as CloudFormation receives it (SAM translated), with
+    these parameters, then every condition and Fn::If resolved."""
+    tpl = decode("template.yaml")[0]
+    values = {k: str(v.get("Default", "")) for k, v in tpl["Parameters"].items()}
+    values.update(params)
+    sam = Transform("template.yaml", tpl, "us-east-1")
+    for k, v in params.items():
+        sam._parameters[k] = v
+    assert not sam.transform_template(), "the SAM transform failed"
+    out = copy.deepcopy(sam._template)
+    conds = {}
+    def cond(name):
+        if name not in conds:
+            conds[name] = truth(out["Conditions"][name])
+        return conds[name]
+    def value(node):
+        if isinstance(node, dict) and list(node) == ["Ref"] and node["Ref"] in values:
+            return values[node["Ref"]]
+        if isinstance(node, dict) and list(node) == ["Fn::Join"]:
+            sep, items = node["Fn::Join"]
+            items = value(items)
+            return sep.join(value(i) for i in items) if isinstance(items, list) else items
+        if isinstance(node, dict) and list(node) == ["Fn::Select"]:
+            i, items = node["Fn::Select"]
+            return value(items)[int(i)]
+        if isinstance(node, dict) and list(node) == ["Fn::Split"]:
+            sep, text = node["Fn::Split"]
+            return value(text).split(sep)
+        return node
+    def truth(node):
+        (op, args), = node.items()
+        if op == "Fn::Equals":
+            a, b = (value(x) for x in args)
+            a = ",".join(a) if isinstance(a, list) else a
+            b = ",".join(b) if isinstance(b, list) else b
+            return str(a) == str(b)
+        if op == "Fn::Not":
+            return not truth(args[0])
+        if op == "Fn::And":
+            return all(truth(a) for a in args)
+        if op == "Fn::Or":
+            return any(truth(a) for a in args)
+        if op == "Condition":
+            return cond(args)
+        raise ValueError(node)
+    NOVALUE = object()
+    def resolve(node):
+        if isinstance(node, dict):
+            if list(node) == ["Fn::If"]:
+                c, yes, no = node["Fn::If"]
+                return resolve(yes if cond(c) else no)
+            if node == {"Ref": "AWS::NoValue"}:
+                return NOVALUE
+            if list(node) == ["Ref"] and node["Ref"] in values:
+                return values[node["Ref"]]
+            if list(node) == ["Condition"] and isinstance(node["Condition"], str):
+                return node
+            return {k: v for k, v in ((k, resolve(v)) for k, v in node.items()) if v is not NOVALUE}
+        if isinstance(node, list):
+            return [v for v in (resolve(v) for v in node) if v is not NOVALUE]
+        return node
+    res = {k: r for k, r in out["Resources"].items() if "Condition" not in r or cond(r["Condition"])}
+    return resolve(res), values
+
+def reserved(res, values):
+    number = int
+    return {k: number(r["Properties"]["ReservedConcurrentExecutions"]) for k, r in res.items()
+            if r["Type"] == "AWS::Lambda::Function" and "ReservedConcurrentExecutions" in r["Properties"]}
+
+# 1. Reserved concurrency: at the defaults none, so a new account's quota
+# is enough; reserved, the sum the docs name, and it needs quota >= sum + 100.
+quota = int(os.environ["ACCOUNT_CONCURRENCY_QUOTA"])
+res, values = translated()
+total = sum(reserved(res, values).values())
+unreserved_minimum = min(100, quota)
+assert quota - total >= unreserved_minimum, \
+    f"the defaults reserve {total} of an account quota of {quota}: Lambda refuses to leave fewer than {unreserved_minimum} unreserved"
+res_on, values_on = translated(ReserveConcurrency="true")
+on = reserved(res_on, values_on)
+functions = [k for k, r in res_on.items() if r["Type"] == "AWS::Lambda::Function"]
+assert sorted(on) == sorted(functions), f"ReserveConcurrency leaves out {set(functions) - set(on)}"
+summed = sum(on.values())
+desc = decode("template.yaml")[0]["Parameters"]["ReserveConcurrency"]["Description"]
+assert f"{summed} at the defaults" in desc, f"ReserveConcurrency's description must name the sum, {summed}"
+deploy_md = open("docs/deploy.md").read()
+assert f"at least {summed + 100}" in deploy_md, f"docs/deploy.md must say the quota ReserveConcurrency needs: at least {summed + 100}"
+print(f"    reserved concurrency: {total} at the defaults (fits an account quota of {quota}); "
+      f"ReserveConcurrency=true reserves {summed} over {len(on)} functions (quota >= {summed + 100})")
+
+# 2. A first deploy rolls back cleanly: nothing it creates refuses deletion.
+cluster = res["DatabaseCluster"]
+assert str(cluster["Properties"]["DeletionProtection"]).lower() == "false", "a failed first deploy could not delete the cluster"
+assert cluster.get("DeletionPolicy") == "Snapshot", "the cluster must keep a final snapshot when deleted"
+print("    a failed first deploy rolls back: the cluster's deletion protection is off by default, a final snapshot kept")
+
+# 3. A token from the stack's own pool: the authorizer trusts that pool's
+# issuer and its app client, and the client signs in with a password.
+auth = res["HttpApi"]["Properties"]["Body"]["components"]["securitySchemes"]["JwtAuthorizer"]["x-amazon-apigateway-authorizer"]["jwtConfiguration"]
+assert auth["issuer"] == {"Fn::Sub": "https://cognito-idp.${AWS::Region}.${AWS::URLSuffix}/${UserPool}"}, auth
+assert auth["audience"] == [{"Ref": "UserPoolClient"}], auth
+client = res["UserPoolClient"]["Properties"]
+assert client["UserPoolId"] == {"Ref": "UserPool"} and client["GenerateSecret"] is False
+assert "ALLOW_USER_PASSWORD_AUTH" in client["ExplicitAuthFlows"], "deploy.md's initiate-auth needs USER_PASSWORD_AUTH"
+pool = res["UserPool"]["Properties"]
+assert pool["AutoVerifiedAttributes"] == ["email"] and pool["UsernameAttributes"] == ["email"], pool
+assert pool["UserAttributeUpdateSettings"]["AttributesRequireVerificationBeforeUpdate"] == ["email"]
+own, _ = translated(CreateUserPool="false", JwtIssuer="https://issuer.example.com", JwtAudience="api")
+own_auth = own["HttpApi"]["Properties"]["Body"]["components"]["securitySchemes"]["JwtAuthorizer"]["x-amazon-apigateway-authorizer"]["jwtConfiguration"]
+assert "UserPool" not in own and own_auth["issuer"] == "https://issuer.example.com", own_auth
+print("    the authorizer trusts the stack's user pool and app client (ID tokens, verified email); CreateUserPool=false: your issuer")
+
+# 4. The operator function: no trigger, its own secret only, its login made
+# by the migration function in outbox_operator.
+role = res["OperatorFunctionRole"]["Properties"]
+statements = [st for pol in role["Policies"] for st in pol["PolicyDocument"]["Statement"]]
+assert [st["Action"] for st in statements] == [["secretsmanager:GetSecretValue"]], statements
+assert "OperatorDatabaseSecret" in json.dumps(statements[0]["Resource"]), statements
+triggers = [k for k, r in res.items() if json.dumps(r).count('"OperatorFunction"') and r["Type"] in
+            ("AWS::Lambda::Permission", "AWS::Scheduler::Schedule", "AWS::Events::Rule", "AWS::Lambda::EventSourceMapping")]
+assert not triggers, f"the operator function must run only when invoked by hand: {triggers}"
+logins = res["MigrateFunction"]["Properties"]["Environment"]["Variables"]["DATABASE_LOGIN_SECRET_ARNS"]
+assert "outbox_operator=${OperatorDatabaseSecret}" in json.dumps(logins), logins
+print("    OperatorFunction: invoked by hand only, reads only its own secret; its login is made in outbox_operator")
+
+# 5. Both mail providers.
+def poller(res):
+    fn = res["OutboxPollerFunction"]["Properties"]
+    role = res["OutboxPollerFunctionRole"]["Properties"]
+    actions = {a for pol in role["Policies"] for st in pol["PolicyDocument"]["Statement"]
+               for a in (st["Action"] if isinstance(st["Action"], list) else [st["Action"]])}
+    return fn["Environment"]["Variables"], actions, role
+env, actions, _ = poller(res)
+assert env["MAILER"] == "ses" and "ses:SendEmail" in actions and "SMTP_URL" not in env, (env, actions)
+ses_only = ["SesEventsConfigurationSet", "SesEventsRule", "SesBounceRateAlarm", "StackBounceRateAlarm", "EvidenceStalledAlarm"]
+assert all(k in res for k in ses_only)
+smtp, _ = translated(MailProvider="smtp", SesIdentity="", SesFromAddress="", SmtpUrl="smtp://smtp.example.com:587",
+                     SmtpFromAddress="Bookings <bookings@example.com>",
+                     SmtpSecretArn="arn:aws:secretsmanager:us-east-1:123456789012:secret:smtp-AbCdEf")
+env, actions, role = poller(smtp)
+assert env["MAILER"] == "smtp" and env["SMTP_URL"] == "smtp://smtp.example.com:587" and "SES_FROM_ADDRESS" not in env, env
+assert env["SMTP_SECRET_ARN"].endswith(":secret:smtp-AbCdEf"), env
+assert not any(a.startswith("ses:") for a in actions), f"an SMTP poller may not call SES: {actions}"
+assert "smtp-AbCdEf" in json.dumps(role["Policies"]), "the poller must read the SMTP secret"
+assert not [k for k in ses_only if k in smtp], [k for k in ses_only if k in smtp]
+print("    MailProvider=ses: SendEmail from the From address, SES's feedback and alarms; "
+      "MailProvider=smtp: the SMTP settings and secret, no SES right, resource or alarm")
+PY
+for mode in smtp; do
+  python3 - "$TMP/$mode.yaml" <<'PY'
+import re, sys
+src = open("template.yaml").read()
+for name, value in [("MailProvider", "smtp"), ("SesIdentity", '""'), ("SesFromAddress", '""'),
+                    ("SmtpUrl", "smtp://smtp.example.com:587"), ("SmtpFromAddress", '"Bookings <bookings@example.com>"'),
+                    ("SmtpSecretArn", '"arn:aws:secretsmanager:us-east-1:123456789012:secret:smtp-AbCdEf"')]:
+    src, n = re.subn(rf"(\n  {name}:\n    Type: [^\n]+\n(?:    [A-Za-z]+: [^\n]*\n)*?    Default: )[^\n]+", rf"\g<1>{value}", src, count=1)
+    assert n == 1, f"no Default for {name}"
+open(sys.argv[1], "w").write(src)
+PY
+  "$SAM" validate --lint --region us-east-1 -t "$TMP/$mode.yaml" >/dev/null
+  checkov_scan "$TMP/$mode.yaml" >"$TMP/checkov.log" || { cat "$TMP/checkov.log" >&2; echo "error: checkov failed the $mode mode" >&2; exit 1; }
+  echo "    MailProvider=$mode at its defaults: sam validate --lint and checkov pass"
+done
+
+echo "==> sam build (the six functions, exactly as a deploy builds them)"
 lambda_ensure_installed
 # SAM's cargo-lambda builder (a beta feature) runs `cargo lambda build
 # --release --bin NAME` at the workspace root for each function; the root's
@@ -195,7 +366,7 @@ assert not errs, errs
 # Each function's LogicalId and its Metadata's Binary (the bin sam builds).
 pairs = [(logical, r["Metadata"]["BuildProperties"]["Binary"]) for logical, r in tpl["Resources"].items()
          if r.get("Metadata", {}).get("BuildMethod") == "rust-cargolambda"]
-assert sorted(b for _, b in pairs) == sorted(["booking-api", "outbox-poller", "outbox-sweeper", "migrate", "ses-events"]), pairs
+assert sorted(b for _, b in pairs) == sorted(["booking-api", "outbox-poller", "outbox-sweeper", "migrate", "ses-events", "outbox-operator"]), pairs
 built = {}
 for logical, f in pairs:
     path = f".aws-sam/build/{logical}/bootstrap"

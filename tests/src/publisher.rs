@@ -134,7 +134,9 @@ impl EventStream {
             let mut next = 0;
             loop {
                 let text = std::fs::read_to_string(&file).unwrap_or_default();
-                let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+                // Only whole lines: the publisher may be writing the last one.
+                let whole = &text[..text.rfind('\n').map_or(0, |at| at + 1)];
+                let lines: Vec<&str> = whole.lines().filter(|l| !l.trim().is_empty()).collect();
                 for line in lines.iter().skip(seen.len()) {
                     seen.push((Instant::now(), serde_json::from_str(line).unwrap()));
                 }

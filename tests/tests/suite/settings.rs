@@ -110,6 +110,8 @@ fn the_template_sets_only_declared_settings_on_functions_that_read_them() {
         ("OutboxSweeperFunction", Reader::Sweeper),
         ("SesEventsFunction", Reader::SesEvents),
         ("MigrateFunction", Reader::Migrate),
+        // outboxctl's commands, run by the operator function.
+        ("OperatorFunction", Reader::Outboxctl),
     ];
     let vars = template_variables();
     assert!(vars.contains_key("Globals") && vars.len() > 3, "found the environment blocks: {vars:?}");
