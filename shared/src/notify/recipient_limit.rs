@@ -31,6 +31,8 @@
 //! same contact). A crash in between leaves it counted: the limit errs
 //! towards mailing less.
 
+use std::collections::HashMap;
+
 use deadpool_postgres::GenericClient;
 
 use super::Notification;
@@ -91,12 +93,20 @@ pub struct Invitation {
 }
 
 /// Counts each of `invitations` (in order; one pair may appear more than
-/// once) for today, UTC, and says which may be sent. One statement: the
-/// upsert of each mailbox's newcomer count and of each pair's count hold
-/// their rows' locks (and read their latest versions), so no limit is
-/// exceeded however many pollers run. The refused still count, so an
-/// organizer over their budget stays over it for the day; a first contact
-/// refused leaves no contact behind (the organizer stays a newcomer).
+/// once) for today, UTC, and says which may be sent. No limit is exceeded
+/// however many pollers run: a pair that met before is counted by an
+/// UPDATE of its row (which waits for the row and reads its latest
+/// version); a first contact is first counted on its mailbox's newcomers
+/// by an upsert of that row, whose answer, the day's count after this
+/// call's, admits the call's first contacts in order while within the
+/// limit; only the admitted are then written as contacts. The refused
+/// still count, so an organizer over their budget stays over it for the
+/// day, and a refused first contact leaves no contact behind (the
+/// organizer stays a newcomer). Two statements, not one: a crash between
+/// them leaves newcomers counted without their contacts, which errs
+/// towards mailing less, as does a first contact two pollers count at
+/// once. (Joined in one statement, the admission was a nested loop over
+/// every pair of the call, the poller's slowest statement.)
 pub async fn take(
     client: &impl GenericClient,
     invitations: &[Invitation],
@@ -105,57 +115,106 @@ pub async fn take(
     if invitations.is_empty() {
         return Ok(Vec::new());
     }
-    // A pair that met before is counted in place (`known`); one no row
-    // names yet is a first contact: counted on its mailbox's newcomers,
-    // then admitted while that count (with the contacts before it in this
-    // call) is within the limit. New rows are written in key order, so two
-    // pollers never wait on each other in turn.
-    const SQL: &str = "\
-        WITH want AS (SELECT m.mailbox, m.organizer, m.ord \
-                        FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS m(mailbox, organizer, ord)), \
-             per AS (SELECT mailbox, organizer, count(*)::int AS n, min(ord) AS first FROM want GROUP BY 1, 2), \
+    // Each pair once, in order of its first invitation, with how many.
+    let mut index: HashMap<(&str, &str), usize> = HashMap::new();
+    let mut pairs: Vec<(&str, &str, i32)> = Vec::new();
+    let at: Vec<usize> = invitations
+        .iter()
+        .map(|i| {
+            let key = (i.mailbox.as_str(), i.organizer.as_str());
+            let at = *index.entry(key).or_insert_with(|| {
+                pairs.push((key.0, key.1, 0));
+                pairs.len() - 1
+            });
+            pairs[at].2 += 1;
+            at
+        })
+        .collect();
+    // A pair that met before is counted in place (`known`); the others
+    // are counted on their mailbox's newcomers, mailboxes in key order so
+    // two pollers never wait on each other in turn.
+    const COUNT: &str = "\
+        WITH per AS (SELECT * FROM unnest($1::text[], $2::text[], $3::int[]) AS p(mailbox, organizer, n)), \
              known AS ( \
                  UPDATE mailbox_organizers o \
                     SET mails = CASE WHEN o.day = (now() AT TIME ZONE 'UTC')::date THEN o.mails ELSE 0 END + p.n, \
                         day = (now() AT TIME ZONE 'UTC')::date \
                    FROM per p WHERE o.mailbox = p.mailbox AND o.organizer = p.organizer \
                  RETURNING o.mailbox, o.organizer, o.mails), \
-             fresh AS (SELECT p.mailbox, p.organizer, p.n, \
-                              row_number() OVER (PARTITION BY p.mailbox ORDER BY p.first) AS rank, \
-                              count(*) OVER (PARTITION BY p.mailbox) AS k \
-                         FROM per p LEFT JOIN known USING (mailbox, organizer) WHERE known.mails IS NULL), \
+             fresh AS (SELECT p.mailbox, count(*)::int AS k \
+                         FROM per p LEFT JOIN known USING (mailbox, organizer) WHERE known.mails IS NULL GROUP BY 1), \
              newcomers AS ( \
                  INSERT INTO mailbox_newcomers AS c (day, mailbox, organizers) \
-                 SELECT DISTINCT (now() AT TIME ZONE 'UTC')::date, mailbox, k FROM fresh ORDER BY 2 \
+                 SELECT (now() AT TIME ZONE 'UTC')::date, mailbox, k FROM fresh ORDER BY 2 \
                  ON CONFLICT (day, mailbox) DO UPDATE SET organizers = c.organizers + EXCLUDED.organizers \
-                 RETURNING mailbox, organizers), \
-             met AS ( \
-                 INSERT INTO mailbox_organizers AS o (mailbox, organizer, since, day, mails) \
-                 SELECT f.mailbox, f.organizer, (now() AT TIME ZONE 'UTC')::date, (now() AT TIME ZONE 'UTC')::date, \
-                        f.n \
-                   FROM fresh f JOIN newcomers c USING (mailbox) WHERE c.organizers - f.k + f.rank <= $4::int \
-                  ORDER BY 1, 2 \
-                 ON CONFLICT (mailbox, organizer) DO UPDATE \
-                    SET mails = CASE WHEN o.day = EXCLUDED.day THEN o.mails ELSE 0 END + EXCLUDED.mails, \
-                        day = EXCLUDED.day \
-                 RETURNING mailbox, organizer, mails), \
-             counted AS (SELECT * FROM known UNION ALL SELECT * FROM met) \
-        SELECT CASE WHEN c.mails IS NULL THEN 'newcomers' \
-                    WHEN c.mails - p.n + row_number() OVER (PARTITION BY p.first ORDER BY w.ord) <= $3::int \
-                    THEN 'sent' ELSE 'organizer' END AS verdict \
-          FROM want w JOIN per p USING (mailbox, organizer) LEFT JOIN counted c USING (mailbox, organizer) \
-         ORDER BY w.ord";
-    let (mailboxes, organizers) = split(invitations);
-    let stmt = client.prepare_cached(SQL).await?;
-    let rows = client
-        .query(&stmt, &[&mailboxes, &organizers, &limits.invitations_per_organizer, &limits.new_organizers])
-        .await?;
-    Ok(rows
+                 RETURNING mailbox, organizers) \
+        SELECT mailbox, organizer, mails FROM known \
+         UNION ALL SELECT mailbox, NULL, organizers FROM newcomers";
+    // The admitted first contacts, in key order.
+    const MEET: &str = "\
+        INSERT INTO mailbox_organizers AS o (mailbox, organizer, since, day, mails) \
+        SELECT mailbox, organizer, (now() AT TIME ZONE 'UTC')::date, (now() AT TIME ZONE 'UTC')::date, n \
+          FROM unnest($1::text[], $2::text[], $3::int[]) AS p(mailbox, organizer, n) ORDER BY 1, 2 \
+        ON CONFLICT (mailbox, organizer) DO UPDATE \
+           SET mails = CASE WHEN o.day = EXCLUDED.day THEN o.mails ELSE 0 END + EXCLUDED.mails, day = EXCLUDED.day \
+        RETURNING mailbox, organizer, mails";
+    let columns = |pairs: &[(&str, &str, i32)]| -> (Vec<String>, Vec<String>, Vec<i32>) {
+        let mut c = (Vec::new(), Vec::new(), Vec::new());
+        for (m, o, n) in pairs {
+            c.0.push(m.to_string());
+            c.1.push(o.to_string());
+            c.2.push(*n);
+        }
+        c
+    };
+    let (mailboxes, organizers, ns) = columns(&pairs);
+    let rows = client.query(&client.prepare_cached(COUNT).await?, &[&mailboxes, &organizers, &ns]).await?;
+    // Each pair's count after this call (the known ones, then the admitted).
+    let mut counted: HashMap<(String, String), i32> = HashMap::new();
+    let mut newcomers: HashMap<String, i32> = HashMap::new();
+    for r in &rows {
+        match r.get::<_, Option<String>>(1) {
+            Some(organizer) => counted.insert((r.get(0), organizer), r.get(2)),
+            None => newcomers.insert(r.get(0), r.get(2)),
+        };
+    }
+    let is_known = |m: &str, o: &str| counted.contains_key(&(m.to_string(), o.to_string()));
+    let fresh: Vec<(&str, &str, i32)> = pairs.iter().copied().filter(|(m, o, _)| !is_known(m, o)).collect();
+    let mut in_mailbox: HashMap<&str, i32> = HashMap::new();
+    for (m, _, _) in &fresh {
+        *in_mailbox.entry(m).or_default() += 1;
+    }
+    // The call's first contacts of a mailbox, in order: admitted while the
+    // day's newcomers before each (this call's earlier ones included) are
+    // within the limit.
+    let mut rank: HashMap<&str, i32> = HashMap::new();
+    let admitted: Vec<(&str, &str, i32)> = fresh
+        .into_iter()
+        .filter(|(m, _, _)| {
+            let r = rank.entry(m).or_default();
+            *r += 1;
+            newcomers.get(*m).copied().unwrap_or(i32::MAX) - in_mailbox[m] + *r <= limits.new_organizers
+        })
+        .collect();
+    if !admitted.is_empty() {
+        let (mailboxes, organizers, ns) = columns(&admitted);
+        for r in client.query(&client.prepare_cached(MEET).await?, &[&mailboxes, &organizers, &ns]).await? {
+            counted.insert((r.get(0), r.get(1)), r.get(2));
+        }
+    }
+    // The j-th invitation of a pair this call is within its organizer's
+    // budget when the pair's count before the call plus j is.
+    let mut seen = vec![0; pairs.len()];
+    Ok(at
         .iter()
-        .map(|r| match r.get::<_, &str>(0) {
-            "sent" => Verdict::Send,
-            "organizer" => Verdict::OverOrganizerBudget,
-            _ => Verdict::TooManyNewcomers,
+        .map(|&p| {
+            let (m, o, n) = pairs[p];
+            seen[p] += 1;
+            match counted.get(&(m.to_string(), o.to_string())) {
+                None => Verdict::TooManyNewcomers,
+                Some(mails) if mails - n + seen[p] <= limits.invitations_per_organizer => Verdict::Send,
+                Some(_) => Verdict::OverOrganizerBudget,
+            }
         })
         .collect())
 }
