@@ -1,9 +1,31 @@
 //! `outboxctl` as an operator runs it: a real process (`OUTBOXCTL_BIN`,
 //! built by scripts/test.sh) against a test database, as an operator's login.
 
-use serde_json::Value;
+use std::sync::Arc;
 
+use serde_json::Value;
+use shared::notify::mailer::recording::RecordingMailer;
+use shared::notify::mailer::SendOutcome;
+use shared::relay::PollerConfig;
+
+use crate::outbox::{create_booking, poller};
 use crate::TestDb;
+
+/// What operators act on: a booking at `slots.0` whose invitation to Carol
+/// died (refused until its 2 attempts ran out, after Alice got hers), and
+/// one at `slots.1` whose send to Erin is UNKNOWN; drained, with every
+/// booking made before. Returns the mailer, to drain again.
+pub async fn seed_dead_and_unknown(db: &TestDb, slots: (u32, u32)) -> Arc<RecordingMailer> {
+    create_booking(db, slots.0, &["alice@example.com", "carol@example.com"]).await;
+    create_booking(db, slots.1, &["erin@example.com"]).await;
+    let mailer = Arc::new(RecordingMailer::new());
+    mailer.script("carol@example.com", SendOutcome::NotSent { reason: "Throttling".into() }, 2);
+    mailer.script("erin@example.com", SendOutcome::Unknown { reason: "read timeout".into() }, 1);
+    let mut config = PollerConfig::for_tests("seed");
+    config.max_attempts = 2;
+    poller(db, mailer.clone(), config).drain().await.unwrap();
+    mailer
+}
 
 /// What one run printed and returned.
 pub struct Out {

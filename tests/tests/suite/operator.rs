@@ -5,13 +5,10 @@
 //! its grants are enough, what it answers is what the CLI prints, and what
 //! it must not do (migrate, bad arguments) is one line and changes nothing.
 
-use std::sync::Arc;
-
+use outbox_tests::ctl::seed_dead_and_unknown;
 use outbox_tests::outbox::*;
 use outbox_tests::TestDb;
 use serde_json::Value;
-use shared::notify::mailer::recording::RecordingMailer;
-use shared::notify::mailer::SendOutcome;
 use shared::relay::PollerConfig;
 
 async fn invoke(pool: &deadpool_postgres::Pool, args: &[&str]) -> Result<Value, String> {
@@ -22,14 +19,7 @@ async fn invoke(pool: &deadpool_postgres::Pool, args: &[&str]) -> Result<Value, 
 #[tokio::test]
 async fn the_operator_function_runs_each_command_as_the_operators_role_and_never_migrates() {
     let db = TestDb::create().await;
-    create_booking(&db, 1, &["alice@example.com", "carol@example.com"]).await;
-    create_booking(&db, 2, &["erin@example.com"]).await;
-    let mailer = Arc::new(RecordingMailer::new());
-    mailer.script("carol@example.com", SendOutcome::NotSent { reason: "Throttling".into() }, 2);
-    mailer.script("erin@example.com", SendOutcome::Unknown { reason: "read timeout".into() }, 1);
-    let mut config = PollerConfig::for_tests("seed");
-    config.max_attempts = 2;
-    poller(&db, mailer.clone(), config).drain().await.unwrap();
+    let mailer = seed_dead_and_unknown(&db, (1, 2)).await;
     let op = db.operator_pool().await;
     let who: String = op.get().await.unwrap().query_one("SELECT current_user", &[]).await.unwrap().get(0);
     let member: bool = db

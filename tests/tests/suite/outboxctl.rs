@@ -16,14 +16,7 @@ use shared::relay::PollerConfig;
 async fn seeded() -> (TestDb, Arc<RecordingMailer>) {
     let db = TestDb::create().await;
     create_booking(&db, 1, &["dave@example.com"]).await;
-    create_booking(&db, 2, &["alice@example.com", "carol@example.com"]).await;
-    create_booking(&db, 3, &["erin@example.com"]).await;
-    let mailer = Arc::new(RecordingMailer::new());
-    mailer.script("carol@example.com", SendOutcome::NotSent { reason: "Throttling".into() }, 2);
-    mailer.script("erin@example.com", SendOutcome::Unknown { reason: "read timeout".into() }, 1);
-    let mut config = PollerConfig::for_tests("seed");
-    config.max_attempts = 2;
-    poller(&db, mailer.clone(), config).drain().await.unwrap();
+    let mailer = seed_dead_and_unknown(&db, (2, 3)).await;
     create_booking(&db, 4, &["frank@example.com"]).await;
     let client = db.pool.get().await.unwrap();
     client
