@@ -332,6 +332,7 @@ cat >"$DEV_DIR/dev.env" <<ENV
 $DB_ENV
 DATABASE_TLS=disable
 AUTH_MODE=insecure-dev-headers
+DEV_REMINDER_SCALE=60
 AWS_REGION=us-east-1
 SES_EVENTS_ACCOUNT=$DEV_SES_ACCOUNT
 AWS_ACCESS_KEY_ID=test
@@ -442,6 +443,15 @@ curl -s -X POST $URL/bookings \\
        "attendees": [{"email": "alice@example.com", "name": "Alice"}, {"email": "carol@example.com", "name": "Carol"}]}'
 
 Then, seconds later, the local mailbox:  $MAILBOX_HINT
+
+A reminder (DEV_REMINDER_SCALE=60 here: an hour's offset is a minute's), in the mailbox in about 3 minutes:
+
+curl -s -X POST $URL/bookings \\
+  -H 'content-type: application/json' \\
+  -H 'x-dev-user-email: bob@example.com' -H 'x-dev-user-name: Bob' \\
+  -d "{\"title\": \"Stand-up\", \"start\": \"\$(date -u -d '+5 min' +%FT%H:%M:00Z)\", \"end\": \"\$(date -u -d '+20 min' +%FT%H:%M:00Z)\",
+       \"timezone\": \"Europe/Paris\", \"reminders\": [\"PT2H\"],
+       \"attendees\": [{\"email\": \"alice@example.com\", \"name\": \"Alice\"}]}"
 $MAIL_LINE
 $DB_LINE
 Operator CLI:  DATABASE_URL=$DATABASE_URL SWEEP_STUCK_AFTER_SECS=$DEV_SWEEP_STUCK_AFTER_SECS POLLER_TIMEOUT_SECS=$DEV_POLLER_TIMEOUT_SECS cargo run -q -p outboxctl -- status

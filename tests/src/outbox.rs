@@ -55,6 +55,7 @@ pub async fn create_booking_at(db: &TestDb, slot: i64, attendees: &[&str]) -> Bo
         timezone: Timezone::parse("Europe/Paris").unwrap(),
         range: TimeRange::new(start, start + chrono::Duration::minutes(30)).unwrap(),
         attendees: attendees.iter().map(|a| person(a)).collect(),
+        reminders: Default::default(),
     };
     match service.create(&organizer(), new, None).await.unwrap() {
         CreateOutcome::Created(b) => b,
@@ -76,6 +77,7 @@ pub fn confirmed_event(i: usize, recipients: usize) -> events::NewEvent {
         organizer: person("organizer@example.com"),
         organizer_sub: None,
         attendees: (0..recipients).map(|r| person(&format!("r{r}.e{i}@example.com"))).collect(),
+        reminders: Default::default(),
         status: BookingStatus::Confirmed,
         version: 1,
         created_at: start,

@@ -56,8 +56,17 @@ impl<S: Subscriber + for<'a> LookupSpan<'a>> Layer<S> for Exporter {
     }
 }
 
+/// A second dispatcher that lives as long as the process. With one live
+/// dispatcher, `tracing` computes a callsite's interest from the default of
+/// whichever thread reaches it first, so a test thread without a subscriber
+/// that opens a span first (another test's poller) caches it as never
+/// wanted, and this thread's exporter never sees it. With two, every
+/// callsite asks every live dispatcher, this one included.
+static EVERY_CALLSITE_ASKS_EVERY_DISPATCHER: std::sync::OnceLock<tracing::Dispatch> = std::sync::OnceLock::new();
+
 /// Exports every span opened on this thread until the guard drops.
 pub fn export() -> (Exported, tracing::subscriber::DefaultGuard) {
+    EVERY_CALLSITE_ASKS_EVERY_DISPATCHER.get_or_init(|| tracing::Dispatch::new(tracing_subscriber::registry()));
     let exported = Exported::default();
     let subscriber = tracing_subscriber::registry().with(Exporter(exported.clone()));
     (exported, tracing::subscriber::set_default(subscriber))

@@ -13,8 +13,8 @@ use super::fields::{FieldErrors, Object, Patch};
 use super::json::{parse_unique_keys, JsonError};
 use super::problem::{InvalidParam, Problem, DUPLICATE_KEY, MALFORMED_JSON, PAYLOAD_TOO_LARGE, UNSUPPORTED_MEDIA_TYPE};
 use crate::booking::domain::{
-    self, BookingChanges, Description, DisplayName, EmailAddress, Location, NewBooking, Person, StartWindow, TimeRange,
-    Timezone, Title, MAX_ATTENDEES,
+    self, BookingChanges, Description, DisplayName, EmailAddress, Location, NewBooking, Person, Reminder, Reminders,
+    StartWindow, TimeRange, Timezone, Title, MAX_ATTENDEES,
 };
 
 /// Checks the size and media type, then parses the body: a JSON object
@@ -62,10 +62,12 @@ pub fn parse_range(errors: &mut FieldErrors, start: &str, end: &str, window: &St
     }
 }
 
-const CREATE_FIELDS: &[&str] = &["title", "start", "end", "timezone", "attendees", "description", "location"];
+const CREATE_FIELDS: &[&str] =
+    &["title", "start", "end", "timezone", "attendees", "description", "location", "reminders"];
 
-/// `POST /bookings`: every field read, every problem named.
-pub fn new_booking(body: &Value, window: &StartWindow) -> Result<NewBooking, Problem> {
+/// `POST /bookings`: every field read, every problem named. A booking
+/// that names no `reminders` gets `default_reminders`.
+pub fn new_booking(body: &Value, window: &StartWindow, default_reminders: &Reminders) -> Result<NewBooking, Problem> {
     let mut errors = FieldErrors::default();
     let obj = Object::of(body, "", &mut errors).ok_or_else(|| Problem::field("body", "must be a JSON object"))?;
     obj.deny_unknown(CREATE_FIELDS, &mut errors);
@@ -79,6 +81,14 @@ pub fn new_booking(body: &Value, window: &StartWindow) -> Result<NewBooking, Pro
     let description = optional_text(&obj, "description", &mut errors, Description::parse).flatten();
     let location = optional_text(&obj, "location", &mut errors, Location::parse).flatten();
     let attendees = obj.array("attendees", &mut errors).map(|list| parse_attendees(&mut errors, &obj, list));
+    let reminders = match obj.patch_array("reminders", &mut errors) {
+        Patch::Absent => Some(default_reminders.clone()),
+        Patch::Null => {
+            errors.refuse("reminders", "must be a list; send [] for no reminders");
+            None
+        }
+        Patch::Value(list) => parse_reminders(&mut errors, list),
+    };
     errors.into_result()?;
     Ok(NewBooking {
         title: title.expect("checked"),
@@ -87,7 +97,24 @@ pub fn new_booking(body: &Value, window: &StartWindow) -> Result<NewBooking, Pro
         timezone: timezone.expect("checked"),
         range: range.expect("checked"),
         attendees: attendees.expect("checked"),
+        reminders: reminders.expect("checked"),
     })
+}
+
+/// At most 5 ISO 8601 offsets before the start (`PT24H`, `PT15M`), each
+/// from 5 minutes to 30 days, none twice.
+fn parse_reminders(errors: &mut FieldErrors, list: &[Value]) -> Option<Reminders> {
+    let before = errors.len();
+    let mut parsed = Vec::with_capacity(list.len());
+    for (i, value) in list.iter().enumerate() {
+        let path = format!("reminders[{i}]");
+        match value.as_str() {
+            Some(raw) => parsed.extend(errors.check(path, Reminder::parse(raw))),
+            None => errors.refuse(path, "must be a string, an ISO 8601 duration like PT15M"),
+        }
+    }
+    let reminders = errors.check("reminders", Reminders::new(parsed));
+    reminders.filter(|_| errors.len() == before)
 }
 
 /// An optional text field: `None` when left out; `Some(None)` when `null`
@@ -132,7 +159,7 @@ fn parse_attendees(errors: &mut FieldErrors, parent: &Object<'_>, list: &[Value]
 }
 
 const UPDATE_FIELDS: &[&str] =
-    &["version", "title", "description", "location", "start", "end", "timezone", "attendees"];
+    &["version", "title", "description", "location", "start", "end", "timezone", "attendees", "reminders"];
 
 /// A field that may be changed but not removed: `null` is an error.
 fn not_null<T>(errors: &mut FieldErrors, field: &str, value: Patch<T>) -> Option<T> {
@@ -177,10 +204,16 @@ pub fn changes(body: &Value, window: &StartWindow) -> Result<(Option<i32>, Booki
     if let Some(list) = not_null(&mut errors, "attendees", attendees) {
         changes.attendees = Some(parse_attendees(&mut errors, &obj, list));
     }
+    match obj.patch_array("reminders", &mut errors) {
+        Patch::Absent => {}
+        Patch::Null => errors.refuse("reminders", "must be a list; send [] to remove every reminder"),
+        Patch::Value(list) => changes.reminders = parse_reminders(&mut errors, list),
+    }
     if UPDATE_FIELDS[1..].iter().all(|f| body.get(f).is_none()) {
         errors.refuse(
             "body",
-            "nothing to change: send at least one of title, description, location, start and end, timezone, attendees",
+            "nothing to change: send at least one of title, description, location, start and end, timezone, \
+             attendees, reminders",
         );
     }
     errors.into_result()?;

@@ -37,7 +37,7 @@ impl At<'_> {
     pub async fn create(&self, req: &Request) -> Result<Response<Body>, Problem> {
         let idem_key = idempotency_key(req)?;
         let value = body::parse_json(req, self.config.max_body_bytes)?;
-        let new = body::new_booking(&value, &self.config.start_window)?;
+        let new = body::new_booking(&value, &self.config.start_window, &self.config.default_reminders)?;
         let idem = idem_key.map(|key| IdempotencyRequest {
             key,
             request_hash: request_hash("POST /bookings", &value),

@@ -2,7 +2,7 @@
 
 use std::str::FromStr;
 
-use crate::booking::domain::StartWindow;
+use crate::booking::domain::{Reminders, StartWindow};
 use crate::booking::limits::Limits;
 use crate::config::settings as S;
 use crate::config::ConfigError;
@@ -57,6 +57,12 @@ pub struct ApiConfig {
     /// Where problem types are documented (`API_PROBLEM_TYPE_BASE`, an
     /// https URL ending in `/`); None: this API's own `/problems/`.
     pub problem_type_base: Option<String>,
+    /// The reminders of a booking created without `reminders`
+    /// (`DEFAULT_REMINDERS`).
+    pub default_reminders: Reminders,
+    /// Divides every reminder's offset (`DEV_REMINDER_SCALE`, read only by
+    /// `dev` builds; 1 in every release binary).
+    pub reminder_scale: u32,
 }
 
 impl ApiConfig {
@@ -89,8 +95,29 @@ impl ApiConfig {
             idempotency_key_ttl: std::time::Duration::from_secs(ttl_hours * 3600),
             limits: limits_from_env()?,
             problem_type_base: problem_type_base_from_env()?,
+            default_reminders: S::DEFAULT_REMINDERS.optional()?.unwrap_or_default(),
+            reminder_scale: reminder_scale_from_env()?,
         })
     }
+}
+
+#[cfg(feature = "dev")]
+fn reminder_scale_from_env() -> Result<u32, ConfigError> {
+    let scale: u32 = S::DEV_REMINDER_SCALE.parsed()?;
+    if scale == 0 {
+        return Err(ConfigError::new(
+            "DEV_REMINDER_SCALE",
+            "(0) must be at least 1",
+            "use 1, or 60 to turn hours into minutes",
+        ));
+    }
+    Ok(scale)
+}
+
+/// A release binary never scales a reminder.
+#[cfg(not(feature = "dev"))]
+fn reminder_scale_from_env() -> Result<u32, ConfigError> {
+    Ok(1)
 }
 
 impl Default for ApiConfig {
@@ -107,6 +134,8 @@ impl Default for ApiConfig {
             ),
             limits: Limits::default(),
             problem_type_base: None,
+            default_reminders: Reminders::default(),
+            reminder_scale: 1,
         }
     }
 }

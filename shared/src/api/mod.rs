@@ -136,7 +136,8 @@ fn base_url(req: &Request) -> String {
 
 impl Api {
     pub fn new(pool: Pool, faults: Faults, config: ApiConfig) -> Self {
-        let bookings = BookingService::new(pool.clone(), faults, config.limits);
+        let bookings =
+            BookingService::new(pool.clone(), faults, config.limits).with_reminder_scale(config.reminder_scale);
         Self { pool, bookings, config, cursor_key: list::CursorKey::default() }
     }
 

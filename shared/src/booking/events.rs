@@ -11,7 +11,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use super::domain::{Booking, Person};
+use super::domain::{Booking, Person, Reminder};
 use crate::outbox::events::StoredEvent;
 use crate::outbox::{ClaimedEvent, NewEvent};
 
@@ -26,14 +26,18 @@ pub enum EventType {
     /// Any change through `PATCH`: fields, time, attendees.
     BookingUpdated,
     BookingCancelled,
+    /// A reminder before the meeting, due at its start minus an offset, in
+    /// a lane of its own ([`super::reminders`]).
+    BookingReminder,
 }
 
 impl EventType {
-    pub const ALL: [EventType; 4] = [
+    pub const ALL: [EventType; 5] = [
         EventType::BookingConfirmed,
         EventType::BookingRescheduled,
         EventType::BookingUpdated,
         EventType::BookingCancelled,
+        EventType::BookingReminder,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -42,6 +46,7 @@ impl EventType {
             EventType::BookingRescheduled => "BOOKING_RESCHEDULED",
             EventType::BookingUpdated => "BOOKING_UPDATED",
             EventType::BookingCancelled => "BOOKING_CANCELLED",
+            EventType::BookingReminder => "BOOKING_REMINDER",
         }
     }
 }
@@ -78,11 +83,14 @@ pub struct EventPayload {
     /// could change attendees: nobody was removed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub previous_attendees: Option<Vec<Person>>,
+    /// For a reminder: its offset before the start.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reminder: Option<Reminder>,
 }
 
 impl EventPayload {
     pub fn of(booking: Booking) -> Self {
-        Self { booking, previous_start: None, previous_end: None, previous_attendees: None }
+        Self { booking, previous_start: None, previous_end: None, previous_attendees: None, reminder: None }
     }
 
     /// An update from `before` to `booking`.
@@ -92,6 +100,7 @@ impl EventPayload {
             previous_start: moved.then_some(before.range.start()),
             previous_end: moved.then_some(before.range.end()),
             previous_attendees: Some(before.attendees.clone()),
+            reminder: None,
             booking,
         }
     }
@@ -103,6 +112,7 @@ impl EventPayload {
             aggregate_version: self.booking.version,
             event_type: event_type.as_str().to_string(),
             payload: serde_json::value::to_raw_value(self).expect("event payload serialises"),
+            due_at: None,
         }
     }
 }
@@ -118,13 +128,18 @@ pub enum Notice {
     Cancel,
     /// `METHOD:CANCEL` listing only this attendee: removed from the meeting.
     Removed,
+    /// A reminder before the meeting: text only, no iTIP method, so it
+    /// never changes a calendar entry.
+    Reminder,
 }
 
 impl Notice {
-    pub fn method(self) -> &'static str {
+    /// The iTIP method, when the message carries a calendar object.
+    pub fn method(self) -> Option<&'static str> {
         match self {
-            Notice::Request => "REQUEST",
-            Notice::Cancel | Notice::Removed => "CANCEL",
+            Notice::Request => Some("REQUEST"),
+            Notice::Cancel | Notice::Removed => Some("CANCEL"),
+            Notice::Reminder => None,
         }
     }
 }
@@ -165,6 +180,7 @@ impl BookingEvent {
         let booking = &self.payload.booking;
         let notice = match self.event_type {
             EventType::BookingCancelled => Notice::Cancel,
+            EventType::BookingReminder => Notice::Reminder,
             EventType::BookingConfirmed | EventType::BookingRescheduled | EventType::BookingUpdated => Notice::Request,
         };
         let mut audience: Vec<(Person, Notice)> = booking.attendees.iter().map(|p| (p.clone(), notice)).collect();

@@ -9,6 +9,7 @@ pub mod domain;
 pub mod events;
 pub mod idempotency;
 pub mod limits;
+pub mod reminders;
 pub mod service;
 pub mod store;
 

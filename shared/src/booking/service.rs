@@ -9,7 +9,7 @@ use super::domain::{Booking, BookingChanges, BookingStatus, Caller, NewBooking};
 use super::events::{EventPayload, EventType};
 use super::idempotency::{self, Begin, IdempotencyRequest, StoredResponse};
 use super::limits::{self, Limits};
-use super::{store, BookingError};
+use super::{reminders, store, BookingError};
 use crate::fault::Faults;
 use crate::outbox;
 
@@ -37,11 +37,30 @@ pub struct BookingService {
     pool: Pool,
     faults: Faults,
     limits: Limits,
+    reminder_scale: u32,
 }
 
 impl BookingService {
     pub fn new(pool: Pool, faults: Faults, limits: Limits) -> Self {
-        Self { pool, faults, limits }
+        Self { pool, faults, limits, reminder_scale: 1 }
+    }
+
+    /// Divides every reminder's offset by `scale` (development only, so a
+    /// reminder arrives within minutes: `DEV_REMINDER_SCALE`).
+    pub fn with_reminder_scale(self, scale: u32) -> Self {
+        Self { reminder_scale: scale.max(1), ..self }
+    }
+
+    /// Writes the reminders of `booking` as it now stands, in `tx`.
+    async fn schedule_reminders(
+        &self,
+        tx: &impl deadpool_postgres::GenericClient,
+        booking: &Booking,
+    ) -> Result<(), BookingError> {
+        for event in reminders::events(booking, chrono::Utc::now(), self.reminder_scale) {
+            outbox::events::insert(tx, &event).await?;
+        }
+        Ok(())
     }
 
     #[tracing::instrument(skip_all, fields(booking_id, organizer = %crate::telemetry::mask_email(organizer.person.email.as_str())))]
@@ -62,12 +81,15 @@ impl BookingService {
                 Begin::Replay(_) => return Err(BookingError::IdempotencyKeyMismatch),
             }
         }
-        limits::count_create(&tx, &self.limits, organizer, new.attendees.len()).await?;
+        // Each reminder mails every attendee too.
+        let reminded = reminders::ahead(&new.reminders, new.range.start(), chrono::Utc::now(), self.reminder_scale);
+        limits::count_create(&tx, &self.limits, organizer, new.attendees.len() * (1 + reminded.len())).await?;
         let booking = store::insert(&tx, Uuid::now_v7(), organizer, &new).await?;
         tracing::Span::current().record("booking_id", tracing::field::display(booking.id));
         self.faults.hit(FAULT_CREATE_BETWEEN_INSERTS)?;
         let payload = EventPayload::of(booking);
         let event_id = outbox::events::insert(&tx, &payload.to_outbox(EventType::BookingConfirmed)).await?;
+        self.schedule_reminders(&tx, &payload.booking).await?;
         if let Some(idem) = &idem {
             idempotency::complete(&tx, &organizer.key(), &idem.key, 201, &payload.booking, payload.booking.id).await?;
         }
@@ -142,15 +164,20 @@ impl BookingService {
         if wanted == current {
             return Ok(Changed { booking: current, changed: false });
         }
-        // Every attendee of either list is mailed: the new list an update,
-        // the removed ones a cancellation.
-        let mailed = wanted.attendees.len()
+        // Every attendee of either list is mailed: the new list an update
+        // (and each reminder still ahead), the removed ones a cancellation.
+        let reminded =
+            reminders::ahead(&wanted.reminders, wanted.range.start(), chrono::Utc::now(), self.reminder_scale).len();
+        let mailed = wanted.attendees.len() * (1 + reminded)
             + current.attendees.iter().filter(|p| !wanted.attendees.iter().any(|a| a.email == p.email)).count();
         limits::count_change(&tx, &self.limits, caller, &current, mailed).await?;
         let booking = store::update(&tx, &wanted).await?;
         self.faults.hit(FAULT_CHANGE_BETWEEN_WRITES)?;
         let payload = EventPayload::update(&current, booking);
         let event_id = outbox::events::insert(&tx, &payload.to_outbox(EventType::BookingUpdated)).await?;
+        // Every change writes a fresh set of reminders: this event
+        // supersedes the older ones (booking::reminders).
+        self.schedule_reminders(&tx, &payload.booking).await?;
         tx.commit().await?;
         tracing::info!(%event_id, sub = caller.subject.as_deref().unwrap_or("-"), "booking updated");
         Ok(Changed { booking: payload.booking, changed: true })

@@ -10,13 +10,13 @@ use uuid::Uuid;
 use super::domain::status_sql::CANCELLED;
 use super::domain::{
     Booking, BookingStatus, Caller, Description, DisplayName, EmailAddress, Location, NewBooking, ParseError, Person,
-    TimeRange, Timezone, Title,
+    Reminders, TimeRange, Timezone, Title,
 };
 use super::BookingError;
 use crate::db::DbError;
 
 const COLUMNS: &str = "id, organizer_email, organizer_name, organizer_sub, title, description, location, \
-                       timezone, starts_at, ends_at, attendees, status, version, created_at, updated_at";
+                       timezone, starts_at, ends_at, attendees, reminders, status, version, created_at, updated_at";
 
 /// The columns the database fills in on insert.
 const GENERATED: &str = "status, version, created_at, updated_at";
@@ -51,6 +51,8 @@ fn from_row(row: &Row) -> Result<Booking, BookingError> {
         },
         organizer_sub: row.get("organizer_sub"),
         attendees,
+        reminders: Reminders::from_secs(&row.try_get::<_, Vec<i32>>("reminders")?)
+            .map_err(|e| corrupt(e, "reminders"))?,
         status: BookingStatus::from_row(row, "status")?,
         version: row.get("version"),
         created_at: row.get("created_at"),
@@ -76,8 +78,8 @@ pub async fn insert(
     let attendees = Json(&new.attendees);
     const SQL: &str = formatcp!(
         "INSERT INTO bookings (id, organizer_email, organizer_name, organizer_sub, title, description, \
-                               location, timezone, starts_at, ends_at, attendees) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) RETURNING {GENERATED}"
+                               location, timezone, starts_at, ends_at, attendees, reminders) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) RETURNING {GENERATED}"
     );
     let row = tx
         .query_one(
@@ -94,6 +96,7 @@ pub async fn insert(
                 &new.range.start(),
                 &new.range.end(),
                 &attendees,
+                &new.reminders.secs(),
             ],
         )
         .await
@@ -110,6 +113,7 @@ pub async fn insert(
         organizer: organizer.person.clone(),
         organizer_sub: organizer.subject.clone(),
         attendees: new.attendees.clone(),
+        reminders: new.reminders.clone(),
         status: BookingStatus::from_row(&row, "status")?,
         version: row.get("version"),
         created_at: row.get("created_at"),
@@ -158,7 +162,8 @@ pub async fn update(tx: &impl GenericClient, b: &Booking) -> Result<Booking, Boo
     let attendees = Json(&b.attendees);
     const SQL: &str = formatcp!(
         "UPDATE bookings SET title = $2, description = $3, location = $4, timezone = $5, starts_at = $6, \
-                             ends_at = $7, attendees = $8, version = version + 1, updated_at = now() \
+                             ends_at = $7, attendees = $8, reminders = $9, version = version + 1, \
+                             updated_at = now() \
          WHERE id = $1 RETURNING {COLUMNS}"
     );
     let row = tx
@@ -173,6 +178,7 @@ pub async fn update(tx: &impl GenericClient, b: &Booking) -> Result<Booking, Boo
                 &b.range.start(),
                 &b.range.end(),
                 &attendees,
+                &b.reminders.secs(),
             ],
         )
         .await

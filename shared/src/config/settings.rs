@@ -85,9 +85,13 @@ settings! {
     DATABASE_CONNECT_TIMEOUT_SECS = Some("5"), DATABASE_USERS;
     /// `jwt`; `insecure-dev-headers` exists only in `dev` builds (local development)
     AUTH_MODE = Some("jwt"), &[Api];
+    /// reminders of a booking that names none: ISO 8601 offsets before the start, comma-separated (`PT24H,PT15M`); unset: none
+    DEFAULT_REMINDERS = None, &[Api];
+    /// divides every reminder's offset, so one arrives within minutes; read only by `dev` builds (`make dev`)
+    DEV_REMINDER_SCALE = Some("1"), &[Api];
     /// bookings one organizer may create per UTC day
     LIMIT_BOOKINGS_PER_DAY = Some("50"), &[Api];
-    /// emails one organizer's creates, updates and cancels may cause per day (an update mails every attendee and anyone removed)
+    /// emails one organizer's creates, updates and cancels may cause per day (an update mails every attendee and anyone removed; each reminder still ahead, every attendee)
     LIMIT_RECIPIENTS_PER_DAY = Some("500"), &[Api];
     /// updates plus cancels of one booking per day
     LIMIT_CHANGES_PER_BOOKING_PER_DAY = Some("10"), &[Api];

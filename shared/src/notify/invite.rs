@@ -65,6 +65,19 @@ fn subject(n: &Notification) -> String {
         Notice::Request => format!("Updated invitation: {} @ {when}", b.title),
         Notice::Cancel => format!("Cancelled: {} @ {when}", b.title),
         Notice::Removed => format!("Removed: {} @ {when}", b.title),
+        Notice::Reminder => format!("Reminder: {} @ {when}", b.title),
+    }
+}
+
+/// How long before the start a reminder says the meeting is: its offset,
+/// in the largest whole units ("in 1 day", "in 15 minutes").
+fn ahead(secs: i32) -> String {
+    let unit = |n: i32, one: &str| if n == 1 { format!("1 {one}") } else { format!("{n} {one}s") };
+    match secs {
+        s if s % 86_400 == 0 => unit(s / 86_400, "day"),
+        s if s % 3600 == 0 => unit(s / 3600, "hour"),
+        s if s >= 3600 => format!("{} and {}", unit(s / 3600, "hour"), unit(s % 3600 / 60, "minute")),
+        s => unit(s / 60, "minute"),
     }
 }
 
@@ -83,10 +96,10 @@ fn person_property(key: &str, p: &Person) -> Property {
     prop
 }
 
-/// The `text/calendar` body.
-pub fn ics(n: &Notification) -> String {
+/// The `text/calendar` body; None for a reminder, which carries none.
+pub fn ics(n: &Notification) -> Option<String> {
     let b = &n.payload.booking;
-    let method = n.notice.method();
+    let method = n.notice.method()?;
     let mut event = icalendar::Event::new();
     event
         .uid(&uid(b.id))
@@ -106,7 +119,7 @@ pub fn ics(n: &Notification) -> String {
     // A removed attendee's CANCEL names only them (RFC 5546 §3.2.5).
     let attendees = match n.notice {
         Notice::Removed => std::slice::from_ref(&n.recipient),
-        Notice::Request | Notice::Cancel => b.attendees.as_slice(),
+        Notice::Request | Notice::Cancel | Notice::Reminder => b.attendees.as_slice(),
     };
     for a in attendees {
         let mut prop = person_property("ATTENDEE", a);
@@ -119,7 +132,7 @@ pub fn ics(n: &Notification) -> String {
     let mut cal = Calendar::new();
     cal.append_property(Property::new("METHOD", method));
     cal.push(event.done());
-    cal.done().to_string()
+    Some(cal.done().to_string())
 }
 
 fn text_body(n: &Notification) -> String {
@@ -132,6 +145,10 @@ fn text_body(n: &Notification) -> String {
         (Notice::Request, _) => format!("{who} updated \"{title}\".\n\n"),
         (Notice::Cancel, _) => format!("{who} cancelled \"{title}\".\n\n"),
         (Notice::Removed, _) => format!("{who} removed you from \"{title}\".\n\n"),
+        (Notice::Reminder, _) => {
+            let offset = n.payload.reminder.map(|r| r.secs()).unwrap_or(0);
+            format!("Reminder: \"{title}\", organized by {who}, starts in {}.\n\n", ahead(offset))
+        }
     };
     s.push_str(&format!(
         "When:  {} – {}\n",
@@ -192,21 +209,20 @@ pub fn canary(id: uuid::Uuid, to: &str, sender: &Sender) -> Vec<u8> {
 /// The raw RFC 5322 message for one recipient.
 pub fn build(n: &Notification, sender: &Sender) -> Vec<u8> {
     let b = &n.payload.booking;
-    let method = n.notice.method();
     // The sender's name is fixed by configuration: an organizer's chosen
     // name never appears as the sender on our domain. Who organizes the
     // meeting is in the body and in Reply-To.
     let from_name = sender.name.clone();
-    let calendar = MimePart::new(
-        mail_builder::headers::content_type::ContentType::new("text/calendar")
-            .attribute("method", method)
-            .attribute("charset", "utf-8"),
-        ics(n),
-    );
-    let body = MimePart::new(
-        "multipart/alternative",
-        vec![MimePart::new("text/plain", text_body(n)), MimePart::new("text/html", html_body(n)), calendar],
-    );
+    let mut parts = vec![MimePart::new("text/plain", text_body(n)), MimePart::new("text/html", html_body(n))];
+    if let (Some(method), Some(ics)) = (n.notice.method(), ics(n)) {
+        parts.push(MimePart::new(
+            mail_builder::headers::content_type::ContentType::new("text/calendar")
+                .attribute("method", method)
+                .attribute("charset", "utf-8"),
+            ics,
+        ));
+    }
+    let body = MimePart::new("multipart/alternative", parts);
     let mut message = MessageBuilder::new();
     if let Some(claim) = n.claim {
         message = message.header(CLAIM_HEADER, mail_builder::headers::raw::Raw::new(claim.to_string()));

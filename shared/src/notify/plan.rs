@@ -26,7 +26,18 @@
 //! will) supersedes this one just the same, whatever `skip_superseded`
 //! says, and an invitation is never sent for a booking that is cancelled
 //! now: an old message never overtakes a newer one.
+//!
+//! A reminder (`BOOKING_REMINDER`, in a lane of its own:
+//! `booking::reminders`) follows the booking's events instead of their
+//! order. Every later event of its booking wrote a fresh set of reminders
+//! or cancelled the meeting, so any later event supersedes it, as does a
+//! booking cancelled now; one picked up once the meeting has started is
+//! [`TOO_LATE`]. While an earlier event of the booking is still unfinished
+//! it waits ([`Waiting`]): a reminder never overtakes its invitation. Then
+//! it goes to each attendee who may have been told of the meeting, never
+//! to one whose every message was capped, refused or superseded.
 
+use chrono::{DateTime, Utc};
 use deadpool_postgres::GenericClient;
 use uuid::Uuid;
 
@@ -57,44 +68,152 @@ impl Planned {
     }
 }
 
+/// The reason of a reminder picked up once its meeting had started: not
+/// sent (`GET /bookings/{id}/notifications` shows it as `too_late`).
+pub const TOO_LATE: &str = "too late:";
+
+/// A reminder that must wait: an earlier event of its booking is still
+/// unfinished. The event goes back to PENDING for [`Waiting::RETRY`],
+/// without using an attempt.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Waiting(pub String);
+
+impl Waiting {
+    pub const RETRY: std::time::Duration = std::time::Duration::from_secs(5);
+}
+
+/// What happens to one event: each recipient's message, or (a reminder)
+/// a wait.
+pub type EventPlan = Result<Vec<Planned>, Waiting>;
+
 /// The plan for `event`. With `skip_superseded` off, everyone is sent
-/// this event's message, as before superseding existed.
-pub async fn plan(client: &impl GenericClient, event: &BookingEvent, skip_superseded: bool) -> DbResult<Vec<Planned>> {
+/// this event's message, as before superseding existed (a reminder always
+/// follows its booking).
+pub async fn plan(client: &impl GenericClient, event: &BookingEvent, skip_superseded: bool) -> DbResult<EventPlan> {
     Ok(plan_many(client, &[event], skip_superseded).await?.pop().expect("one plan per event"))
 }
 
-/// [`plan`] for a batch of events of distinct bookings, reading what the
-/// plans need in a few statements for the whole batch.
+/// [`plan`] for a batch of events of distinct bookings (and reminders),
+/// reading what the plans need in a few statements for the whole batch.
 pub async fn plan_many(
     client: &impl GenericClient,
     batch: &[&BookingEvent],
     skip_superseded: bool,
-) -> DbResult<Vec<Vec<Planned>>> {
+) -> DbResult<Vec<EventPlan>> {
     let of: Vec<(Uuid, i32)> = batch.iter().map(|e| (e.payload.booking.id, e.payload.booking.version)).collect();
-    let mut later = events::later_many(client, &of).await?;
-    // Only updates and cancellations need to know who was told before.
-    let asks: Vec<(Uuid, i32)> = batch.iter().zip(&of).filter(|(e, _)| !first_event(e)).map(|(_, a)| *a).collect();
+    let later = events::later_many(client, &of).await?;
+    // Only updates, cancellations and reminders need to know who was told
+    // before; a reminder, by its own version's event too.
+    let asks: Vec<(Uuid, i32)> = batch
+        .iter()
+        .zip(&of)
+        .filter(|(e, _)| !first_event(e))
+        .map(|(e, &(id, v))| if is_reminder(e) { (id, v + 1) } else { (id, v) })
+        .collect();
     let whole = events::history_complete_many(client, &asks).await?;
+    let reminders: Vec<(Uuid, i32)> = batch.iter().zip(&of).filter(|(e, _)| is_reminder(e)).map(|(_, a)| *a).collect();
+    let unfinished = events::unfinished_up_to_many(client, &reminders).await?;
     let whole_ids: Vec<Uuid> = whole.iter().copied().collect();
-    let mut told_by = sends::possibly_told_many(client, &whole_ids).await?;
+    let told_by = sends::possibly_told_many(client, &whole_ids).await?;
     let bookings: Vec<Uuid> = of.iter().map(|a| a.0).collect();
     let cancelled_now = store::cancelled_among(client, &bookings).await?;
+    let now = Utc::now();
     Ok(batch
         .iter()
         .map(|event| {
             let id = event.payload.booking.id;
             let cancelled = cancelled_now.contains(&id);
-            let later = later.remove(&id).map(|l| readable(&l)).unwrap_or_default();
+            // A batch may hold a booking's event and its reminders (other
+            // lanes, other versions): only what comes after this one, once.
+            let version = event.payload.booking.version;
+            let mut seen = std::collections::HashSet::new();
+            let after: Vec<events::StoredEvent> = later
+                .get(&id)
+                .into_iter()
+                .flatten()
+                .filter(|e| e.aggregate_version > version && seen.insert(e.id))
+                .cloned()
+                .collect();
+            let later = readable(&after);
             let told = if first_event(event) {
                 Told::Nobody
             } else if whole.contains(&id) {
-                Told::Some(told_by.remove(&id).unwrap_or_default())
+                Told::Some(told_by.get(&id).cloned().unwrap_or_default())
             } else {
                 Told::Everyone
             };
-            plan_with(event, &later, &told, cancelled, skip_superseded)
+            if is_reminder(event) {
+                plan_reminder(event, &later, &told, cancelled, unfinished.contains(&id), now)
+            } else {
+                Ok(plan_with(event, &later, &told, cancelled, skip_superseded))
+            }
         })
         .collect())
+}
+
+/// A reminder's plan; see the module documentation.
+fn plan_reminder(
+    event: &BookingEvent,
+    later: &[Later],
+    told: &Told,
+    cancelled_now: bool,
+    earlier_unfinished: bool,
+    now: DateTime<Utc>,
+) -> EventPlan {
+    let booking = &event.payload.booking;
+    let not_sent = |by: Uuid, reason: String| -> EventPlan {
+        Ok(event
+            .audience()
+            .into_iter()
+            .map(|(person, notice)| Planned::Superseded {
+                notification: Notification::new(event, person, notice, false),
+                by,
+                reason: reason.clone(),
+            })
+            .collect())
+    };
+    if let Some(Later { event: last, .. }) = later.last() {
+        let reason = match last.event_type {
+            EventType::BookingCancelled => {
+                format!("the booking was cancelled (version {}): no reminder", last.payload.booking.version)
+            }
+            _ => format!(
+                "superseded by the later {} (version {}): the reminders of the booking as it then stood replace it",
+                last.event_type, last.payload.booking.version
+            ),
+        };
+        return not_sent(last.id, reason);
+    }
+    if cancelled_now {
+        return not_sent(event.id, "the booking is cancelled: no reminder".to_string());
+    }
+    if now >= booking.range.start() {
+        let start = booking.range.start().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+        return not_sent(event.id, format!("{TOO_LATE} the meeting started at {start}; a reminder never comes after"));
+    }
+    if earlier_unfinished {
+        return Err(Waiting(
+            "an earlier event of the booking is still being sent: a reminder never goes before it".to_string(),
+        ));
+    }
+    Ok(event
+        .audience()
+        .into_iter()
+        .map(|(person, notice)| {
+            let told_of_it = told.may_have_told(person.email.as_str());
+            let n = Notification::new(event, person, notice, false);
+            if told_of_it {
+                Planned::Send(n)
+            } else {
+                let reason = "never told of this meeting: no reminder".to_string();
+                Planned::Superseded { notification: n, by: event.id, reason }
+            }
+        })
+        .collect())
+}
+
+fn is_reminder(event: &BookingEvent) -> bool {
+    event.event_type == EventType::BookingReminder
 }
 
 /// A later event of the booking, and whether it has settled (DONE, or DEAD

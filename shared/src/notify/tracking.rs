@@ -21,8 +21,10 @@ use uuid::Uuid;
 
 use super::deliver::SUPPRESSED;
 use super::feedback::VERDICT_OF_SEND;
+use super::plan::TOO_LATE;
 use super::sends::{ConfirmedBy, SendStatus, FEEDBACK_PROVIDER_NAMES, SENDS_OF_EVENT};
 use super::unknown::RESENT_ON_EVIDENCE;
+use crate::booking::domain::Reminder;
 use crate::booking::events::BookingEvent;
 use crate::db::DbResult;
 use crate::outbox::events::{EventStatus, EVENTS_OF_BOOKING};
@@ -33,6 +35,8 @@ use crate::outbox::events::{EventStatus, EVENTS_OF_BOOKING};
 pub enum State {
     /// The event waits for a poller (or is being planned).
     Pending,
+    /// A reminder, due at `due`.
+    Scheduled,
     /// Claimed; the provider has not answered yet.
     Sending,
     /// SES accepted it.
@@ -46,8 +50,12 @@ pub enum State {
     /// Whether SES accepted it could not be known; it is never sent again
     /// automatically. SES's own event settles it when it comes.
     Unknown,
-    /// Not sent: a later change of the booking told them instead.
+    /// Not sent: a later change of the booking told them instead (for a
+    /// reminder: the booking changed or was cancelled; `detail` says).
     Superseded,
+    /// Not sent: a reminder picked up once the meeting had started (a
+    /// backlog, an outage).
+    TooLate,
     /// Not sent: the address bounced permanently or complained before.
     Suppressed,
     /// Not sent: refused for this recipient, or the event was dead-lettered.
@@ -83,6 +91,9 @@ pub struct Tracked {
     pub state: State,
     /// When it reached that state.
     pub at: DateTime<Utc>,
+    /// For a reminder: when it is (or was) due, the start minus its
+    /// offset. Null otherwise.
+    pub due: Option<DateTime<Utc>>,
     /// For a message SES accepted (or may have): whether its acceptance
     /// was in doubt and SES's own event settled it. Null otherwise.
     pub confirmed_by_ses: Option<bool>,
@@ -100,7 +111,7 @@ pub enum Reader<'a> {
 
 const SQL: &str = formatcp!(
     "SELECT e.id AS event_id, e.aggregate_version, e.event_type, e.status AS event_status, e.created_at, \
-            e.updated_at, e.open_payload, s.recipient_email, s.status AS send_status, s.claimed_at, \
+            e.updated_at, e.open_payload, e.reminded_start, e.reminder, s.recipient_email, s.status AS send_status, s.claimed_at, \
             s.completed_at, s.confirmed_by, s.left_for_operator, s.last_error, s.provider, \
             f.kind AS verdict, f.subtype AS verdict_subtype, f.occurred_at AS verdict_at, \
             x.decided_at AS resent_at \
@@ -114,7 +125,8 @@ const SQL: &str = formatcp!(
 /// then recipient. One statement, whatever the number of events and
 /// recipients.
 pub async fn of_booking(client: &impl GenericClient, booking_id: Uuid, reader: Reader<'_>) -> DbResult<Vec<Tracked>> {
-    let rows = client.query(&client.prepare_cached(SQL).await?, &[&booking_id]).await?;
+    let (first_lane, last_lane) = crate::booking::reminders::lanes_of(booking_id);
+    let rows = client.query(&client.prepare_cached(SQL).await?, &[&booking_id, &first_lane, &last_lane]).await?;
     let shown = |recipient: &str| match reader {
         Reader::Organizer => true,
         Reader::Recipient(me) => me == recipient,
@@ -126,12 +138,13 @@ pub async fn of_booking(client: &impl GenericClient, booking_id: Uuid, reader: R
         let event_id: Uuid = row.get("event_id");
         let event_type: String = row.get("event_type");
         let event_status = EventStatus::from_row(row, "event_status")?;
+        let due = due(row);
         if let Some(payload) = row.get::<_, Option<serde_json::Value>>("open_payload") {
             // An unreadable payload is a poison message: it reaches no one.
             if !open.iter().any(|o| o.event_id == event_id) {
                 if let Ok(event) = BookingEvent::from_parts(event_id, &event_type, &payload) {
                     let (created_at, updated_at) = (row.get("created_at"), row.get("updated_at"));
-                    open.push(Open { event_id, status: event_status, created_at, updated_at, event });
+                    open.push(Open { event_id, status: event_status, created_at, updated_at, due, event });
                 }
             }
         }
@@ -152,11 +165,12 @@ pub async fn of_booking(client: &impl GenericClient, booking_id: Uuid, reader: R
             recipient,
             state,
             at,
+            due,
             confirmed_by_ses,
             detail,
         });
     }
-    for Open { event_id, status, created_at, updated_at, event } in open {
+    for Open { event_id, status, created_at, updated_at, due, event } in open {
         for (person, _) in event.audience() {
             let recipient = person.email.as_str().to_string();
             if reached.contains(&(event_id, recipient.clone())) || !shown(&recipient) {
@@ -164,6 +178,7 @@ pub async fn of_booking(client: &impl GenericClient, booking_id: Uuid, reader: R
             }
             let (state, at, detail) = match status {
                 EventStatus::Dead => (State::Failed, updated_at, Some("the event was dead-lettered".to_string())),
+                _ if due.is_some() => (State::Scheduled, created_at, None),
                 _ => (State::Pending, created_at, None),
             };
             tracked.push(Tracked {
@@ -173,12 +188,15 @@ pub async fn of_booking(client: &impl GenericClient, booking_id: Uuid, reader: R
                 recipient,
                 state,
                 at,
+                due,
                 confirmed_by_ses: None,
                 detail,
             });
         }
     }
-    tracked.sort_by(|a, b| (a.version, &a.recipient, a.event_id).cmp(&(b.version, &b.recipient, b.event_id)));
+    tracked.sort_by(|a, b| {
+        (a.version, a.due, &a.recipient, a.event_id).cmp(&(b.version, b.due, &b.recipient, b.event_id))
+    });
     Ok(tracked)
 }
 
@@ -189,7 +207,15 @@ struct Open {
     status: EventStatus,
     created_at: DateTime<Utc>,
     updated_at: DateTime<Utc>,
+    due: Option<DateTime<Utc>>,
     event: BookingEvent,
+}
+
+/// A reminder's due time, from its payload: the start minus its offset.
+fn due(row: &tokio_postgres::Row) -> Option<DateTime<Utc>> {
+    let offset = Reminder::parse(row.get::<_, Option<&str>>("reminder")?).ok()?;
+    let start = DateTime::parse_from_rfc3339(row.get::<_, Option<&str>>("reminded_start")?).ok()?;
+    Some(start.with_timezone(&Utc) - offset.duration())
 }
 
 type SendState = (State, DateTime<Utc>, Option<bool>, Option<String>);
@@ -253,7 +279,10 @@ fn send_state(row: &tokio_postgres::Row) -> DbResult<SendState> {
             };
             (State::Unknown, at, Some(false), Some(detail))
         }
-        SendStatus::Superseded => (State::Superseded, at, None, reason()),
+        SendStatus::Superseded => match reason() {
+            Some(r) if r.starts_with(TOO_LATE) => (State::TooLate, at, None, Some(r)),
+            r => (State::Superseded, at, None, r),
+        },
         SendStatus::Failed => match reason() {
             Some(r) if r.starts_with(SUPPRESSED) => (State::Suppressed, at, None, Some(r)),
             _ => (State::Failed, at, None, Some("refused by the provider for this recipient".to_string())),

@@ -17,7 +17,7 @@ use super::RelayError;
 use crate::booking::events::BookingEvent;
 use crate::notify::deliver::{deliver, Delivery, Gate};
 use crate::notify::mailer::Mailer;
-use crate::notify::plan::{plan_many, Planned};
+use crate::notify::plan::{plan_many, Planned, Waiting};
 use crate::notify::unknown;
 use crate::outbox::events::transitions::{self, Retried};
 use crate::outbox::processed;
@@ -44,6 +44,9 @@ enum Settle {
     Throttled(String),
     /// The provider paused sending: back to PENDING without using an attempt.
     Requeue(String),
+    /// A reminder whose booking's earlier events are unfinished: back to
+    /// PENDING soon ([`Waiting::RETRY`]), without using an attempt.
+    Wait(String),
     /// A known failure: back to PENDING with backoff (or DEAD when out of attempts).
     Retry(String),
     /// Our mailer configuration is wrong: DEAD until an operator replays it.
@@ -57,8 +60,9 @@ impl Settle {
             Settle::Deadline(_) => 1,
             Settle::Throttled(_) => 2,
             Settle::Requeue(_) => 3,
-            Settle::Retry(_) => 4,
-            Settle::DeadLetter(_) => 5,
+            Settle::Wait(_) => 4,
+            Settle::Retry(_) => 5,
+            Settle::DeadLetter(_) => 6,
         }
     }
 
@@ -102,7 +106,15 @@ impl<M: Mailer + 'static> Poller<M> {
         let events: Vec<&BookingEvent> = batch.iter().map(|(e, _)| e).collect();
         let plans = plan_many(&tx, &events, self.config.skip_superseded).await?;
         let mut items: Vec<(usize, Planned)> = Vec::new();
+        let mut settle = vec![Settle::Done; events.len()];
         for (i, (event, plan)) in events.iter().zip(plans).enumerate() {
+            let plan = match plan {
+                Ok(plan) => plan,
+                Err(Waiting(reason)) => {
+                    settle[i] = Settle::Wait(reason);
+                    continue;
+                }
+            };
             let only = only.get(&event.id);
             items.extend(
                 plan.into_iter()
@@ -110,7 +122,6 @@ impl<M: Mailer + 'static> Poller<M> {
                     .map(|p| (i, p)),
             );
         }
-        let mut settle = vec![Settle::Done; events.len()];
         let send_fits = || self.send_fits();
         let gate = Gate {
             paused: &self.paused,
@@ -196,6 +207,10 @@ impl<M: Mailer + 'static> Poller<M> {
                 let reason = format!("throttled: {reason}");
                 transitions::requeue(&client, event_id, worker, THROTTLED_RETRY, &reason).await?;
                 summary.throttled += 1;
+            }
+            Settle::Wait(reason) => {
+                transitions::requeue(&client, event_id, worker, Waiting::RETRY, &reason).await?;
+                summary.waiting += 1;
             }
             Settle::Requeue(reason) => {
                 let delay = self.config.pause_delay;

@@ -33,6 +33,8 @@ pub struct RunSummary {
     pub deadline_requeued: u32,
     /// Events handed back because a send was throttled (no attempt used).
     pub throttled: u32,
+    /// Reminders handed back to wait for their booking's earlier events.
+    pub waiting: u32,
     /// Batches processed again in place after a database failure.
     pub recovered: u32,
     pub errors: u32,
@@ -58,6 +60,7 @@ impl RunSummary {
         self.paused |= o.paused;
         self.deadline_requeued += o.deadline_requeued;
         self.throttled += o.throttled;
+        self.waiting += o.waiting;
         self.recovered += o.recovered;
         self.errors += o.errors;
         self.batch_duration_ms_max = self.batch_duration_ms_max.max(o.batch_duration_ms_max);

@@ -280,7 +280,7 @@ async fn a_lone_cr_in_the_description_is_stored_as_a_line_break_and_never_reache
         claim: None,
         trace_id: None,
     };
-    let ics = invite::ics(&n);
+    let ics = invite::ics(&n).expect("an update carries its calendar object");
     assert!(ics.contains("DESCRIPTION:line one\\nline two\\nline three"), "{ics}");
     assert!(!ics.replace("\r\n", "").contains('\r'), "no CR but the line endings");
 }

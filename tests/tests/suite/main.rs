@@ -27,6 +27,7 @@ mod outbox_scenarios;
 mod outboxctl;
 mod recovery;
 mod release_build;
+mod reminders;
 mod send_rate;
 mod ses_feedback;
 mod ses_feedback_end_to_end;

@@ -58,9 +58,11 @@ macro_rules! deserialize_via_parse {
     };
 }
 
+mod reminders;
 mod text;
 mod time;
 
+pub use reminders::{Reminder, Reminders, MAX_REMINDERS, MAX_REMINDER_SECS, MIN_REMINDER_SECS};
 pub use text::{Description, DisplayName, EmailAddress, Location, Title};
 pub use time::{parse_instant, StartWindow, TimeRange, Timezone};
 
@@ -80,6 +82,7 @@ pub struct NewBooking {
     pub timezone: Timezone,
     pub range: TimeRange,
     pub attendees: Vec<Person>,
+    pub reminders: Reminders,
 }
 
 /// A validated change to a booking (`PATCH`): each field present replaces
@@ -93,6 +96,8 @@ pub struct BookingChanges {
     pub range: Option<TimeRange>,
     /// The full new list of attendees.
     pub attendees: Option<Vec<Person>>,
+    /// The full new list of reminders (empty: none).
+    pub reminders: Option<Reminders>,
 }
 
 impl BookingChanges {
@@ -117,6 +122,9 @@ impl BookingChanges {
         }
         if let Some(a) = &self.attendees {
             b.attendees = a.clone();
+        }
+        if let Some(r) = &self.reminders {
+            b.reminders = r.clone();
         }
         b
     }
@@ -147,6 +155,8 @@ pub struct Booking {
     /// Never shown to anyone and not carried in outbox payloads.
     pub organizer_sub: Option<String>,
     pub attendees: Vec<Person>,
+    /// When attendees are reminded, before the start.
+    pub reminders: Reminders,
     pub status: BookingStatus,
     pub version: i32,
     pub created_at: DateTime<Utc>,
@@ -155,9 +165,10 @@ pub struct Booking {
 
 /// The JSON form of a [`Booking`]: the range as `start` and `end`, and no
 /// `organizer_sub` (never shown, never queued). Read field by field through
-/// each type's parser, the range checked as one.
+/// each type's parser, the range checked as one. `reminders` is absent from
+/// payloads written before bookings had them: none.
 #[derive(Serialize, Deserialize)]
-struct BookingJson<T, D, L, Z, P, A> {
+struct BookingJson<T, D, L, Z, P, A, R> {
     id: uuid::Uuid,
     title: T,
     description: Option<D>,
@@ -167,6 +178,8 @@ struct BookingJson<T, D, L, Z, P, A> {
     timezone: Z,
     organizer: P,
     attendees: A,
+    #[serde(default)]
+    reminders: R,
     status: BookingStatus,
     version: i32,
     created_at: DateTime<Utc>,
@@ -185,6 +198,7 @@ impl Serialize for Booking {
             timezone: &self.timezone,
             organizer: &self.organizer,
             attendees: &self.attendees,
+            reminders: &self.reminders,
             status: self.status,
             version: self.version,
             created_at: self.created_at,
@@ -196,7 +210,7 @@ impl Serialize for Booking {
 
 impl<'de> Deserialize<'de> for Booking {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let j = BookingJson::<Title, Description, Location, Timezone, Person, Vec<Person>>::deserialize(d)?;
+        let j = BookingJson::<Title, Description, Location, Timezone, Person, Vec<Person>, Reminders>::deserialize(d)?;
         Ok(Booking {
             id: j.id,
             title: j.title,
@@ -207,6 +221,7 @@ impl<'de> Deserialize<'de> for Booking {
             organizer: j.organizer,
             organizer_sub: None,
             attendees: j.attendees,
+            reminders: j.reminders,
             status: j.status,
             version: j.version,
             created_at: j.created_at,

@@ -42,15 +42,18 @@ pub struct NewEvent {
     /// The payload as JSON text, serialised once from the caller's type
     /// (no `serde_json::Value` tree on the write path).
     pub payload: Box<RawValue>,
+    /// When it falls due; None: at once.
+    pub due_at: Option<DateTime<Utc>>,
 }
 
 /// The channel notified when an event commits: an idle poller that
 /// `LISTEN`s on it claims at once instead of at its next timed poll.
 pub const CHANNEL: &str = "outbox_events";
 
-/// Inserts a PENDING event and notifies [`CHANNEL`], in one statement. Runs
-/// in the caller's transaction, so the event and its notification commit
-/// with the business change or not at all. The event keeps the current
+/// Inserts a PENDING event and, when it is due at once, notifies
+/// [`CHANNEL`], in one statement. Runs in the caller's transaction, so the
+/// event and its notification commit with the business change or not at
+/// all. The event keeps the current
 /// trace context ([`trace::current`]: the API request's), so every later
 /// step of its delivery names the same trace.
 pub async fn insert(tx: &impl GenericClient, event: &NewEvent) -> DbResult<Uuid> {
@@ -58,9 +61,10 @@ pub async fn insert(tx: &impl GenericClient, event: &NewEvent) -> DbResult<Uuid>
     tx.execute(
         &tx.prepare_cached(formatcp!(
             "WITH event AS (\
-               INSERT INTO outbox_events (id, aggregate_id, aggregate_version, event_type, payload, traceparent) \
-               VALUES ($1, $2, $3, $4, $5, $6) RETURNING id) \
-             SELECT pg_notify('{CHANNEL}', '') FROM event"
+               INSERT INTO outbox_events \
+                      (id, aggregate_id, aggregate_version, event_type, payload, traceparent, next_attempt_at) \
+               VALUES ($1, $2, $3, $4, $5, $6, coalesce($7, now())) RETURNING next_attempt_at) \
+             SELECT pg_notify('{CHANNEL}', '') FROM event WHERE next_attempt_at <= now()"
         ))
         .await?,
         &[
@@ -70,6 +74,7 @@ pub async fn insert(tx: &impl GenericClient, event: &NewEvent) -> DbResult<Uuid>
             &event.event_type,
             &Json(&*event.payload),
             &trace::current(),
+            &event.due_at,
         ],
     )
     .await?;
@@ -84,15 +89,18 @@ pub async fn insert_many(client: &impl GenericClient, events: &[NewEvent]) -> Db
     let versions: Vec<i32> = events.iter().map(|e| e.aggregate_version).collect();
     let types: Vec<&str> = events.iter().map(|e| e.event_type.as_str()).collect();
     let payloads: Vec<Json<&RawValue>> = events.iter().map(|e| Json(&*e.payload)).collect();
+    let due: Vec<Option<DateTime<Utc>>> = events.iter().map(|e| e.due_at).collect();
     client
         .execute(
             formatcp!(
                 "WITH events AS (\
-                   INSERT INTO outbox_events (id, aggregate_id, aggregate_version, event_type, payload) \
-                   SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::int4[], $4::text[], $5::jsonb[]) RETURNING id) \
+                   INSERT INTO outbox_events (id, aggregate_id, aggregate_version, event_type, payload, next_attempt_at) \
+                   SELECT i, a, v, t, p, coalesce(d, now()) \
+                     FROM unnest($1::uuid[], $2::uuid[], $3::int4[], $4::text[], $5::jsonb[], $6::timestamptz[]) \
+                          AS n(i, a, v, t, p, d) RETURNING id) \
                  SELECT pg_notify('{CHANNEL}', '') FROM events LIMIT 1"
             ),
-            &[&ids, &aggregates, &versions, &types, &payloads],
+            &[&ids, &aggregates, &versions, &types, &payloads, &due],
         )
         .await?;
     Ok(ids)
@@ -174,6 +182,22 @@ pub async fn later_many(
     Ok(later)
 }
 
+/// The aggregates of `(aggregate, version)` with an event of that version
+/// or an earlier one still unfinished (PENDING or PROCESSING). One
+/// statement, through `outbox_events_one_per_version`.
+pub async fn unfinished_up_to_many(
+    client: &impl GenericClient,
+    of: &[(Uuid, i32)],
+) -> DbResult<std::collections::HashSet<Uuid>> {
+    const SQL: &str = formatcp!(
+        "SELECT a.id FROM unnest($1::uuid[], $2::int4[]) AS a(id, version) \
+          WHERE EXISTS (SELECT 1 FROM outbox_events e \
+                         WHERE e.aggregate_id = a.id AND e.aggregate_version <= a.version \
+                           AND e.status IN ({PENDING}, {PROCESSING}))"
+    );
+    aggregates_where(client, of, SQL).await
+}
+
 /// The aggregates of `(aggregate, version)` whose every event before that
 /// version is still stored (versions count up from 1, one event each;
 /// retention deletes old ones). One statement for all of them.
@@ -181,14 +205,24 @@ pub async fn history_complete_many(
     client: &impl GenericClient,
     of: &[(Uuid, i32)],
 ) -> DbResult<std::collections::HashSet<Uuid>> {
+    const SQL: &str = "SELECT a.id FROM unnest($1::uuid[], $2::int4[]) AS a(id, version) \
+                WHERE (SELECT count(*) FROM outbox_events e \
+                        WHERE e.aggregate_id = a.id AND e.aggregate_version < a.version) = a.version - 1";
+    aggregates_where(client, of, SQL).await
+}
+
+/// The aggregates `sql` returns, given `of` as two arrays ($1 the ids, $2
+/// the versions).
+async fn aggregates_where(
+    client: &impl GenericClient,
+    of: &[(Uuid, i32)],
+    sql: &str,
+) -> DbResult<std::collections::HashSet<Uuid>> {
     if of.is_empty() {
         return Ok(Default::default());
     }
     let aggregates: Vec<Uuid> = of.iter().map(|a| a.0).collect();
     let versions: Vec<i32> = of.iter().map(|a| a.1).collect();
-    let sql = "SELECT a.id FROM unnest($1::uuid[], $2::int4[]) AS a(id, version) \
-                WHERE (SELECT count(*) FROM outbox_events e \
-                        WHERE e.aggregate_id = a.id AND e.aggregate_version < a.version) = a.version - 1";
     let rows = client.query(&client.prepare_cached(sql).await?, &[&aggregates, &versions]).await?;
     Ok(rows.iter().map(|r| r.get(0)).collect())
 }
@@ -273,15 +307,18 @@ pub const EVENT_WITH_ID: &str = "SELECT 1 FROM outbox_events e WHERE e.id = ";
 /// `outbox_events_one_per_version`.
 pub const EVENTS_OF_BOOKINGS: &str = "SELECT e.id, e.aggregate_id FROM outbox_events e WHERE e.aggregate_id = ANY($1)";
 
-/// The events of the booking in `$1`, as a subquery `e` (it reads
-/// `outbox_events_one_per_version`): `id`, `aggregate_version`,
-/// `event_type`, `status`, `created_at`, `updated_at`, and `open_payload`,
-/// the payload while the event is not DONE (who it is still to reach), NULL
-/// once it is.
+/// The events of the booking in `$1`, and those in the lanes from `$2` to
+/// `$3` (its reminders': `booking::reminders::lanes_of`), as a subquery `e`
+/// (it reads `outbox_events_one_per_version`): `id`, `aggregate_version`,
+/// `event_type`, `status`, `created_at`, `updated_at`, `open_payload`, the
+/// payload while the event is not DONE (who it is still to reach), NULL
+/// once it is, and for a reminder its booking's `start` and its `reminder`
+/// offset, as text.
 pub const EVENTS_OF_BOOKING: &str = formatcp!(
     "SELECT e.id, e.aggregate_version, e.event_type, e.status, e.created_at, e.updated_at, \
-            CASE WHEN e.status <> {DONE} THEN e.payload END AS open_payload \
-       FROM outbox_events e WHERE e.aggregate_id = $1"
+            CASE WHEN e.status <> {DONE} THEN e.payload END AS open_payload, \
+            e.payload -> 'booking' ->> 'start' AS reminded_start, e.payload ->> 'reminder' AS reminder \
+       FROM outbox_events e WHERE e.aggregate_id = $1 OR e.aggregate_id BETWEEN $2 AND $3"
 );
 
 /// `… <id expression>)` completes a subquery that finds the event while a
