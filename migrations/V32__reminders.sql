@@ -5,6 +5,9 @@ ALTER TABLE bookings ADD COLUMN reminders integer[] NOT NULL DEFAULT '{}'
     CONSTRAINT bookings_reminders_bounded
         CHECK (cardinality(reminders) <= 5 AND 300 <= ALL (reminders) AND 2592000 >= ALL (reminders));
 GRANT UPDATE (reminders) ON bookings TO booking_api;
+-- The plan of a reminder reads its booking's version: one of an older
+-- version never goes, even if the later event is gone.
+GRANT SELECT (version) ON bookings TO outbox_poller;
 
 -- A reminder is an outbox event due at start - offset, in a lane of its
 -- own (its aggregate_id is derived from the booking's: booking/reminders.rs),

@@ -15,7 +15,10 @@
 # GET /bookings/{id} and the page's bare SQL; BENCH_ONLY=listing runs only
 # that. Last, the held-snapshot stress (tests/benches/stress.rs)
 # and graphile-worker under the same stress; BENCH_ONLY=stress runs only
-# that, BENCH_STATEMENTS=1 adds each drain's statement costs. BENCH_ONLY=smtp
+# that, BENCH_STATEMENTS=1 adds each drain's statement costs. The poller
+# bench also drains once more with BENCH_FUTURE_REMINDERS (default
+# 1,000,000) reminders due later in the table, beside the same drain
+# without (BENCH_ONLY=reminders runs only that pair). BENCH_ONLY=smtp
 # runs only the SMTP bench (tests/benches/smtp.rs: the poller through the
 # SMTP mailer beside a bare SMTP client, against the local test server). All figures go
 # to $BENCH_RESULTS (key<TAB>value; a temporary file unless set) and are
@@ -67,6 +70,13 @@ if [ "${BENCH_ONLY:-}" = "smtp" ]; then
   moto_ensure_installed
   OUTBOX_TEST_PYTHON="$PWD/$MOTO_VENV/bin/python" RUST_LOG="${RUST_LOG:-error}" \
     cargo bench --locked -p outbox-tests --bench smtp
+  exit 0
+fi
+if [ "${BENCH_ONLY:-}" = "reminders" ]; then
+  # The drain with and without BENCH_FUTURE_REMINDERS (default 1,000,000)
+  # reminders due later in outbox_events.
+  RUST_LOG="${RUST_LOG:-error}" cargo bench --locked -p outbox-tests --bench poller
+  python3 scripts/lib/bench-table.py "$BENCH_RESULTS"
   exit 0
 fi
 if [ "${BENCH_ONLY:-}" = "stress" ]; then

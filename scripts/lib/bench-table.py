@@ -84,6 +84,8 @@ def main():
          "baseline.insert1", "insert+commit", "/s", ""),
         ("baseline, 4 connections", "project.poller4", "4 pollers, notifications",
          "baseline.insert4", "insert+commit", "/s", ""),
+        ("future reminders", "project.future_reminders.with", "future reminders due later",
+         "project.future_reminders.without", "the same drain without them", "/s", "target >= 0.90"),
         # The held-snapshot stress (tests/benches/stress.rs; perf.js stress).
         ("stress: fresh", "project.stress.fresh", "1 poller, production defaults",
          "graphile.stress.fresh", "graphile batched, 1 proc x 4", "/s", ""),

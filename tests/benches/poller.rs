@@ -73,6 +73,46 @@ async fn throughput(shape: Shape, events: usize, recipients: usize) -> (f64, f64
     ((events * recipients) as f64 / elapsed, elapsed, base)
 }
 
+/// Writes `n` reminders due from tomorrow on, as bookings made long ahead
+/// leave them in `outbox_events`: each its own lane, with a real reminder's
+/// payload (one statement per 100,000; then VACUUM ANALYZE).
+async fn seed_future_reminders(db: &TestDb, n: usize) {
+    let mut event = outbox_tests::outbox::confirmed_event(0, 3);
+    let mut payload: serde_json::Value = serde_json::from_str(event.payload.get()).unwrap();
+    payload["reminder"] = serde_json::json!("PT15M");
+    event.payload = serde_json::value::to_raw_value(&payload).unwrap();
+    let client = db.pool.get().await.unwrap();
+    let sql = "INSERT INTO outbox_events (id, aggregate_id, aggregate_version, event_type, payload, next_attempt_at) \
+               SELECT gen_random_uuid(), gen_random_uuid(), 1, 'BOOKING_REMINDER', $1::jsonb, \
+                      now() + interval '1 day' + make_interval(secs => g) \
+                 FROM generate_series($2::bigint, $3::bigint) g";
+    let payload = tokio_postgres::types::Json(&*event.payload);
+    for from in (0..n as i64).step_by(100_000) {
+        let to = (from + 100_000).min(n as i64) - 1;
+        client.execute(sql, &[&payload, &from, &to]).await.unwrap();
+    }
+    client.batch_execute("VACUUM ANALYZE outbox_events").await.unwrap();
+}
+
+/// The same drain with and without `future` reminders due later in the
+/// table, each on a fresh database: notifications/s without, then with.
+async fn with_future_reminders(shape: Shape, events: usize, recipients: usize, future: usize) -> (f64, f64) {
+    let mut rates = Vec::new();
+    for n in [0, future] {
+        let db = TestDb::create().await;
+        if n > 0 {
+            seed_future_reminders(&db, n).await;
+        }
+        seed_events(&db.pool, events, recipients).await;
+        db.pool.get().await.unwrap().batch_execute("VACUUM ANALYZE outbox_events").await.unwrap();
+        let elapsed = drain(&db, shape, events * recipients).await;
+        let pending: i64 = db.scalar("SELECT count(*) FROM outbox_events WHERE status = 'PENDING'").await;
+        assert_eq!(pending as usize, n, "the future reminders wait, untouched");
+        rates.push((events * recipients) as f64 / elapsed);
+    }
+    (rates[0], rates[1])
+}
+
 /// `POST /bookings` through the real handler (an API Gateway v2 event in,
 /// the response out), `clients` at once on one pool of that size, for
 /// `secs`: each client is an organizer booking its next 30-minute slot
@@ -198,6 +238,7 @@ async fn main() {
     let only = std::env::var("BENCH_ONLY").unwrap_or_default();
     let only_api = only == "api";
     let only_throughput = only == "throughput";
+    let only_reminders = only == "reminders";
     let events = env_usize("BENCH_EVENTS", 150_000);
     let recipients = env_usize("BENCH_RECIPIENTS", 3);
     // As many batches in flight as graphile-worker's batched preset has
@@ -225,7 +266,7 @@ async fn main() {
     if std::env::var("BENCH_PRODUCTION_DRAIN").as_deref() != Ok("0") {
         shapes.push((production, "project.poller1.b32g64".into()));
     }
-    for (shape, key) in if only_api { &[][..] } else { &shapes[..] } {
+    for (shape, key) in if only_api || only_reminders { &[][..] } else { &shapes[..] } {
         let (rate, drain, base) = throughput(*shape, events, recipients).await;
         let what = format!(
             "notifications/s, {} poller(s), {}/{}/{}",
@@ -238,6 +279,23 @@ async fn main() {
     }
     if only_throughput {
         return;
+    }
+    // Reminders are written long before they are due: the claim of due
+    // events must not slow down with a million of them waiting.
+    if !only_api {
+        let future = env_usize("BENCH_FUTURE_REMINDERS", 1_000_000);
+        let shape = Shape { pollers: 1, batch, group, in_flight };
+        let (without, with) = with_future_reminders(shape, events, recipients, future).await;
+        println!("{:<34} {with:>12.0}/s {:>8} {without:>16.0}/s {:>8.2}", "with future reminders", "", with / without);
+        println!(
+            "  ({future} reminders due from tomorrow in the table; the baseline column is the same drain without)"
+        );
+        record("project.future_reminders.without", without);
+        record("project.future_reminders.with", with);
+        record("project.future_reminders.ratio", with / without);
+        if only_reminders {
+            return;
+        }
     }
     let bookings = env_usize("BENCH_LATENCY_BOOKINGS", 200);
     for listen in if only_api { &[][..] } else { &[false, true][..] } {

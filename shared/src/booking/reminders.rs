@@ -15,7 +15,8 @@
 //! of its own aggregate, a *lane* whose id is derived from the booking's
 //! ([`lane`]), and the claim's ordering never relates it to anything else.
 //! Lane ids share the booking id's first 14 bytes, so one index range
-//! ([`lanes_of`]) finds every reminder of a booking.
+//! ([`lanes_of`]) finds every reminder of a booking, and retention keeps
+//! the booking's events (and their sends) while one is unfinished.
 
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
@@ -24,24 +25,17 @@ use super::domain::{Booking, Reminder, Reminders};
 use super::events::{EventPayload, EventType};
 use crate::outbox::NewEvent;
 
-/// The lane of a booking's reminder: the booking id (a UUIDv7) with its
-/// version nibble set to 8 (RFC 9562's custom version, so no booking id is
-/// ever a lane id) and its last two bytes numbering the reminder by
-/// booking version and position.
+/// The lane of a booking's reminder: a side lane of the booking
+/// ([`outbox::events::side_lane`](crate::outbox::events::side_lane)),
+/// numbered by booking version and position.
 pub fn lane(booking: Uuid, version: i32, slot: usize) -> Uuid {
-    let mut bytes = *booking.as_bytes();
-    bytes[6] = (bytes[6] & 0x0f) | 0x80;
     let n = ((version as u32).wrapping_mul(8).wrapping_add(slot as u32) & 0xffff) as u16;
-    bytes[14..].copy_from_slice(&n.to_be_bytes());
-    Uuid::from_bytes(bytes)
+    crate::outbox::events::side_lane(booking, n)
 }
 
 /// The first and last lane ids a booking's reminders can have (inclusive).
 pub fn lanes_of(booking: Uuid) -> (Uuid, Uuid) {
-    let (mut first, mut last) = (*lane(booking, 0, 0).as_bytes(), *lane(booking, 0, 0).as_bytes());
-    first[14..].copy_from_slice(&[0, 0]);
-    last[14..].copy_from_slice(&[0xff, 0xff]);
-    (Uuid::from_bytes(first), Uuid::from_bytes(last))
+    crate::outbox::events::side_lanes_of(booking)
 }
 
 /// The reminders of a meeting starting at `start` whose time is still

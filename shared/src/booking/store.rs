@@ -133,19 +133,27 @@ pub async fn get_for_update(tx: &impl GenericClient, id: Uuid) -> Result<Option<
     tx.query_opt(&tx.prepare_cached(SQL).await?, &[&id]).await?.as_ref().map(from_row).transpose()
 }
 
-/// Which of `ids` are cancelled now (the poller reads these two columns
-/// of a booking and nothing else: an event run again after its booking's
-/// later events are gone never invites anyone to a cancelled meeting).
-pub async fn cancelled_among(
+/// Where a booking stands now, as the poller reads it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Standing {
+    pub cancelled: bool,
+    pub version: i32,
+}
+
+/// How each of `ids` stands now (the poller reads these three columns of a
+/// booking and nothing else: an event run again after its booking's later
+/// events are gone never invites anyone to a cancelled meeting, and a
+/// reminder of an older version never goes).
+pub async fn standing_among(
     client: &impl GenericClient,
     ids: &[Uuid],
-) -> Result<std::collections::HashSet<Uuid>, DbError> {
+) -> Result<std::collections::HashMap<Uuid, Standing>, DbError> {
     if ids.is_empty() {
         return Ok(Default::default());
     }
-    const SQL: &str = formatcp!("SELECT id FROM bookings WHERE id = ANY($1) AND status = {CANCELLED}");
+    const SQL: &str = formatcp!("SELECT id, status = {CANCELLED}, version FROM bookings WHERE id = ANY($1)");
     let rows = client.query(&client.prepare_cached(SQL).await?, &[&ids]).await?;
-    Ok(rows.iter().map(|r| r.get(0)).collect())
+    Ok(rows.iter().map(|r| (r.get(0), Standing { cancelled: r.get(1), version: r.get(2) })).collect())
 }
 
 pub async fn mark_cancelled(tx: &impl GenericClient, id: Uuid) -> Result<Booking, BookingError> {

@@ -116,13 +116,14 @@ pub async fn plan_many(
     let whole_ids: Vec<Uuid> = whole.iter().copied().collect();
     let told_by = sends::possibly_told_many(client, &whole_ids).await?;
     let bookings: Vec<Uuid> = of.iter().map(|a| a.0).collect();
-    let cancelled_now = store::cancelled_among(client, &bookings).await?;
+    let standing = store::standing_among(client, &bookings).await?;
     let now = Utc::now();
     Ok(batch
         .iter()
         .map(|event| {
             let id = event.payload.booking.id;
-            let cancelled = cancelled_now.contains(&id);
+            let now_at = standing.get(&id).copied();
+            let cancelled = now_at.is_some_and(|s| s.cancelled);
             // A batch may hold a booking's event and its reminders (other
             // lanes, other versions): only what comes after this one, once.
             let version = event.payload.booking.version;
@@ -143,7 +144,8 @@ pub async fn plan_many(
                 Told::Everyone
             };
             if is_reminder(event) {
-                plan_reminder(event, &later, &told, cancelled, unfinished.contains(&id), now)
+                let changed_since = now_at.is_some_and(|s| s.version > version);
+                plan_reminder(event, &later, &told, cancelled || changed_since, unfinished.contains(&id), now)
             } else {
                 Ok(plan_with(event, &later, &told, cancelled, skip_superseded))
             }
@@ -156,7 +158,7 @@ fn plan_reminder(
     event: &BookingEvent,
     later: &[Later],
     told: &Told,
-    cancelled_now: bool,
+    moved_on: bool,
     earlier_unfinished: bool,
     now: DateTime<Utc>,
 ) -> EventPlan {
@@ -184,8 +186,13 @@ fn plan_reminder(
         };
         return not_sent(last.id, reason);
     }
-    if cancelled_now {
-        return not_sent(event.id, "the booking is cancelled: no reminder".to_string());
+    // Its later events gone (by hand: retention keeps them while this
+    // waits), the booking itself says it changed or was cancelled since.
+    if moved_on {
+        return not_sent(
+            event.id,
+            "the booking was cancelled or changed since: no reminder of this version".to_string(),
+        );
     }
     if now >= booking.range.start() {
         let start = booking.range.start().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);

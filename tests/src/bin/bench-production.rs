@@ -25,6 +25,13 @@
 //!   drains in about a minute at each quota (BENCH_FULL=1: 20,000
 //!   recipients at every quota; 24 minutes at 14/s).
 //!
+//! - (c) a burst of reminders (BENCH_ONLY=reminders): every meeting at
+//!   09:00 has its 15-minute reminder at 08:45. BENCH_REMINDER_QUOTA
+//!   (default 200) × 20 recipients' invitations go out first; then as many
+//!   reminders, written due at one instant 5 s ahead, fall due together:
+//!   their delivered rate beside the account's (target ≥ 0.9), from the
+//!   instant they fell due, for each shape of SES's limiter, 2 schedules.
+//!
 //! Every run checks from the stand-in's own log that no claim, and no
 //! (event, recipient), was accepted twice, and reports the largest gap in
 //! which no poller was claiming.
@@ -435,6 +442,83 @@ async fn burst(root: &Path, shape: Shape, limiter: Limiter, rate: f64, streams: 
     check(timeouts(&runs) == 0, format!("{what}: {} runs outlived their timeout", timeouts(&runs)));
 }
 
+/// (c): `recipients` invitations sent, then their reminders due at one
+/// instant; the reminders' delivered rate, drain and duplicates.
+async fn reminder_burst(root: &Path, shape: Shape, limiter: Limiter, rate: f64, streams: usize) {
+    use shared::booking::events::{EventPayload, EventType};
+    let db = TestDb::create().await;
+    let ses = SesStandIn::start(standin_limits(rate, limiter)).await;
+    let recipients = ((rate * 20.0) as usize).clamp(200, 20_000) / 2 * 2;
+    let fleet = Fleet::start(root, &db, &ses, shape, streams).await;
+    let invitations: Vec<_> = (0..recipients / 2).map(|i| confirmed_event(i, 2)).collect();
+    let client = db.pool.get().await.unwrap();
+    for chunk in invitations.chunks(1000) {
+        shared::outbox::events::insert_many(&client, chunk).await.unwrap();
+    }
+    let limit = Duration::from_secs_f64(recipients as f64 / rate * 3.0 + shape.timeout * 3.0);
+    let invited = until_accepted(&ses, recipients, limit).await.len();
+    // Each booking's 15-minute reminder, all due at one instant: written
+    // now, as the API wrote them with their bookings, due 5 s from now.
+    let due = chrono::Utc::now() + chrono::Duration::seconds(5);
+    let reminders: Vec<_> = invitations
+        .iter()
+        .map(|e| {
+            let mut payload: EventPayload = serde_json::from_str(e.payload.get()).unwrap();
+            payload.reminder = Some(shared::booking::domain::Reminder::parse("PT15M").unwrap());
+            shared::outbox::NewEvent {
+                aggregate_id: shared::booking::reminders::lane(payload.booking.id, 1, 0),
+                due_at: Some(due),
+                ..payload.to_outbox(EventType::BookingReminder)
+            }
+        })
+        .collect();
+    for chunk in reminders.chunks(1000) {
+        shared::outbox::events::insert_many(&client, chunk).await.unwrap();
+    }
+    let due_at = ses.since_start(Instant::now()) + Duration::from_secs(5);
+    let accepted = until_accepted(&ses, recipients * 2, limit + Duration::from_secs(5)).await;
+    let runs = fleet.stop().await;
+    let (events, dups) = duplicates(&db, &accepted).await;
+    let kinds: HashMap<Uuid, String> = client
+        .query("SELECT id, event_type FROM outbox_events", &[])
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1)))
+        .collect();
+    let reminded: Vec<&Accepted> = accepted
+        .iter()
+        .filter(|a| {
+            let event = a.claim.as_ref().and_then(|c| events.get(c));
+            event.and_then(|e| kinds.get(e)).is_some_and(|k| k == "BOOKING_REMINDER")
+        })
+        .collect();
+    let drain = reminded.last().map(|a| a.at.saturating_sub(due_at)).unwrap_or_default().as_secs_f64();
+    let sending = match (reminded.first(), reminded.last()) {
+        (Some(a), Some(b)) if reminded.len() > 1 => (b.at - a.at).as_secs_f64(),
+        _ => f64::NAN,
+    };
+    let delivered = (reminded.len().max(1) - 1) as f64 / sending;
+    let throttled = ses.throttled();
+    println!(
+        "(c) {} reminders due at one instant at {rate}/s ({}), {streams} schedules, after {invited} invitations:          {delivered:.1}/s delivered = {:.3} × MaxSendRate; the last {drain:.1} s after they fell due;          {throttled} throttled in the whole run; {dups} duplicates; {} runs, {} timed out",
+        reminded.len(),
+        limiter.describe(),
+        delivered / rate,
+        runs.len(),
+        timeouts(&runs)
+    );
+    let key = format!("production.reminders.{}.{rate}.{streams}", limiter.name());
+    record(&format!("{key}.ratio"), delivered / rate);
+    record(&format!("{key}.drain_s"), drain);
+    record(&format!("{key}.duplicates"), dups as f64);
+    let what = format!("reminder burst at {rate}/s ({}), {streams} schedules", limiter.describe());
+    check(dups == 0, format!("{what}: {dups} duplicate emails in the stand-in's log"));
+    check(reminded.len() == recipients, format!("{what}: {} of {recipients} reminders sent", reminded.len()));
+    check(delivered / rate >= 0.9, format!("{what}: {:.3} × MaxSendRate, below 0.9", delivered / rate));
+    check(timeouts(&runs) == 0, format!("{what}: {} runs outlived their timeout", timeouts(&runs)));
+}
+
 /// The bursts side by side: each limiter's shape, quota and schedules,
 /// then the worst of each column.
 fn print_table() {
@@ -512,6 +596,12 @@ async fn main() {
             }
         }
         print_table();
+    }
+    if only.is_empty() || only == "reminders" {
+        let rate = env_u64("BENCH_REMINDER_QUOTA", 200) as f64;
+        for limiter in ["bucket", "sliding", "calendar"] {
+            reminder_burst(&root, shape, Limiter::parse(limiter).unwrap(), rate, 2).await;
+        }
     }
     let failed = FAILED.lock().unwrap().clone();
     if !failed.is_empty() {

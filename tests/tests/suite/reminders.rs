@@ -572,3 +572,58 @@ async fn each_reminder_counts_toward_the_organizers_daily_emails() {
     assert_eq!(over.status, 429, "2 attendees x (1 invitation + 2 reminders) = 6 already: {}", over.body);
     assert_eq!(db.count("bookings").await, 1);
 }
+
+/// Retention deletes a week-old booking's events and sends, but a reminder
+/// due in a month still needs them to know who was told: they stay while
+/// it waits. Else Carol, whose invitation was refused, would be reminded
+/// of a meeting she never heard of once retention ran (a way around every
+/// limit that caps an invitation). Once the reminder is done, they go.
+#[tokio::test]
+async fn retention_keeps_a_bookings_history_while_a_reminder_waits_so_the_never_told_stay_unreminded() {
+    use outbox_tests::outbox::AGE_SENDS_30_DAYS;
+    use shared::relay::{retention, RetentionConfig};
+    let db = TestDb::create().await;
+    let api = TestApi::new(&db);
+    let mailer = Arc::new(RecordingMailer::new());
+    let start = at(40 * 24 * 60);
+    create(&api, &body(start, &[ALICE.email, CAROL], json!(["PT24H"]))).await;
+    mailer.script(CAROL, shared::notify::mailer::SendOutcome::Rejected { reason: "mailbox unavailable".into() }, 1);
+    drain(&db, &mailer).await;
+    let age = format!(
+        "UPDATE outbox_events SET completed_at = now() - interval '30 days' WHERE status = 'DONE'; \
+         UPDATE processed_events SET processed_at = now() - interval '30 days'; {AGE_SENDS_30_DAYS};"
+    );
+    let client = db.pool.get().await.unwrap();
+    client.batch_execute(&age).await.unwrap();
+    let purged = retention::run(&client, &RetentionConfig::default()).await.unwrap();
+    assert_eq!((purged.events, purged.sends), (0, 0), "kept while the reminder waits: {purged:?}");
+
+    make_due(&db, start).await;
+    drain(&db, &mailer).await;
+    assert_eq!(reminded(&mailer), vec![(ALICE.email.to_string(), 1)], "Carol was never told");
+    client.batch_execute(&age).await.unwrap();
+    let purged = retention::run(&client, &RetentionConfig::default()).await.unwrap();
+    assert_eq!((purged.events, purged.sends), (2, 4), "then all of it goes: {purged:?}");
+}
+
+/// Defence in depth: a reminder of an older version never goes, even if
+/// the event that changed the booking is gone (deleted by hand; retention
+/// keeps it). The booking's own version says it changed since.
+#[tokio::test]
+async fn a_reminder_of_an_older_version_never_goes_even_if_the_later_event_is_gone() {
+    let db = TestDb::create().await;
+    let api = TestApi::new(&db);
+    let mailer = Arc::new(RecordingMailer::new());
+    let start = at(120);
+    let booking = create(&api, &body(start, &[ALICE.email], json!(["PT1H"]))).await;
+    drain(&db, &mailer).await;
+    patch(&api, booking["id"].as_str().unwrap(), 1, json!({"title": "Planning (moved room)", "reminders": []})).await;
+    drain(&db, &mailer).await;
+    let client = db.pool.get().await.unwrap();
+    client.execute("DELETE FROM outbox_events WHERE event_type = 'BOOKING_UPDATED'", &[]).await.unwrap();
+    make_due(&db, start).await;
+    drain(&db, &mailer).await;
+    assert!(reminded(&mailer).is_empty());
+    let reasons = superseded_reasons(&db).await;
+    assert_eq!(reasons, vec!["the booking was cancelled or changed since: no reminder of this version".to_string()]);
+}

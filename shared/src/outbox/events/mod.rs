@@ -46,6 +46,34 @@ pub struct NewEvent {
     pub due_at: Option<DateTime<Utc>>,
 }
 
+/// An aggregate's *side lanes*: aggregates of their own for events that
+/// belong to it but are ordered apart from its events (a booking's
+/// reminders). A side lane's id is the aggregate's (a UUIDv7) with its
+/// version nibble set to 8 (RFC 9562's custom version: never an aggregate
+/// id itself) and its last two bytes set to `n`; all of one aggregate's
+/// share its first 14 bytes, so one index range finds them
+/// ([`side_lanes_of`]). Retention keeps an aggregate's events while any
+/// event of its side lanes is unfinished ([`purge_done`]): what those
+/// events still have to decide (who was told, what changed since) is read
+/// from them.
+pub fn side_lane(aggregate: Uuid, n: u16) -> Uuid {
+    let mut bytes = *aggregate.as_bytes();
+    bytes[6] = (bytes[6] & 0x0f) | 0x80;
+    bytes[14..].copy_from_slice(&n.to_be_bytes());
+    Uuid::from_bytes(bytes)
+}
+
+/// The first and last side lane of `aggregate` (inclusive).
+pub fn side_lanes_of(aggregate: Uuid) -> (Uuid, Uuid) {
+    (side_lane(aggregate, 0), side_lane(aggregate, u16::MAX))
+}
+
+/// [`side_lanes_of`] in SQL, of the column `X`: the first, then the last.
+const SIDE_LANE_FIRST: &str =
+    "encode(set_byte(set_byte(set_byte(uuid_send(X), 6, (get_byte(uuid_send(X), 6) & 15) | 128), \
+                               14, 0), 15, 0), 'hex')::uuid";
+const SIDE_LANE_LAST: &str = const_format::str_replace!(SIDE_LANE_FIRST, "14, 0), 15, 0)", "14, 255), 15, 255)");
+
 /// The channel notified when an event commits: an idle poller that
 /// `LISTEN`s on it claims at once instead of at its next timed poll.
 pub const CHANNEL: &str = "outbox_events";
@@ -276,7 +304,8 @@ pub async fn count_stuck(client: &impl GenericClient, stuck_after: Duration) -> 
 /// `max_age` ago; returns how many. Never one while an earlier event of its
 /// booking is not DONE: a DEAD one may be replayed, and its plan must still
 /// find every later event (a cancellation kept, its invitation is never
-/// mailed).
+/// mailed). Nor while an event of its side lanes is unfinished: a reminder
+/// due in a month still reads its booking's events and their sends.
 pub async fn purge_done(client: &impl GenericClient, max_age: Duration, limit: i64) -> DbResult<u64> {
     let sql = formatcp!(
         "DELETE FROM outbox_events WHERE id IN ( \
@@ -286,7 +315,12 @@ pub async fn purge_done(client: &impl GenericClient, max_age: Duration, limit: i
                                  WHERE earlier.aggregate_id = e.aggregate_id \
                                    AND earlier.aggregate_version < e.aggregate_version \
                                    AND earlier.status <> {DONE}) \
-              LIMIT $2)"
+                AND NOT EXISTS (SELECT 1 FROM outbox_events side \
+                                 WHERE side.aggregate_id BETWEEN {} AND {} \
+                                   AND side.status <> {DONE}) \
+              LIMIT $2)",
+        const_format::str_replace!(SIDE_LANE_FIRST, "X", "e.aggregate_id"),
+        const_format::str_replace!(SIDE_LANE_LAST, "X", "e.aggregate_id"),
     );
     Ok(client.execute(sql, &[&max_age.as_secs_f64(), &limit]).await?)
 }
@@ -308,7 +342,7 @@ pub const EVENT_WITH_ID: &str = "SELECT 1 FROM outbox_events e WHERE e.id = ";
 pub const EVENTS_OF_BOOKINGS: &str = "SELECT e.id, e.aggregate_id FROM outbox_events e WHERE e.aggregate_id = ANY($1)";
 
 /// The events of the booking in `$1`, and those in the lanes from `$2` to
-/// `$3` (its reminders': `booking::reminders::lanes_of`), as a subquery `e`
+/// `$3` (its side lanes, [`side_lanes_of`]: its reminders), as a subquery `e`
 /// (it reads `outbox_events_one_per_version`): `id`, `aggregate_version`,
 /// `event_type`, `status`, `created_at`, `updated_at`, `open_payload`, the
 /// payload while the event is not DONE (who it is still to reach), NULL
