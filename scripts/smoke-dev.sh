@@ -68,6 +68,30 @@ done
 [ "$n" = 2 ] || fail "expected the README's cancel to mail both attendees, found $n"
 say "the README's examples work as written: created, invited, delivered, rescheduled, cancelled"
 
+say "README: a booking with a reminder"
+out=$({ echo "API=$API"; readme_example 4; } | bash -euo pipefail) || fail "the README's reminder example failed: $out"
+grep -Eq '"reminders": ?\["PT2H"\]' <<<"$out" || fail "the README's reminder example did not answer its reminder: $out"
+
+# (b2) A reminder reaches the mailbox: make dev divides every offset by 60
+# (DEV_REMINDER_SCALE), so a meeting 80 s ahead with a one-hour reminder is
+# reminded 20 s from now, after its invitation, with no calendar part.
+say "reminder: a meeting 80 s ahead with \"reminders\": [\"PT1H\"]"
+start=$(date -u -d '+80 sec' +%FT%TZ); end=$(date -u -d '+3 min' +%FT%TZ)
+resp=$(curl -s -m 30 -w '\n%{http_code}' -X POST "http://127.0.0.1:$DEV_LAMBDA_PORT/lambda-url/booking-api/bookings" \
+  -H 'content-type: application/json' -H 'x-dev-user-email: bob@example.com' -H 'x-dev-user-name: Bob' \
+  -d "{\"title\": \"Smoke reminder\", \"start\": \"$start\", \"end\": \"$end\", \"timezone\": \"UTC\",
+       \"reminders\": [\"PT1H\"], \"attendees\": [{\"email\": \"alice@example.com\", \"name\": \"Alice\"}]}")
+[ "$(tail -n1 <<<"$resp")" = 201 ] || fail "POST /bookings with a reminder answered: $resp"
+t=$(date +%s)
+n=0
+for _ in $(seq 1 180); do
+  n=$(smoke_mailbox --json 2>/dev/null | python3 -c 'import json,sys; print(sum(1 for x in json.load(sys.stdin) if x["method"]=="-" and x["subject"].startswith("Reminder: Smoke reminder")))' || echo 0)
+  [ "$n" = 1 ] && break
+  sleep 0.5
+done
+[ "$n" = 1 ] || fail "expected one reminder (no calendar part) for 'Smoke reminder' in the mailbox, found $n"
+say "the reminder arrived $(( $(date +%s) - t ))s after the booking, without a calendar part"
+
 # (c) A stalled dev scheduler recovers by itself.
 say "stall: waiting for an outbox-poller invocation in flight"
 victim=""

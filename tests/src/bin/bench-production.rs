@@ -501,7 +501,9 @@ async fn reminder_burst(root: &Path, shape: Shape, limiter: Limiter, rate: f64, 
     let delivered = (reminded.len().max(1) - 1) as f64 / sending;
     let throttled = ses.throttled();
     println!(
-        "(c) {} reminders due at one instant at {rate}/s ({}), {streams} schedules, after {invited} invitations:          {delivered:.1}/s delivered = {:.3} × MaxSendRate; the last {drain:.1} s after they fell due;          {throttled} throttled in the whole run; {dups} duplicates; {} runs, {} timed out",
+        "(c) {} reminders due at one instant at {rate}/s ({}), {streams} schedules, after {invited} invitations: \
+         {delivered:.1}/s delivered = {:.3} × MaxSendRate; the last {drain:.1} s after they fell due; \
+         {throttled} throttled in the whole run; {dups} duplicates; {} runs, {} timed out",
         reminded.len(),
         limiter.describe(),
         delivered / rate,
