@@ -64,8 +64,11 @@ impl At<'_> {
     /// A booking; for its organizer, with where each notification stands.
     pub async fn get(&self, id: Uuid) -> Result<Response<Body>, Problem> {
         let booking = self.bookings.get(self.caller, id).await.map_err(|e| problem_for(e, false))?;
-        let notifications =
-            if booking.is_organizer(self.caller) { Some(self.tracked(id, Reader::Organizer).await?) } else { None };
+        let notifications = if booking.is_organizer(self.caller) {
+            Some(self.tracked(&booking, Reader::Organizer).await?)
+        } else {
+            None
+        };
         let mut resp = json(StatusCode::OK, &WithNotifications { booking: &booking, notifications });
         resp.headers_mut().insert(header::ETAG, etag(booking.version));
         Ok(resp)
@@ -81,13 +84,13 @@ impl At<'_> {
         } else {
             Reader::Recipient(self.caller.person.email.as_str())
         };
-        let notifications = self.tracked(id, reader).await?;
+        let notifications = self.tracked(&booking, reader).await?;
         Ok(json(StatusCode::OK, &serde_json::json!({ "booking_id": id, "notifications": notifications })))
     }
 
-    async fn tracked(&self, id: Uuid, reader: Reader<'_>) -> Result<Vec<Tracked>, Problem> {
+    async fn tracked(&self, booking: &Booking, reader: Reader<'_>) -> Result<Vec<Tracked>, Problem> {
         let client = self.pool.get().await.map_err(|e| problem_for(DbError::from(e).into(), false))?;
-        tracking::of_booking(&client, id, reader).await.map_err(|e| problem_for(e.into(), false))
+        tracking::of_booking(&client, booking, reader).await.map_err(|e| problem_for(e.into(), false))
     }
 
     pub async fn update(&self, req: &Request, id: Uuid) -> Result<Response<Body>, Problem> {

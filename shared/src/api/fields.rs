@@ -25,12 +25,12 @@ impl FieldErrors {
         }
     }
 
-    /// Reports `field` as invalid for `reason`.
     /// How many problems so far.
     pub fn len(&self) -> usize {
         self.0.len()
     }
 
+    /// Reports `field` as invalid for `reason`.
     pub fn refuse(&mut self, field: impl Into<String>, reason: impl Into<String>) {
         self.0.push(InvalidParam { name: field.into(), reason: reason.into() });
     }

@@ -2,11 +2,16 @@
 //!
 //! Each reminder is a `BOOKING_REMINDER` event due at the start minus its
 //! offset, written in the same transaction as the booking change that
-//! asked for it. Every change of the booking (a new time, attendees,
-//! reminders, or any other field the reminder's text shows) writes a fresh
-//! set for the booking as it now stands, and a cancel writes none; the
-//! poller's plan then finds the booking's later event and records the
-//! older set SUPERSEDED when each falls due (`notify::plan`).
+//! asked for it. One event answers for each pair of a start and an offset:
+//! a change that keeps the start and the offset ([`covered`]) writes no new
+//! event for it, and the one already written reminds the booking as it
+//! stands when it falls due (its attendees, title and place then). A change
+//! of the start, an offset added, or one removed and added again, writes a
+//! new event for each offset still ahead; a cancel writes none. When an
+//! older event falls due, the poller's plan finds the later event that
+//! moved the meeting, cancelled it or dropped the offset, and records it
+//! SUPERSEDED (`notify::plan`). So a reminder whose time came just as the
+//! booking changed is never lost, nor sent twice.
 //!
 //! Lanes: the outbox sends a booking's events in version order, an event
 //! waiting while an earlier one of its aggregate is unfinished. A reminder
@@ -14,14 +19,15 @@
 //! older reminder the update made moot. So each reminder is the only event
 //! of its own aggregate, a *lane* whose id is derived from the booking's
 //! ([`lane`]), and the claim's ordering never relates it to anything else.
-//! Lane ids share the booking id's first 14 bytes, so one index range
+//! A booking's lane ids share their first 14 bytes (the booking id's, but
+//! for its version nibble), so one index range
 //! ([`lanes_of`]) finds every reminder of a booking, and retention keeps
 //! the booking's events (and their sends) while one is unfinished.
 
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
-use super::domain::{Booking, Reminder, Reminders};
+use super::domain::{Booking, BookingStatus, Reminder, Reminders};
 use super::events::{EventPayload, EventType};
 use crate::outbox::NewEvent;
 
@@ -56,11 +62,28 @@ pub fn ahead(
         .collect()
 }
 
-/// The reminder events of `booking` as it now stands: one per reminder
-/// still [`ahead`].
-pub fn events(booking: &Booking, now: DateTime<Utc>, scale: u32) -> Vec<NewEvent> {
+/// Whether `booking` still asks for a reminder `reminder` before a meeting
+/// starting at `start`: not cancelled, at that start, with that offset.
+pub fn still_asks(booking: &Booking, start: DateTime<Utc>, reminder: Reminder) -> bool {
+    booking.status != BookingStatus::Cancelled
+        && booking.range.start() == start
+        && booking.reminders.iter().any(|r| r == reminder)
+}
+
+/// Whether the reminder `reminder` of `booking` was already written by an
+/// earlier version: the version before it (`before`) asked for the same
+/// one at the same start. Its event still answers for it.
+pub fn covered(before: Option<&Booking>, booking: &Booking, reminder: Reminder) -> bool {
+    before.is_some_and(|b| still_asks(b, booking.range.start(), reminder))
+}
+
+/// The reminder events to write for `booking` as it now stands, changed
+/// from `before` (None: just created): one per reminder still [`ahead`]
+/// that no earlier event answers for ([`covered`]).
+pub fn events(booking: &Booking, before: Option<&Booking>, now: DateTime<Utc>, scale: u32) -> Vec<NewEvent> {
     ahead(&booking.reminders, booking.range.start(), now, scale)
         .into_iter()
+        .filter(|(_, reminder, _)| !covered(before, booking, *reminder))
         .map(|(slot, reminder, due)| {
             let payload = EventPayload { reminder: Some(reminder), ..EventPayload::of(booking.clone()) };
             NewEvent {

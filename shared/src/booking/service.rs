@@ -51,13 +51,16 @@ impl BookingService {
         Self { reminder_scale: scale.max(1), ..self }
     }
 
-    /// Writes the reminders of `booking` as it now stands, in `tx`.
+    /// Writes the reminders of `booking` as it now stands, changed from
+    /// `before`, in `tx` (those an earlier event answers for are not
+    /// written again: [`reminders::covered`]).
     async fn schedule_reminders(
         &self,
         tx: &impl deadpool_postgres::GenericClient,
         booking: &Booking,
+        before: Option<&Booking>,
     ) -> Result<(), BookingError> {
-        for event in reminders::events(booking, chrono::Utc::now(), self.reminder_scale) {
+        for event in reminders::events(booking, before, chrono::Utc::now(), self.reminder_scale) {
             outbox::events::insert(tx, &event).await?;
         }
         Ok(())
@@ -89,7 +92,7 @@ impl BookingService {
         self.faults.hit(FAULT_CREATE_BETWEEN_INSERTS)?;
         let payload = EventPayload::of(booking);
         let event_id = outbox::events::insert(&tx, &payload.to_outbox(EventType::BookingConfirmed)).await?;
-        self.schedule_reminders(&tx, &payload.booking).await?;
+        self.schedule_reminders(&tx, &payload.booking, None).await?;
         if let Some(idem) = &idem {
             idempotency::complete(&tx, &organizer.key(), &idem.key, 201, &payload.booking, payload.booking.id).await?;
         }
@@ -165,19 +168,22 @@ impl BookingService {
             return Ok(Changed { booking: current, changed: false });
         }
         // Every attendee of either list is mailed: the new list an update
-        // (and each reminder still ahead), the removed ones a cancellation.
-        let reminded =
-            reminders::ahead(&wanted.reminders, wanted.range.start(), chrono::Utc::now(), self.reminder_scale).len();
-        let mailed = wanted.attendees.len() * (1 + reminded)
-            + current.attendees.iter().filter(|p| !wanted.attendees.iter().any(|a| a.email == p.email)).count();
+        // and each new reminder still ahead, an added attendee the
+        // reminders already written too, the removed ones a cancellation.
+        let ahead = reminders::ahead(&wanted.reminders, wanted.range.start(), chrono::Utc::now(), self.reminder_scale);
+        let written_before = ahead.iter().filter(|(_, r, _)| reminders::covered(Some(&current), &wanted, *r)).count();
+        let added = wanted.attendees.iter().filter(|a| !current.attendees.iter().any(|p| p.email == a.email)).count();
+        let removed = current.attendees.iter().filter(|p| !wanted.attendees.iter().any(|a| a.email == p.email)).count();
+        let mailed = wanted.attendees.len() * (1 + ahead.len() - written_before) + added * written_before + removed;
         limits::count_change(&tx, &self.limits, caller, &current, mailed).await?;
         let booking = store::update(&tx, &wanted).await?;
         self.faults.hit(FAULT_CHANGE_BETWEEN_WRITES)?;
         let payload = EventPayload::update(&current, booking);
         let event_id = outbox::events::insert(&tx, &payload.to_outbox(EventType::BookingUpdated)).await?;
-        // Every change writes a fresh set of reminders: this event
-        // supersedes the older ones (booking::reminders).
-        self.schedule_reminders(&tx, &payload.booking).await?;
+        // The reminders this change asks for anew (a new start, an offset
+        // added); the older events of a moved start or a dropped offset
+        // are superseded by this one when they fall due (booking::reminders).
+        self.schedule_reminders(&tx, &payload.booking, Some(&current)).await?;
         tx.commit().await?;
         tracing::info!(%event_id, sub = caller.subject.as_deref().unwrap_or("-"), "booking updated");
         Ok(Changed { booking: payload.booking, changed: true })

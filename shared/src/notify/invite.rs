@@ -69,15 +69,25 @@ fn subject(n: &Notification) -> String {
     }
 }
 
-/// How long before the start a reminder says the meeting is: its offset,
-/// in the largest whole units ("in 1 day", "in 15 minutes").
-fn ahead(secs: i32) -> String {
-    let unit = |n: i32, one: &str| if n == 1 { format!("1 {one}") } else { format!("{n} {one}s") };
-    match secs {
-        s if s % 86_400 == 0 => unit(s / 86_400, "day"),
-        s if s % 3600 == 0 => unit(s / 3600, "hour"),
-        s if s >= 3600 => format!("{} and {}", unit(s / 3600, "hour"), unit(s % 3600 / 60, "minute")),
-        s => unit(s / 60, "minute"),
+/// How long before the start a reminder says the meeting is: its offset
+/// when it goes on time (or early), else the time truly left, in whole
+/// minutes; each unit that is not zero ("1 day", "1 hour and 30 minutes").
+fn ahead(offset_secs: i32, left_secs: i64) -> String {
+    let secs = if left_secs + 60 >= i64::from(offset_secs) { i64::from(offset_secs) } else { left_secs / 60 * 60 };
+    if secs < 60 {
+        return "less than a minute".to_string();
+    }
+    let unit = |n: i64, one: &str| if n == 1 { format!("1 {one}") } else { format!("{n} {one}s") };
+    let parts: Vec<String> =
+        [(secs / 86_400, "day"), (secs % 86_400 / 3600, "hour"), (secs % 3600 / 60, "minute"), (secs % 60, "second")]
+            .into_iter()
+            .filter(|(n, _)| *n > 0)
+            .map(|(n, one)| unit(n, one))
+            .collect();
+    match parts.split_last() {
+        Some((last, [])) => last.clone(),
+        Some((last, rest)) => format!("{} and {last}", rest.join(", ")),
+        None => unreachable!("at least a minute"),
     }
 }
 
@@ -147,7 +157,8 @@ fn text_body(n: &Notification) -> String {
         (Notice::Removed, _) => format!("{who} removed you from \"{title}\".\n\n"),
         (Notice::Reminder, _) => {
             let offset = n.payload.reminder.map(|r| r.secs()).unwrap_or(0);
-            format!("Reminder: \"{title}\", organized by {who}, starts in {}.\n\n", ahead(offset))
+            let left = (b.range.start() - chrono::Utc::now()).num_seconds();
+            format!("Reminder: \"{title}\", organized by {who}, starts in {}.\n\n", ahead(offset, left))
         }
     };
     s.push_str(&format!(
@@ -240,4 +251,22 @@ pub fn build(n: &Notification, sender: &Sender) -> Vec<u8> {
         .body(body)
         .write_to_vec()
         .expect("writing to a Vec cannot fail")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ahead;
+
+    #[test]
+    fn a_reminder_says_its_offset_on_time_and_the_time_left_when_late() {
+        assert_eq!(ahead(900, 900), "15 minutes");
+        assert_eq!(ahead(900, 3600), "15 minutes", "early (a test): its offset");
+        assert_eq!(ahead(3600, 3600), "1 hour");
+        assert_eq!(ahead(5400, 5400), "1 hour and 30 minutes");
+        assert_eq!(ahead(3601, 3601), "1 hour and 1 second");
+        assert_eq!(ahead(90_000, 90_000), "1 day and 1 hour");
+        assert_eq!(ahead(93_660, 93_660), "1 day, 2 hours and 1 minute");
+        assert_eq!(ahead(900, 659), "10 minutes", "four minutes late");
+        assert_eq!(ahead(900, 30), "less than a minute");
+    }
 }

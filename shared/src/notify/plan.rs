@@ -29,13 +29,18 @@
 //!
 //! A reminder (`BOOKING_REMINDER`, in a lane of its own:
 //! `booking::reminders`) follows the booking's events instead of their
-//! order. Every later event of its booking wrote a fresh set of reminders
-//! or cancelled the meeting, so any later event supersedes it, as does a
-//! booking cancelled now; one picked up once the meeting has started is
-//! [`TOO_LATE`]. While an earlier event of the booking is still unfinished
-//! it waits ([`Waiting`]): a reminder never overtakes its invitation. Then
-//! it goes to each attendee who may have been told of the meeting, never
-//! to one whose every message was capped, refused or superseded.
+//! order. It answers for one offset before one start until a later event
+//! moves the meeting, cancels it or drops the offset: that event supersedes
+//! it (so does a booking cancelled now). Any other change leaves it the
+//! reminder of its offset, and it reminds the booking as its latest event
+//! states it: that event's attendees, title and place. One picked up once
+//! the meeting has started is [`TOO_LATE`]. While any event of the booking
+//! is unfinished (pending, being sent, or dead until an operator replays
+//! it) it waits ([`Waiting`]): a reminder never overtakes its invitation or
+//! an update. Then it goes to each attendee who may have been told of the
+//! meeting, never to one whose every message was capped, refused or
+//! superseded. The claim checks again that the booking has not changed
+//! since this plan (`deliver`): a change committed meanwhile plans it anew.
 
 use chrono::{DateTime, Utc};
 use deadpool_postgres::GenericClient;
@@ -43,10 +48,11 @@ use uuid::Uuid;
 
 use super::sends;
 use super::Notification;
-use crate::booking::events::{BookingEvent, EventType, Notice};
-use crate::booking::store;
+use crate::booking::domain::BookingStatus;
+use crate::booking::events::{BookingEvent, EventPayload, EventType, Notice};
+use crate::booking::{reminders, store};
 use crate::db::DbResult;
-use crate::outbox::events::{self, EventStatus};
+use crate::outbox::events::{self, EventStatus, Unfinished};
 
 /// One recipient's message, to send or to record as superseded.
 #[derive(Debug, Clone)]
@@ -72,14 +78,20 @@ impl Planned {
 /// sent (`GET /bookings/{id}/notifications` shows it as `too_late`).
 pub const TOO_LATE: &str = "too late:";
 
-/// A reminder that must wait: an earlier event of its booking is still
-/// unfinished. The event goes back to PENDING for [`Waiting::RETRY`],
-/// without using an attempt.
+/// A reminder that must wait: an event of its booking is unfinished. The
+/// event goes back to PENDING for `retry`, without using an attempt.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Waiting(pub String);
+pub struct Waiting {
+    pub reason: String,
+    pub retry: std::time::Duration,
+}
 
 impl Waiting {
+    /// Behind an event being sent, or a change committed during the plan.
     pub const RETRY: std::time::Duration = std::time::Duration::from_secs(5);
+    /// Behind a dead letter, until an operator replays it (or the meeting
+    /// starts: then it is too late).
+    pub const RETRY_DEAD: std::time::Duration = std::time::Duration::from_secs(60);
 }
 
 /// What happens to one event: each recipient's message, or (a reminder)
@@ -101,41 +113,58 @@ pub async fn plan_many(
     skip_superseded: bool,
 ) -> DbResult<Vec<EventPlan>> {
     let of: Vec<(Uuid, i32)> = batch.iter().map(|e| (e.payload.booking.id, e.payload.booking.version)).collect();
-    let later = events::later_many(client, &of).await?;
-    // Only updates, cancellations and reminders need to know who was told
-    // before; a reminder, by its own version's event too.
-    let asks: Vec<(Uuid, i32)> = batch
-        .iter()
-        .zip(&of)
-        .filter(|(e, _)| !first_event(e))
-        .map(|(e, &(id, v))| if is_reminder(e) { (id, v + 1) } else { (id, v) })
-        .collect();
-    let whole = events::history_complete_many(client, &asks).await?;
-    let reminders: Vec<(Uuid, i32)> = batch.iter().zip(&of).filter(|(e, _)| is_reminder(e)).map(|(_, a)| *a).collect();
-    let unfinished = events::unfinished_up_to_many(client, &reminders).await?;
-    let whole_ids: Vec<Uuid> = whole.iter().copied().collect();
-    let told_by = sends::possibly_told_many(client, &whole_ids).await?;
+    // The bookings first: each version's event commits with it, so every
+    // event up to the version read here is among those read next.
     let bookings: Vec<Uuid> = of.iter().map(|a| a.0).collect();
     let standing = store::standing_among(client, &bookings).await?;
-    let now = Utc::now();
-    Ok(batch
+    let later = events::later_many(client, &of).await?;
+    // What comes after each event (a batch may hold a booking's event and
+    // its reminders, of other lanes and versions): only its own, once.
+    let after: Vec<Vec<Later>> = batch
         .iter()
         .map(|event| {
-            let id = event.payload.booking.id;
-            let now_at = standing.get(&id).copied();
-            let cancelled = now_at.is_some_and(|s| s.cancelled);
-            // A batch may hold a booking's event and its reminders (other
-            // lanes, other versions): only what comes after this one, once.
             let version = event.payload.booking.version;
             let mut seen = std::collections::HashSet::new();
             let after: Vec<events::StoredEvent> = later
-                .get(&id)
+                .get(&event.payload.booking.id)
                 .into_iter()
                 .flatten()
                 .filter(|e| e.aggregate_version > version && seen.insert(e.id))
                 .cloned()
                 .collect();
-            let later = readable(&after);
+            readable(&after)
+        })
+        .collect();
+    // Who was told before: an update or a cancellation asks of the events
+    // before it; a reminder, of every event up to the latest it speaks for.
+    let asks: Vec<(Uuid, i32)> = batch
+        .iter()
+        .zip(&of)
+        .zip(&after)
+        .filter(|((e, _), _)| !first_event(e))
+        .map(
+            |((e, &(id, v)), after)| {
+                if is_reminder(e) {
+                    (id, latest(e, after).payload.booking.version + 1)
+                } else {
+                    (id, v)
+                }
+            },
+        )
+        .collect();
+    let whole = events::history_complete_many(client, &asks).await?;
+    let reminded: Vec<Uuid> = batch.iter().zip(&of).filter(|(e, _)| is_reminder(e)).map(|(_, a)| a.0).collect();
+    let unfinished = events::unfinished_of(client, &reminded).await?;
+    let whole_ids: Vec<Uuid> = whole.iter().copied().collect();
+    let told_by = sends::possibly_told_many(client, &whole_ids).await?;
+    let now = Utc::now();
+    Ok(batch
+        .iter()
+        .zip(&after)
+        .map(|(event, later)| {
+            let id = event.payload.booking.id;
+            let now_at = standing.get(&id).copied();
+            let cancelled = now_at.is_some_and(|s| s.cancelled);
             let told = if first_event(event) {
                 Told::Nobody
             } else if whole.contains(&id) {
@@ -144,13 +173,25 @@ pub async fn plan_many(
                 Told::Everyone
             };
             if is_reminder(event) {
-                let changed_since = now_at.is_some_and(|s| s.version > version);
-                plan_reminder(event, &later, &told, cancelled || changed_since, unfinished.contains(&id), now)
+                let stands = Stands { cancelled, version: now_at.map_or(0, |s| s.version) };
+                plan_reminder(event, later, &told, stands, unfinished.get(&id).copied(), now)
             } else {
-                Ok(plan_with(event, &later, &told, cancelled, skip_superseded))
+                Ok(plan_with(event, later, &told, cancelled, skip_superseded))
             }
         })
         .collect())
+}
+
+/// The booking as a reminder's plan reads it now.
+struct Stands {
+    cancelled: bool,
+    version: i32,
+}
+
+/// The latest event a reminder speaks for: its booking's last readable
+/// later event, else its own.
+fn latest<'a>(event: &'a BookingEvent, later: &'a [Later]) -> &'a BookingEvent {
+    later.last().map_or(event, |l| &l.event)
 }
 
 /// A reminder's plan; see the module documentation.
@@ -158,11 +199,11 @@ fn plan_reminder(
     event: &BookingEvent,
     later: &[Later],
     told: &Told,
-    moved_on: bool,
-    earlier_unfinished: bool,
+    now_at: Stands,
+    unfinished: Option<Unfinished>,
     now: DateTime<Utc>,
 ) -> EventPlan {
-    let booking = &event.payload.booking;
+    let start = event.payload.booking.range.start();
     let not_sent = |by: Uuid, reason: String| -> EventPlan {
         Ok(event
             .audience()
@@ -174,41 +215,58 @@ fn plan_reminder(
             })
             .collect())
     };
-    if let Some(Later { event: last, .. }) = later.last() {
-        let reason = match last.event_type {
-            EventType::BookingCancelled => {
-                format!("the booking was cancelled (version {}): no reminder", last.payload.booking.version)
-            }
-            _ => format!(
-                "superseded by the later {} (version {}): the reminders of the booking as it then stood replace it",
-                last.event_type, last.payload.booking.version
-            ),
+    let Some(offset) = event.payload.reminder else {
+        return not_sent(event.id, "a reminder without its offset: no reminder".to_string());
+    };
+    // The first later event that no longer asks for it ends it.
+    let ended = later.iter().map(|l| &l.event).find(|l| !reminders::still_asks(&l.payload.booking, start, offset));
+    if let Some(last) = ended {
+        let b = &last.payload.booking;
+        let reason = if last.event_type == EventType::BookingCancelled || b.status == BookingStatus::Cancelled {
+            format!("the booking was cancelled (version {}): no reminder", b.version)
+        } else if b.range.start() != start {
+            format!("the meeting moved (version {}): the reminders of its new time replace this one", b.version)
+        } else {
+            format!("the reminder {offset} was removed (version {}): no reminder", b.version)
         };
         return not_sent(last.id, reason);
     }
-    // Its later events gone (by hand: retention keeps them while this
-    // waits), the booking itself says it changed or was cancelled since.
-    if moved_on {
-        return not_sent(
-            event.id,
-            "the booking was cancelled or changed since: no reminder of this version".to_string(),
-        );
+    if now_at.cancelled {
+        return not_sent(event.id, "the booking is cancelled: no reminder".to_string());
     }
-    if now >= booking.range.start() {
-        let start = booking.range.start().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+    if now >= start {
+        let start = start.to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
         return not_sent(event.id, format!("{TOO_LATE} the meeting started at {start}; a reminder never comes after"));
     }
-    if earlier_unfinished {
-        return Err(Waiting(
-            "an earlier event of the booking is still being sent: a reminder never goes before it".to_string(),
-        ));
+    let latest = latest(event, later);
+    match unfinished {
+        Some(Unfinished::Running) => {
+            let reason = "an event of the booking is still being sent: a reminder never goes before it";
+            return Err(Waiting { reason: reason.to_string(), retry: Waiting::RETRY });
+        }
+        Some(Unfinished::Dead) => {
+            let reason = "an event of the booking is dead-lettered: a reminder waits for its replay";
+            return Err(Waiting { reason: reason.to_string(), retry: Waiting::RETRY_DEAD });
+        }
+        None => {}
     }
-    Ok(event
+    // A version the events read after it do not reach: its event is gone
+    // (deleted by hand; retention keeps them), so what changed is unknown.
+    if now_at.version > latest.payload.booking.version {
+        let reason = "the booking changed since and the events that changed it are gone: no reminder of this version";
+        return not_sent(event.id, reason.to_string());
+    }
+    // The booking as its latest event states it, reminded at this offset.
+    let speaks = BookingEvent {
+        payload: EventPayload { reminder: Some(offset), ..EventPayload::of(latest.payload.booking.clone()) },
+        ..event.clone()
+    };
+    Ok(speaks
         .audience()
         .into_iter()
         .map(|(person, notice)| {
             let told_of_it = told.may_have_told(person.email.as_str());
-            let n = Notification::new(event, person, notice, false);
+            let n = Notification::new(&speaks, person, notice, false);
             if told_of_it {
                 Planned::Send(n)
             } else {

@@ -24,8 +24,10 @@ use super::feedback::VERDICT_OF_SEND;
 use super::plan::TOO_LATE;
 use super::sends::{ConfirmedBy, SendStatus, FEEDBACK_PROVIDER_NAMES, SENDS_OF_EVENT};
 use super::unknown::RESENT_ON_EVIDENCE;
+use crate::booking::domain::Booking;
 use crate::booking::domain::Reminder;
 use crate::booking::events::BookingEvent;
+use crate::booking::reminders;
 use crate::db::DbResult;
 use crate::outbox::events::{EventStatus, EVENTS_OF_BOOKING};
 
@@ -124,8 +126,9 @@ const SQL: &str = formatcp!(
 /// Every notification of `booking_id` that `reader` may see, by version
 /// then recipient. One statement, whatever the number of events and
 /// recipients.
-pub async fn of_booking(client: &impl GenericClient, booking_id: Uuid, reader: Reader<'_>) -> DbResult<Vec<Tracked>> {
-    let (first_lane, last_lane) = crate::booking::reminders::lanes_of(booking_id);
+pub async fn of_booking(client: &impl GenericClient, booking: &Booking, reader: Reader<'_>) -> DbResult<Vec<Tracked>> {
+    let booking_id = booking.id;
+    let (first_lane, last_lane) = reminders::lanes_of(booking_id);
     let rows = client.query(&client.prepare_cached(SQL).await?, &[&booking_id, &first_lane, &last_lane]).await?;
     let shown = |recipient: &str| match reader {
         Reader::Organizer => true,
@@ -171,13 +174,27 @@ pub async fn of_booking(client: &impl GenericClient, booking_id: Uuid, reader: R
         });
     }
     for Open { event_id, status, created_at, updated_at, due, event } in open {
-        for (person, _) in event.audience() {
+        // A reminder reminds the booking as it now stands (its attendees
+        // now), unless the booking no longer asks for it: then it will be
+        // recorded superseded when it falls due (`notify::plan`).
+        let (audience, ended) = match event.payload.reminder {
+            Some(offset) if reminders::still_asks(booking, event.payload.booking.range.start(), offset) => {
+                (booking.attendees.clone(), None)
+            }
+            Some(_) => {
+                let why = format!("the booking changed (version {}): this reminder will not be sent", booking.version);
+                (event.payload.booking.attendees.clone(), Some(why))
+            }
+            None => (event.audience().into_iter().map(|(p, _)| p).collect(), None),
+        };
+        for person in audience {
             let recipient = person.email.as_str().to_string();
             if reached.contains(&(event_id, recipient.clone())) || !shown(&recipient) {
                 continue;
             }
-            let (state, at, detail) = match status {
-                EventStatus::Dead => (State::Failed, updated_at, Some("the event was dead-lettered".to_string())),
+            let (state, at, detail) = match (status, &ended) {
+                (_, Some(why)) => (State::Superseded, updated_at, Some(why.clone())),
+                (EventStatus::Dead, _) => (State::Failed, updated_at, Some("the event was dead-lettered".to_string())),
                 _ if due.is_some() => (State::Scheduled, created_at, None),
                 _ => (State::Pending, created_at, None),
             };

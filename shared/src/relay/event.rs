@@ -44,9 +44,9 @@ enum Settle {
     Throttled(String),
     /// The provider paused sending: back to PENDING without using an attempt.
     Requeue(String),
-    /// A reminder whose booking's earlier events are unfinished: back to
-    /// PENDING soon ([`Waiting::RETRY`]), without using an attempt.
-    Wait(String),
+    /// A reminder whose booking's events are unfinished, or changed since
+    /// its plan: back to PENDING after the wait, without using an attempt.
+    Wait(String, std::time::Duration),
     /// A known failure: back to PENDING with backoff (or DEAD when out of attempts).
     Retry(String),
     /// Our mailer configuration is wrong: DEAD until an operator replays it.
@@ -60,7 +60,7 @@ impl Settle {
             Settle::Deadline(_) => 1,
             Settle::Throttled(_) => 2,
             Settle::Requeue(_) => 3,
-            Settle::Wait(_) => 4,
+            Settle::Wait(..) => 4,
             Settle::Retry(_) => 5,
             Settle::DeadLetter(_) => 6,
         }
@@ -81,6 +81,7 @@ impl Settle {
             Delivery::Paused { reason } => Settle::Requeue(reason.clone()),
             Delivery::Misconfigured { reason } => Settle::DeadLetter(reason.clone()),
             Delivery::Deferred { reason } => Settle::Deadline(reason.clone()),
+            Delivery::Replan { reason } => Settle::Wait(reason.clone(), Waiting::RETRY),
             _ => Settle::Done,
         }
     }
@@ -110,8 +111,8 @@ impl<M: Mailer + 'static> Poller<M> {
         for (i, (event, plan)) in events.iter().zip(plans).enumerate() {
             let plan = match plan {
                 Ok(plan) => plan,
-                Err(Waiting(reason)) => {
-                    settle[i] = Settle::Wait(reason);
+                Err(Waiting { reason, retry }) => {
+                    settle[i] = Settle::Wait(reason, retry);
                     continue;
                 }
             };
@@ -208,8 +209,8 @@ impl<M: Mailer + 'static> Poller<M> {
                 transitions::requeue(&client, event_id, worker, THROTTLED_RETRY, &reason).await?;
                 summary.throttled += 1;
             }
-            Settle::Wait(reason) => {
-                transitions::requeue(&client, event_id, worker, Waiting::RETRY, &reason).await?;
+            Settle::Wait(reason, retry) => {
+                transitions::requeue(&client, event_id, worker, retry, &reason).await?;
                 summary.waiting += 1;
             }
             Settle::Requeue(reason) => {

@@ -80,6 +80,8 @@ impl RunSummary {
             | Delivery::Misconfigured { .. }
             | Delivery::Deferred { .. } => self.released += 1,
             Delivery::Rejected { .. } => self.failed += 1,
+            // Not claimed: its event waits and is planned again (`waiting`).
+            Delivery::Replan { .. } => {}
         }
     }
 

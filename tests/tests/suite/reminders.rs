@@ -214,7 +214,10 @@ async fn a_reschedule_before_the_reminder_supersedes_it_and_the_new_one_goes_at_
     assert!(reminded(&mailer).is_empty());
     let reasons = superseded_reasons(&db).await;
     assert_eq!(reasons.len(), 1);
-    assert!(reasons[0].contains("superseded by the later BOOKING_UPDATED (version 2)"), "{reasons:?}");
+    assert!(
+        reasons[0].contains("the meeting moved (version 2): the reminders of its new time replace this one"),
+        "{reasons:?}"
+    );
 
     // The new time comes: one reminder, about the meeting as it now stands.
     make_due(&db, moved).await;
@@ -261,8 +264,8 @@ async fn an_attendee_removed_gets_no_reminder_and_one_added_gets_those_still_ahe
         reminder_events(&db).await.into_iter().filter(|e| e.2 == "PENDING").map(|e| (e.0, e.1)).collect();
     assert_eq!(
         pending,
-        vec![(1, start - chrono::Duration::minutes(15)), (2, start - chrono::Duration::minutes(15))],
-        "the new list's reminders still ahead"
+        vec![(1, start - chrono::Duration::minutes(15))],
+        "the start and the offset are the same: the reminder already written answers for the new list too"
     );
     make_due(&db, start).await;
     drain(&db, &mailer).await;
@@ -329,6 +332,39 @@ async fn a_crash_after_the_reminders_claim_never_sends_it_twice() {
     let claims: i64 =
         db.scalar("SELECT count(*) FROM booking_notification_sends WHERE event_type = 'BOOKING_REMINDER'").await;
     assert_eq!(claims, 2, "one claim per recipient, whatever the crash");
+    // What the crash cost: only the sends in flight at the death are left
+    // for SES's evidence (UNKNOWN); every other reminder went.
+    let unknown: i64 = db
+        .scalar("SELECT count(*) FROM booking_notification_sends WHERE event_type = 'BOOKING_REMINDER' AND status = 'UNKNOWN'")
+        .await;
+    let sent: i64 = db
+        .scalar(
+            "SELECT count(*) FROM booking_notification_sends WHERE event_type = 'BOOKING_REMINDER' AND status = 'SENT'",
+        )
+        .await;
+    assert_eq!((unknown, sent), (1, 1), "the crash cost one reminder, the one claimed as it died");
+}
+
+/// The backlog alarm's metric counts a reminder from its due time, not from
+/// when it was written days before.
+#[tokio::test]
+async fn a_reminder_due_now_is_not_an_old_backlog() {
+    let db = TestDb::create().await;
+    let api = TestApi::new(&db);
+    let mailer = Arc::new(RecordingMailer::new());
+    create(&api, &body(at(3 * 24 * 60), &[ALICE.email], json!(["PT1H"]))).await;
+    drain(&db, &mailer).await;
+    let client = db.pool.get().await.unwrap();
+    client
+        .execute(
+            "UPDATE outbox_events SET created_at = now() - interval '3 days', \
+                    next_attempt_at = now() - interval '10 seconds' WHERE event_type = 'BOOKING_REMINDER'",
+            &[],
+        )
+        .await
+        .unwrap();
+    let age = shared::outbox::events::oldest_due_age(&client).await.unwrap().unwrap();
+    assert!((10.0..60.0).contains(&age), "due 10 s ago, written 3 days ago: {age}");
 }
 
 #[tokio::test]
@@ -342,7 +378,11 @@ async fn an_update_committed_while_a_reminder_is_pending_goes_out_at_once() {
     drain(&db, &mailer).await;
     let told: Vec<(EventType, i32)> = mailer.deliveries().iter().map(|d| (d.event_type, d.sequence)).collect();
     assert_eq!(told, vec![(EventType::BookingConfirmed, 1), (EventType::BookingUpdated, 2)]);
-    assert_eq!(reminder_events(&db).await.iter().filter(|e| e.2 == "PENDING").count(), 4, "two sets wait");
+    assert_eq!(
+        reminder_events(&db).await.iter().filter(|e| e.2 == "PENDING").count(),
+        2,
+        "one set waits: the title changed, not the start"
+    );
 }
 
 #[tokio::test]
@@ -625,5 +665,197 @@ async fn a_reminder_of_an_older_version_never_goes_even_if_the_later_event_is_go
     drain(&db, &mailer).await;
     assert!(reminded(&mailer).is_empty());
     let reasons = superseded_reasons(&db).await;
-    assert_eq!(reasons, vec!["the booking was cancelled or changed since: no reminder of this version".to_string()]);
+    assert_eq!(
+        reasons,
+        vec!["the booking changed since and the events that changed it are gone: no reminder of this version"
+            .to_string()]
+    );
+}
+
+/// A reminder whose time came just as its booking changed (its title, not
+/// its start) is neither lost nor sent twice: the event already written
+/// answers for it, and it goes after the update, with the booking as the
+/// update left it.
+#[tokio::test]
+async fn a_reminder_due_as_its_booking_changes_goes_once_after_the_update() {
+    let db = TestDb::create().await;
+    let api = TestApi::new(&db);
+    let mailer = Arc::new(RecordingMailer::new());
+    let start = at(60);
+    let booking = create(&api, &body(start, &[ALICE.email, CAROL], json!(["PT15M"]))).await;
+    drain(&db, &mailer).await;
+    make_due(&db, start).await;
+    patch(&api, booking["id"].as_str().unwrap(), 1, json!({"title": "Planning, room 4"})).await;
+    assert_eq!(reminder_events(&db).await.len(), 1, "no new reminder for the same start and offset");
+    drain(&db, &mailer).await;
+    let told: Vec<(EventType, i32)> = mailer.deliveries().iter().map(|d| (d.event_type, d.sequence)).collect();
+    assert_eq!(&told[2..4], [(EventType::BookingUpdated, 2); 2], "the update first: {told:?}");
+    assert_eq!(
+        sorted(reminded(&mailer)),
+        vec![(ALICE.email.to_string(), 2), (CAROL.into(), 2)],
+        "one reminder each, of the booking as it now stands"
+    );
+    assert!(superseded_reasons(&db).await.is_empty());
+}
+
+/// The API's clock and the poller's never make a reminder twice: once sent,
+/// a change that keeps its start and offset writes none again.
+#[tokio::test]
+async fn a_reminder_already_sent_is_not_sent_again_after_a_change() {
+    let db = TestDb::create().await;
+    let api = TestApi::new(&db);
+    let mailer = Arc::new(RecordingMailer::new());
+    let start = at(60);
+    let booking = create(&api, &body(start, &[ALICE.email], json!(["PT30M", "PT15M"]))).await;
+    let id = booking["id"].as_str().unwrap();
+    drain(&db, &mailer).await;
+    make_due(&db, start - chrono::Duration::minutes(30)).await;
+    drain(&db, &mailer).await;
+    assert_eq!(reminded(&mailer).len(), 1, "the 30-minute reminder went");
+    patch(&api, id, 1, json!({"title": "Planning, room 4", "reminders": ["PT30M", "PT15M", "PT5M"]})).await;
+    assert_eq!(reminder_events(&db).await.len(), 3, "only the added offset is written");
+    make_due(&db, start).await;
+    drain(&db, &mailer).await;
+    let due: Vec<i32> = reminded(&mailer).iter().map(|r| r.1).collect();
+    assert_eq!(due, vec![1, 2, 2], "the 30-minute one once; then the 15- and 5-minute ones");
+}
+
+/// An offset removed and added again for the same start is a new reminder:
+/// the removal ended the first, so it goes once.
+#[tokio::test]
+async fn an_offset_removed_and_added_again_is_reminded_once() {
+    let db = TestDb::create().await;
+    let api = TestApi::new(&db);
+    let mailer = Arc::new(RecordingMailer::new());
+    let start = at(120);
+    let booking = create(&api, &body(start, &[ALICE.email], json!(["PT1H"]))).await;
+    let id = booking["id"].as_str().unwrap();
+    drain(&db, &mailer).await;
+    patch(&api, id, 1, json!({"reminders": []})).await;
+    patch(&api, id, 2, json!({"reminders": ["PT60M"]})).await;
+    assert_eq!(reminder_events(&db).await.len(), 2);
+    make_due(&db, start).await;
+    drain(&db, &mailer).await;
+    assert_eq!(reminded(&mailer), vec![(ALICE.email.to_string(), 3)]);
+    assert_eq!(
+        superseded_reasons(&db).await,
+        vec!["the reminder PT1H was removed (version 2): no reminder".to_string()]
+    );
+}
+
+/// A reminder never goes before an earlier event of its booking that was
+/// dead-lettered: it waits (a minute at a time) for the operator's replay,
+/// then goes after it.
+#[tokio::test]
+async fn a_reminder_waits_while_its_invitation_is_dead_lettered_and_goes_after_the_replay() {
+    let db = TestDb::create().await;
+    let api = TestApi::new(&db);
+    let mailer = Arc::new(RecordingMailer::new());
+    let start = at(120);
+    create(&api, &body(start, &[ALICE.email], json!(["PT1H"]))).await;
+    let misconfigured = shared::notify::mailer::SendOutcome::Misconfigured { reason: "no identity".into() };
+    mailer.script(ALICE.email, misconfigured, 1);
+    drain(&db, &mailer).await;
+    let client = db.pool.get().await.unwrap();
+    let dead: i64 = db.scalar("SELECT count(*) FROM outbox_events WHERE status = 'DEAD'").await;
+    assert_eq!(dead, 1, "the invitation is dead-lettered");
+    make_due(&db, start).await;
+    drain(&db, &mailer).await;
+    assert_eq!(mailer.count(), 0, "no reminder before its invitation");
+    let wait: f64 = db
+        .scalar::<f64>(
+            "SELECT extract(epoch FROM next_attempt_at - now())::float8 FROM outbox_events \
+              WHERE event_type = 'BOOKING_REMINDER' AND status = 'PENDING'",
+        )
+        .await;
+    assert!((50.0..=61.0).contains(&wait), "it waits a minute at a time: {wait}");
+    assert!(superseded_reasons(&db).await.is_empty(), "not superseded as never told");
+
+    let mut owned = db.pool.get().await.unwrap();
+    let selection = shared::outbox::events::transitions::ReplaySelection::All { event_type: None, since: None };
+    shared::outbox::events::transitions::replay(&mut owned, selection, "test", 10, false).await.unwrap();
+    drain(&db, &mailer).await;
+    client.execute("UPDATE outbox_events SET next_attempt_at = now() WHERE status = 'PENDING'", &[]).await.unwrap();
+    drain(&db, &mailer).await;
+    let told: Vec<EventType> = mailer.deliveries().iter().map(|d| d.event_type).collect();
+    assert_eq!(told, vec![EventType::BookingConfirmed, EventType::BookingReminder], "the invitation first");
+}
+
+/// The claim checks the booking again: a cancel committed while a
+/// reminder's sends wait for the pacer stops every send not yet claimed
+/// (one place in flight, each send 400 ms), and they are recorded as
+/// superseded by the cancel.
+#[tokio::test]
+async fn a_cancel_committed_while_a_reminder_waits_for_the_pacer_stops_the_sends_not_yet_claimed() {
+    let db = TestDb::create().await;
+    let api = TestApi::new(&db);
+    let start = at(120);
+    let booking = create(&api, &body(start, &[ALICE.email, CAROL, DAVE], json!(["PT1H"]))).await;
+    drain(&db, &Arc::new(RecordingMailer::new())).await;
+    make_due(&db, start).await;
+    let slow = Arc::new(RecordingMailer::new().with_delay(std::time::Duration::from_millis(400)));
+    let config = PollerConfig { concurrency: 1, claim_group: 1, ..PollerConfig::for_tests("w") };
+    let run = tokio::spawn({
+        let p = poller(&db, slow.clone(), config);
+        async move { p.drain().await.unwrap() }
+    });
+    // The first reminder is in flight (claimed): the meeting is cancelled.
+    let mut claimed = 0i64;
+    for _ in 0..200 {
+        claimed =
+            db.scalar("SELECT count(*) FROM booking_notification_sends WHERE event_type = 'BOOKING_REMINDER'").await;
+        if claimed > 0 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    assert_eq!(claimed, 1, "one reminder claimed first");
+    cancel(&api, booking["id"].as_str().unwrap()).await;
+    let summary = run.await.unwrap();
+    assert!(summary.waiting >= 1, "planned again: {summary:?}");
+    make_due(&db, start).await;
+    drain(&db, &slow).await;
+    assert_eq!(reminded(&slow).len(), 1, "only the send in flight before the cancel went");
+    let reasons = superseded_reasons(&db).await;
+    assert_eq!(reasons.len(), 2, "{reasons:?}");
+    assert!(reasons.iter().all(|r| r.contains("the booking was cancelled (version 2)")), "{reasons:?}");
+    let cancelled = slow.deliveries().iter().filter(|d| d.notice == Notice::Cancel).count();
+    assert_eq!(cancelled, 3, "every attendee hears of the cancel");
+}
+
+/// Upgrading from the build that wrote a fresh set of reminders on every
+/// change (V33): a newer pending reminder that repeats an unfinished older
+/// one (same start and offset, nothing between that ended it) is deleted,
+/// so it is reminded once; those of a moved start stay.
+#[tokio::test]
+async fn reminders_written_twice_by_the_older_build_are_sent_once_after_the_upgrade() {
+    let db = TestDb::create().await;
+    let api = TestApi::new(&db);
+    let mailer = Arc::new(RecordingMailer::new());
+    let start = at(120);
+    let retitled = create(&api, &body(start, &[ALICE.email], json!(["PT1H"]))).await;
+    let moved = create(&api, &body(start + chrono::Duration::hours(1), &[CAROL], json!(["PT1H"]))).await;
+    drain(&db, &mailer).await;
+    let id: uuid::Uuid = retitled["id"].as_str().unwrap().parse().unwrap();
+    patch(&api, &id.to_string(), 1, json!({"title": "Planning, room 4"})).await;
+    // What the older build wrote for that change: the whole set again.
+    let client = db.pool.get().await.unwrap();
+    let v2 = shared::booking::store::get(&client, id).await.unwrap().unwrap();
+    for event in shared::booking::reminders::events(&v2, None, Utc::now(), 1) {
+        shared::outbox::events::insert(&client, &event).await.unwrap();
+    }
+    let later = start + chrono::Duration::hours(2);
+    let to = json!({"start": stamp(later), "end": stamp(later + chrono::Duration::minutes(30))});
+    patch(&api, moved["id"].as_str().unwrap(), 1, to).await;
+    assert_eq!(reminder_events(&db).await.len(), 4);
+
+    client.batch_execute(include_str!("../../../migrations/V33__one_reminder_per_start_and_offset.sql")).await.unwrap();
+    assert_eq!(reminder_events(&db).await.len(), 3, "the repeat is gone; the moved start's stays");
+    make_due(&db, later).await;
+    drain(&db, &mailer).await;
+    assert_eq!(
+        sorted(reminded(&mailer)),
+        vec![(ALICE.email.to_string(), 2), (CAROL.to_string(), 2)],
+        "each once: Alice of the booking as retitled, Carol at the new time"
+    );
 }

@@ -37,12 +37,15 @@ impl Reminder {
     /// Parses one ISO 8601 duration; the error names the field `reminders`.
     pub fn parse(raw: &str) -> Result<Self, ParseError> {
         let refuse = |problem: String| Err(ParseError::new("reminders", problem));
-        let trimmed = raw.trim();
-        if trimmed.starts_with('-') {
+        if raw.starts_with('-') {
             return refuse(format!("{raw:?} is negative: an offset counts back from the start, like PT15M"));
         }
-        let Ok(duration) = trimmed.parse::<iso8601::Duration>() else {
-            return refuse(format!("{raw:?} is not an ISO 8601 duration (like PT15M, PT24H or P2D)"));
+        // The whole text is the duration: the crate's `FromStr` ignores what
+        // follows one (`PT1H30` would read as an hour).
+        let duration = match iso8601::parsers::parse_duration(raw.as_bytes()) {
+            // A `T` with no time after it is not ISO 8601 either.
+            Ok((rest, duration)) if rest.is_empty() && !raw.ends_with('T') => duration,
+            _ => return refuse(format!("{raw:?} is not an ISO 8601 duration (like PT15M, PT24H or P2D)")),
         };
         let secs: i64 = match duration {
             iso8601::Duration::YMDHMS { year, month, .. } if year > 0 || month > 0 => {
@@ -173,7 +176,10 @@ mod tests {
         assert_eq!(p("PT90M").unwrap(), "PT1H30M");
         assert_eq!(p("PT5M").unwrap(), "PT5M");
         assert_eq!(p("P30D").unwrap(), "PT720H");
-        for bad in ["PT4M59S", "P31D", "PT0S", "P0D", "-PT15M", "PT", "15 minutes", "P1M", "P1Y", "PT15.5M", ""] {
+        let bad = ["PT4M59S", "P31D", "PT0S", "P0D", "-PT15M", "PT", "15 minutes", "P1M", "P1Y", "PT15.5M", ""];
+        // Trailing text is never ignored, and units are capitals.
+        let trailing = ["PT1H30", "PT24H,PT15M", "PT15m", " PT15M", "PT15M ", "PT15MX", "P1DT"];
+        for bad in bad.into_iter().chain(trailing) {
             let e = Reminder::parse(bad).unwrap_err();
             assert_eq!(e.field, "reminders", "{bad}: {e}");
         }

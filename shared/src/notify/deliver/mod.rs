@@ -82,6 +82,9 @@ pub enum Delivery {
     /// Not sent: the invocation's deadline came before the send could
     /// start; the claim is released for the next invocation.
     Deferred { reason: String },
+    /// Not claimed: a reminder whose booking changed (or started) since
+    /// its plan; the event is planned again soon, without an attempt.
+    Replan { reason: String },
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -153,6 +156,10 @@ pub struct Gate<'a> {
 ///    commits: every claim is durable before its send, and at most a
 ///    horizon away from it; invitations over a limit that protects their
 ///    recipient are CAPPED;
+///    A reminder is claimed only if its booking is still the version its
+///    plan read, not cancelled and not started (read just before the
+///    claim): a change committed while it waited for the pacer plans it
+///    again ([`Delivery::Replan`]);
 /// 3. each send starts at its time, unless the provider paused sending or
 ///    it would not end before the deadline (its claim is then released);
 /// 4. outcomes are recorded as the sends finish, one statement for those

@@ -9,6 +9,8 @@ use tracing::Instrument;
 use uuid::Uuid;
 
 use super::{judge, release_unsent, DeliverError, Delivery, Gate, FAULT_AFTER_SEND, START_WITHIN, SUPPRESSED};
+use crate::booking::events::EventType;
+use crate::booking::store;
 use crate::db::DbError;
 use crate::fault::{FaultError, Faults};
 use crate::notify::feedback;
@@ -164,17 +166,65 @@ impl<'a> Run<'a> {
     /// those. A database error releases what this chunk claimed.
     pub async fn admit_and_claim(&self, chunk: Vec<usize>) -> Result<Chunk<'a>, DbError> {
         let admitted = self.gate.pace.admit(chunk.len(), self.gate.send_fits).await?;
-        let chunk = &chunk[..admitted.len()];
+        let taken = admitted.len();
+        let (chunk, admitted, replan) = self.as_planned(&chunk[..taken], admitted).await?;
         let claims: Vec<GroupClaim> =
             chunk.iter().map(|i| GroupClaim { notification: self.notification(*i), decided: None }).collect();
         let ids = sends::claim::new_ids(&claims);
         let started = Instant::now();
-        let claimed = self.claim_chunk(chunk, &claims, &ids, admitted, started).await;
+        let claimed = self.claim_chunk(&chunk, &claims, &ids, admitted, started).await;
         self.gate.pace.observe_claim(started.elapsed());
         if let Err(e) = &claimed {
             release_unsent(self.pool, &ids, e).await;
         }
-        claimed
+        let mut claimed = claimed?;
+        claimed.taken = taken;
+        claimed.settled.extend(replan);
+        Ok(claimed)
+    }
+
+    /// The items of `chunk` (and their admissions) still as planned: a
+    /// reminder only while its booking is the version its plan read, not
+    /// cancelled, and not started. The others are planned again. One
+    /// statement, only for a chunk that holds a reminder; what commits
+    /// after it can still race its send, for at most [`START_WITHIN`].
+    #[allow(clippy::type_complexity)]
+    async fn as_planned(
+        &self,
+        chunk: &[usize],
+        admitted: Vec<Admitted<'a>>,
+    ) -> Result<(Vec<usize>, Vec<Admitted<'a>>, Vec<(usize, Delivery)>), DbError> {
+        let reminder = |i: usize| self.notification(i).event_type == EventType::BookingReminder;
+        if !chunk.iter().any(|i| reminder(*i)) {
+            return Ok((chunk.to_vec(), admitted, Vec::new()));
+        }
+        let bookings: Vec<Uuid> =
+            chunk.iter().filter(|i| reminder(**i)).map(|i| self.notification(*i).payload.booking.id).collect();
+        let standing = store::standing_among(self.client, &bookings).await?;
+        let now = chrono::Utc::now();
+        let (mut kept, mut places, mut replan) = (Vec::new(), Vec::new(), Vec::new());
+        for (i, admission) in chunk.iter().zip(admitted) {
+            let b = &self.notification(*i).payload.booking;
+            let why = match standing.get(&b.id) {
+                _ if !reminder(*i) => None,
+                None => Some("its booking is gone"),
+                Some(s) if s.cancelled => Some("its booking was cancelled since its plan"),
+                Some(s) if s.version != b.version => Some("its booking changed since its plan"),
+                Some(_) if now >= b.range.start() => Some("its meeting started since its plan"),
+                Some(_) => None,
+            };
+            match why {
+                None => {
+                    kept.push(*i);
+                    places.push(admission);
+                }
+                Some(why) => {
+                    tracing::info!(reason = why, "reminder not claimed; planned again");
+                    replan.push((*i, Delivery::Replan { reason: format!("{why}: planned again") }));
+                }
+            }
+        }
+        Ok((kept, places, replan))
     }
 
     /// The claim of one admitted chunk, and no invitation beyond what its

@@ -210,20 +210,30 @@ pub async fn later_many(
     Ok(later)
 }
 
-/// The aggregates of `(aggregate, version)` with an event of that version
-/// or an earlier one still unfinished (PENDING or PROCESSING). One
-/// statement, through `outbox_events_one_per_version`.
-pub async fn unfinished_up_to_many(
+/// How an aggregate's unfinished events stand ([`unfinished_of`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unfinished {
+    /// Some event is PENDING or PROCESSING: it will end soon.
+    Running,
+    /// Every unfinished event is DEAD: it ends when an operator replays it.
+    Dead,
+}
+
+/// The `aggregates` with an event not DONE, and how. One statement,
+/// through `outbox_events_one_per_version`; those with none are absent.
+pub async fn unfinished_of(
     client: &impl GenericClient,
-    of: &[(Uuid, i32)],
-) -> DbResult<std::collections::HashSet<Uuid>> {
+    aggregates: &[Uuid],
+) -> DbResult<std::collections::HashMap<Uuid, Unfinished>> {
+    if aggregates.is_empty() {
+        return Ok(Default::default());
+    }
     const SQL: &str = formatcp!(
-        "SELECT a.id FROM unnest($1::uuid[], $2::int4[]) AS a(id, version) \
-          WHERE EXISTS (SELECT 1 FROM outbox_events e \
-                         WHERE e.aggregate_id = a.id AND e.aggregate_version <= a.version \
-                           AND e.status IN ({PENDING}, {PROCESSING}))"
+        "SELECT aggregate_id, bool_and(status = {DEAD}) FROM outbox_events \
+          WHERE aggregate_id = ANY($1) AND status <> {DONE} GROUP BY aggregate_id"
     );
-    aggregates_where(client, of, SQL).await
+    let rows = client.query(&client.prepare_cached(SQL).await?, &[&aggregates]).await?;
+    Ok(rows.iter().map(|r| (r.get(0), if r.get(1) { Unfinished::Dead } else { Unfinished::Running })).collect())
 }
 
 /// The aggregates of `(aggregate, version)` whose every event before that
@@ -282,10 +292,13 @@ pub async fn counts(client: &impl GenericClient) -> DbResult<BTreeMap<EventStatu
 }
 
 /// Age in seconds of the oldest PENDING event that is due now (None when
-/// nothing is due).
+/// nothing is due): since it was written, or for an event of a side lane
+/// ([`side_lane`]: written days before it is due, like a reminder) since
+/// it fell due.
 pub async fn oldest_due_age(client: &impl GenericClient) -> DbResult<Option<f64>> {
     let sql = formatcp!(
-        "SELECT extract(epoch FROM now() - min(created_at))::float8 \
+        "SELECT extract(epoch FROM now() - min(CASE WHEN get_byte(uuid_send(aggregate_id), 6) >> 4 = 8 \
+                                                      THEN next_attempt_at ELSE created_at END))::float8 \
            FROM outbox_events WHERE status = {PENDING} AND next_attempt_at <= now()"
     );
     Ok(client.query_one(sql, &[]).await?.get(0))
