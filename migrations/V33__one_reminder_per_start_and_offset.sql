@@ -5,9 +5,11 @@
 -- the booking as it then stands. So a newer reminder still PENDING that
 -- repeats an unfinished older one of the same booking, start and offset,
 -- with no change between them that cancelled the meeting, moved it or
--- dropped the offset, would be a second reminder: it is deleted here. It
--- has no sends yet (PENDING: never claimed). The statement finds nothing
--- the new writes make, so running it again changes nothing.
+-- dropped the offset, would be a second reminder: it is deleted here, if
+-- none of its sends was claimed yet (a requeued one may have some) and the
+-- older one is still PENDING (one an older poller holds is settled by the
+-- older rule, which the newer one then follows). The statement finds
+-- nothing the new writes make, so running it again changes nothing.
 WITH r AS (
     SELECT id, status, (payload -> 'booking' ->> 'id')::uuid AS booking,
            (payload -> 'booking' ->> 'version')::int AS version,
@@ -18,9 +20,10 @@ WITH r AS (
 DELETE FROM outbox_events d
  USING r n
  WHERE d.id = n.id AND n.status = 'PENDING'
+   AND NOT EXISTS (SELECT 1 FROM booking_notification_sends s WHERE s.outbox_event_id = n.id)
    AND EXISTS (
        SELECT 1 FROM r o
-        WHERE o.booking = n.booking AND o.start = n.start AND o.reminder = n.reminder AND o.version < n.version
+        WHERE o.status = 'PENDING' AND o.booking = n.booking AND o.start = n.start AND o.reminder = n.reminder AND o.version < n.version
           AND NOT EXISTS (
               SELECT 1 FROM outbox_events e
                WHERE e.aggregate_id = n.booking

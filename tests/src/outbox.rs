@@ -86,6 +86,26 @@ pub fn confirmed_event(i: usize, recipients: usize) -> events::NewEvent {
     EventPayload::of(booking).to_outbox(EventType::BookingConfirmed)
 }
 
+/// Writes the booking rows of `events` (from [`confirmed_event`]), as the
+/// API would have with them: what a reminder's plan and claim read. Each
+/// has an organizer of its own (the seeded meetings overlap in time).
+pub async fn insert_bookings_of(client: &impl deadpool_postgres::GenericClient, events: &[events::NewEvent]) {
+    let bookings: Vec<Booking> =
+        events.iter().map(|e| serde_json::from_str::<EventPayload>(e.payload.get()).unwrap().booking).collect();
+    let ids: Vec<Uuid> = bookings.iter().map(|b| b.id).collect();
+    let titles: Vec<&str> = bookings.iter().map(|b| b.title.as_str()).collect();
+    let starts: Vec<chrono::DateTime<Utc>> = bookings.iter().map(|b| b.range.start()).collect();
+    let ends: Vec<chrono::DateTime<Utc>> = bookings.iter().map(|b| b.range.end()).collect();
+    let attendees: Vec<serde_json::Value> =
+        bookings.iter().map(|b| serde_json::to_value(&b.attendees).unwrap()).collect();
+    let sql =
+        "INSERT INTO bookings (id, organizer_email, organizer_name, title, timezone, starts_at, ends_at, attendees) \
+               SELECT id, 'o-' || id || '@example.com', 'Organizer', title, 'UTC', s, e, a \
+                 FROM unnest($1::uuid[], $2::text[], $3::timestamptz[], $4::timestamptz[], $5::jsonb[]) \
+                      AS b(id, title, s, e, a)";
+    client.execute(sql, &[&ids, &titles, &starts, &ends, &attendees]).await.unwrap();
+}
+
 /// The `(next_attempt_at, id)` of the newest event already claimed: where
 /// the claims of a poller that claimed them all now start.
 pub async fn newest_claimed(client: &impl deadpool_postgres::GenericClient) -> Option<(chrono::DateTime<Utc>, Uuid)> {

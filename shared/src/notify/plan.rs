@@ -173,7 +173,7 @@ pub async fn plan_many(
                 Told::Everyone
             };
             if is_reminder(event) {
-                let stands = Stands { cancelled, version: now_at.map_or(0, |s| s.version) };
+                let stands = Stands { gone: now_at.is_none(), cancelled, version: now_at.map_or(0, |s| s.version) };
                 plan_reminder(event, later, &told, stands, unfinished.get(&id).copied(), now)
             } else {
                 Ok(plan_with(event, later, &told, cancelled, skip_superseded))
@@ -184,6 +184,8 @@ pub async fn plan_many(
 
 /// The booking as a reminder's plan reads it now.
 struct Stands {
+    /// No booking row: deleted (by hand; nothing deletes bookings).
+    gone: bool,
     cancelled: bool,
     version: i32,
 }
@@ -230,6 +232,9 @@ fn plan_reminder(
             format!("the reminder {offset} was removed (version {}): no reminder", b.version)
         };
         return not_sent(last.id, reason);
+    }
+    if now_at.gone {
+        return not_sent(event.id, "the booking is gone: no reminder".to_string());
     }
     if now_at.cancelled {
         return not_sent(event.id, "the booking is cancelled: no reminder".to_string());

@@ -26,7 +26,7 @@ use super::sends::{ConfirmedBy, SendStatus, FEEDBACK_PROVIDER_NAMES, SENDS_OF_EV
 use super::unknown::RESENT_ON_EVIDENCE;
 use crate::booking::domain::Booking;
 use crate::booking::domain::Reminder;
-use crate::booking::events::BookingEvent;
+use crate::booking::events::{BookingEvent, EventType};
 use crate::booking::reminders;
 use crate::db::DbResult;
 use crate::outbox::events::{EventStatus, EVENTS_OF_BOOKING};
@@ -113,7 +113,7 @@ pub enum Reader<'a> {
 
 const SQL: &str = formatcp!(
     "SELECT e.id AS event_id, e.aggregate_version, e.event_type, e.status AS event_status, e.created_at, \
-            e.updated_at, e.open_payload, e.reminded_start, e.reminder, s.recipient_email, s.status AS send_status, s.claimed_at, \
+            e.updated_at, e.open_payload, e.reminded_start, e.reminder, e.booking_reminders, s.recipient_email, s.status AS send_status, s.claimed_at, \
             s.completed_at, s.confirmed_by, s.left_for_operator, s.last_error, s.provider, \
             f.kind AS verdict, f.subtype AS verdict_subtype, f.occurred_at AS verdict_at, \
             x.decided_at AS resent_at \
@@ -137,11 +137,16 @@ pub async fn of_booking(client: &impl GenericClient, booking: &Booking, reader: 
     let mut tracked = Vec::new();
     let mut reached: HashSet<(Uuid, String)> = HashSet::new();
     let mut open: Vec<Open> = Vec::new();
+    // The booking's own events, as each left it: what ends a reminder.
+    let mut changes: Vec<Change> = Vec::new();
     for row in &rows {
         let event_id: Uuid = row.get("event_id");
         let event_type: String = row.get("event_type");
         let event_status = EventStatus::from_row(row, "event_status")?;
         let due = due(row);
+        if event_type != EventType::BookingReminder.as_str() && !changes.iter().any(|c| c.event_id == event_id) {
+            changes.push(Change::of(row, event_id, &event_type));
+        }
         if let Some(payload) = row.get::<_, Option<serde_json::Value>>("open_payload") {
             // An unreadable payload is a poison message: it reaches no one.
             if !open.iter().any(|o| o.event_id == event_id) {
@@ -178,12 +183,17 @@ pub async fn of_booking(client: &impl GenericClient, booking: &Booking, reader: 
         // now), unless the booking no longer asks for it: then it will be
         // recorded superseded when it falls due (`notify::plan`).
         let (audience, ended) = match event.payload.reminder {
-            Some(offset) if reminders::still_asks(booking, event.payload.booking.range.start(), offset) => {
-                (booking.attendees.clone(), None)
-            }
-            Some(_) => {
-                let why = format!("the booking changed (version {}): this reminder will not be sent", booking.version);
-                (event.payload.booking.attendees.clone(), Some(why))
+            Some(offset) => {
+                let (version, start) = (event.payload.booking.version, event.payload.booking.range.start());
+                let ended_by = changes.iter().filter(|c| c.version > version).find(|c| !c.asks(start, offset));
+                match ended_by {
+                    None if reminders::still_asks(booking, start, offset) => (booking.attendees.clone(), None),
+                    _ => {
+                        let by = ended_by.map_or(booking.version, |c| c.version);
+                        let why = format!("the booking changed (version {by}): this reminder will not be sent");
+                        (event.payload.booking.attendees.clone(), Some(why))
+                    }
+                }
             }
             None => (event.audience().into_iter().map(|(p, _)| p).collect(), None),
         };
@@ -215,6 +225,36 @@ pub async fn of_booking(client: &impl GenericClient, booking: &Booking, reader: 
         (a.version, a.due, &a.recipient, a.event_id).cmp(&(b.version, b.due, &b.recipient, b.event_id))
     });
     Ok(tracked)
+}
+
+/// One event of the booking's own lane, as it left the booking.
+struct Change {
+    event_id: Uuid,
+    version: i32,
+    cancelled: bool,
+    start: Option<DateTime<Utc>>,
+    reminders: Vec<Reminder>,
+}
+
+impl Change {
+    fn of(row: &tokio_postgres::Row, event_id: Uuid, event_type: &str) -> Self {
+        let start = row.get::<_, Option<&str>>("reminded_start").and_then(|s| DateTime::parse_from_rfc3339(s).ok());
+        let listed: Option<Vec<String>> =
+            row.get::<_, Option<serde_json::Value>>("booking_reminders").and_then(|v| serde_json::from_value(v).ok());
+        Self {
+            event_id,
+            version: row.get("aggregate_version"),
+            cancelled: event_type == EventType::BookingCancelled.as_str(),
+            start: start.map(|s| s.with_timezone(&Utc)),
+            reminders: listed.unwrap_or_default().iter().filter_map(|r| Reminder::parse(r).ok()).collect(),
+        }
+    }
+
+    /// Whether the booking as this event left it still asks for the
+    /// reminder `offset` before `start` (the plan's rule, `notify::plan`).
+    fn asks(&self, start: DateTime<Utc>, offset: Reminder) -> bool {
+        !self.cancelled && self.start == Some(start) && self.reminders.contains(&offset)
+    }
 }
 
 /// An event not yet DONE: its audience may hold recipients it has not

@@ -453,6 +453,7 @@ async fn reminder_burst(root: &Path, shape: Shape, limiter: Limiter, rate: f64, 
     let invitations: Vec<_> = (0..recipients / 2).map(|i| confirmed_event(i, 2)).collect();
     let client = db.pool.get().await.unwrap();
     for chunk in invitations.chunks(1000) {
+        outbox_tests::outbox::insert_bookings_of(&client, chunk).await;
         shared::outbox::events::insert_many(&client, chunk).await.unwrap();
     }
     let limit = Duration::from_secs_f64(recipients as f64 / rate * 3.0 + shape.timeout * 3.0);

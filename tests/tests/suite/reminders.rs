@@ -734,6 +734,16 @@ async fn an_offset_removed_and_added_again_is_reminded_once() {
     patch(&api, id, 1, json!({"reminders": []})).await;
     patch(&api, id, 2, json!({"reminders": ["PT60M"]})).await;
     assert_eq!(reminder_events(&db).await.len(), 2);
+    // The notifications say what the plan will do: the first one ended.
+    let seen = api.get(&format!("/bookings/{id}/notifications"), BOB).await;
+    let states: Vec<(i64, String)> = seen.body["notifications"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|n| n["event_type"] == "BOOKING_REMINDER")
+        .map(|n| (n["version"].as_i64().unwrap(), n["state"].as_str().unwrap().to_string()))
+        .collect();
+    assert_eq!(states, vec![(1, "superseded".to_string()), (3, "scheduled".to_string())], "{}", seen.body);
     make_due(&db, start).await;
     drain(&db, &mailer).await;
     assert_eq!(reminded(&mailer), vec![(ALICE.email.to_string(), 3)]);
@@ -783,7 +793,7 @@ async fn a_reminder_waits_while_its_invitation_is_dead_lettered_and_goes_after_t
 
 /// The claim checks the booking again: a cancel committed while a
 /// reminder's sends wait for the pacer stops every send not yet claimed
-/// (one place in flight, each send 400 ms), and they are recorded as
+/// (one place in flight, each send 1.5 s), and they are recorded as
 /// superseded by the cancel.
 #[tokio::test]
 async fn a_cancel_committed_while_a_reminder_waits_for_the_pacer_stops_the_sends_not_yet_claimed() {
@@ -793,7 +803,7 @@ async fn a_cancel_committed_while_a_reminder_waits_for_the_pacer_stops_the_sends
     let booking = create(&api, &body(start, &[ALICE.email, CAROL, DAVE], json!(["PT1H"]))).await;
     drain(&db, &Arc::new(RecordingMailer::new())).await;
     make_due(&db, start).await;
-    let slow = Arc::new(RecordingMailer::new().with_delay(std::time::Duration::from_millis(400)));
+    let slow = Arc::new(RecordingMailer::new().with_delay(std::time::Duration::from_millis(1500)));
     let config = PollerConfig { concurrency: 1, claim_group: 1, ..PollerConfig::for_tests("w") };
     let run = tokio::spawn({
         let p = poller(&db, slow.clone(), config);

@@ -359,12 +359,13 @@ pub const EVENTS_OF_BOOKINGS: &str = "SELECT e.id, e.aggregate_id FROM outbox_ev
 /// (it reads `outbox_events_one_per_version`): `id`, `aggregate_version`,
 /// `event_type`, `status`, `created_at`, `updated_at`, `open_payload`, the
 /// payload while the event is not DONE (who it is still to reach), NULL
-/// once it is, and for a reminder its booking's `start` and its `reminder`
-/// offset, as text.
+/// once it is, its booking's `start` (text) and `reminders` (JSON), and for
+/// a reminder its `reminder` offset, as text.
 pub const EVENTS_OF_BOOKING: &str = formatcp!(
     "SELECT e.id, e.aggregate_version, e.event_type, e.status, e.created_at, e.updated_at, \
             CASE WHEN e.status <> {DONE} THEN e.payload END AS open_payload, \
-            e.payload -> 'booking' ->> 'start' AS reminded_start, e.payload ->> 'reminder' AS reminder \
+            e.payload -> 'booking' ->> 'start' AS reminded_start, e.payload ->> 'reminder' AS reminder, \
+            e.payload -> 'booking' -> 'reminders' AS booking_reminders \
        FROM outbox_events e WHERE e.aggregate_id = $1 OR e.aggregate_id BETWEEN $2 AND $3"
 );
 
