@@ -35,7 +35,7 @@ pub fn organizer() -> Caller {
 
 pub fn person(email: &str) -> Person {
     let name = email.split('@').next().unwrap();
-    Person { email: EmailAddress::parse(email).unwrap(), name: DisplayName::parse(name).unwrap() }
+    Person::new(EmailAddress::parse(email).unwrap(), DisplayName::parse(name).unwrap())
 }
 
 /// Creates a booking through the real service (booking + outbox event in

@@ -133,8 +133,8 @@ fn optional_text<T>(
     }
 }
 
-/// 1 to 50 attendees, each an object with a valid address and name, no
-/// address twice.
+/// 1 to 50 attendees, each an object with a valid address and name (and
+/// optionally their own time zone), no address twice.
 fn parse_attendees(errors: &mut FieldErrors, parent: &Object<'_>, list: &[Value]) -> Vec<Person> {
     if list.is_empty() || list.len() > MAX_ATTENDEES {
         errors
@@ -144,14 +144,18 @@ fn parse_attendees(errors: &mut FieldErrors, parent: &Object<'_>, list: &[Value]
     for (i, value) in list.iter().enumerate() {
         let path = format!("attendees[{i}]");
         let Some(a) = Object::of(value, &path, errors) else { continue };
-        a.deny_unknown(&["email", "name"], errors);
+        a.deny_unknown(&["email", "name", "timezone"], errors);
         let email = a.string("email", errors).and_then(|e| errors.check(a.path("email"), EmailAddress::parse(e)));
         let name = a.string("name", errors).and_then(|n| errors.check(a.path("name"), DisplayName::parse(n)));
-        if let (Some(email), Some(name)) = (email, name) {
+        let timezone = match a.patch_string("timezone", errors) {
+            Patch::Value(z) => errors.check(a.path("timezone"), Timezone::parse(z).map(Some)),
+            Patch::Absent | Patch::Null => Some(None),
+        };
+        if let (Some(email), Some(name), Some(timezone)) = (email, name, timezone) {
             if attendees.iter().any(|p| p.email == email) {
                 errors.refuse(a.path("email"), format!("{email} is listed twice"));
             } else {
-                attendees.push(Person { email, name });
+                attendees.push(Person { email, name, timezone });
             }
         }
     }

@@ -55,7 +55,7 @@ pub fn caller(req: &Request, config: &ApiConfig) -> Result<Caller, Problem> {
         _ => email.as_str().split('@').next().unwrap_or_default().to_string(),
     };
     let name = DisplayName::parse(&name).map_err(|e| unauthorized(format!("the caller's name claim {}", e.problem)))?;
-    Ok(Caller { person: Person { email, name }, subject: claimed.subject })
+    Ok(Caller { person: Person::new(email, name), subject: claimed.subject })
 }
 
 #[cfg(feature = "dev")]

@@ -86,11 +86,23 @@ pub struct EventPayload {
     /// For a reminder: its offset before the start.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reminder: Option<Reminder>,
+    /// A change that is no news to anyone (an attendee's own time zone):
+    /// the event keeps the booking's versions one event each, and tells
+    /// nobody.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub quiet: bool,
 }
 
 impl EventPayload {
     pub fn of(booking: Booking) -> Self {
-        Self { booking, previous_start: None, previous_end: None, previous_attendees: None, reminder: None }
+        Self {
+            booking,
+            previous_start: None,
+            previous_end: None,
+            previous_attendees: None,
+            reminder: None,
+            quiet: false,
+        }
     }
 
     /// An update from `before` to `booking`.
@@ -101,6 +113,7 @@ impl EventPayload {
             previous_end: moved.then_some(before.range.end()),
             previous_attendees: Some(before.attendees.clone()),
             reminder: None,
+            quiet: false,
             booking,
         }
     }
@@ -177,6 +190,9 @@ impl BookingEvent {
     /// REQUEST), or its cancellation; an attendee an update removed gets a
     /// CANCEL of their own.
     pub fn audience(&self) -> Vec<(Person, Notice)> {
+        if self.payload.quiet {
+            return Vec::new();
+        }
         let booking = &self.payload.booking;
         let notice = match self.event_type {
             EventType::BookingCancelled => Notice::Cancel,

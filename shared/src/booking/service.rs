@@ -167,6 +167,9 @@ impl BookingService {
         if wanted == current {
             return Ok(Changed { booking: current, changed: false });
         }
+        // An attendee's own time zone is kept, with a new version and an
+        // event that tells nobody: no news, no mail.
+        let quiet = wanted.differs_only_in_preferences(&current);
         // Every attendee of either list is mailed: the new list an update
         // and each new reminder still ahead, an added attendee the
         // reminders already written too, the removed ones a cancellation.
@@ -174,11 +177,15 @@ impl BookingService {
         let written_before = ahead.iter().filter(|(_, r, _)| reminders::covered(Some(&current), &wanted, *r)).count();
         let added = wanted.attendees.iter().filter(|a| !current.attendees.iter().any(|p| p.email == a.email)).count();
         let removed = current.attendees.iter().filter(|p| !wanted.attendees.iter().any(|a| a.email == p.email)).count();
-        let mailed = wanted.attendees.len() * (1 + ahead.len() - written_before) + added * written_before + removed;
+        let mailed = if quiet {
+            0
+        } else {
+            wanted.attendees.len() * (1 + ahead.len() - written_before) + added * written_before + removed
+        };
         limits::count_change(&tx, &self.limits, caller, &current, mailed).await?;
         let booking = store::update(&tx, &wanted).await?;
         self.faults.hit(FAULT_CHANGE_BETWEEN_WRITES)?;
-        let payload = EventPayload::update(&current, booking);
+        let payload = EventPayload { quiet, ..EventPayload::update(&current, booking) };
         let event_id = outbox::events::insert(&tx, &payload.to_outbox(EventType::BookingUpdated)).await?;
         // The reminders this change asks for anew (a new start, an offset
         // added); the older events of a moved start or a dropped offset

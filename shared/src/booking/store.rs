@@ -45,10 +45,10 @@ fn from_row(row: &Row) -> Result<Booking, BookingError> {
         location: optional("location")?.map(Location::parse).transpose().map_err(|e| corrupt(e, "location"))?,
         range: TimeRange::new(row.get("starts_at"), row.get("ends_at")).map_err(|e| corrupt(e, "ends_at"))?,
         timezone: Timezone::parse(text("timezone")?).map_err(|e| corrupt(e, "timezone"))?,
-        organizer: Person {
-            email: EmailAddress::parse(text("organizer_email")?).map_err(|e| corrupt(e, "organizer_email"))?,
-            name: DisplayName::parse(text("organizer_name")?).map_err(|e| corrupt(e, "organizer_name"))?,
-        },
+        organizer: Person::new(
+            EmailAddress::parse(text("organizer_email")?).map_err(|e| corrupt(e, "organizer_email"))?,
+            DisplayName::parse(text("organizer_name")?).map_err(|e| corrupt(e, "organizer_name"))?,
+        ),
         organizer_sub: row.get("organizer_sub"),
         attendees,
         reminders: Reminders::from_secs(&row.try_get::<_, Vec<i32>>("reminders")?)

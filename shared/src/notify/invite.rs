@@ -57,7 +57,7 @@ pub fn uid(booking_id: uuid::Uuid) -> String {
 
 fn subject(n: &Notification) -> String {
     let b = &n.payload.booking;
-    let when = local_time(b.range.start(), b.timezone);
+    let when = local_time(b.range.start(), zone(n));
     match n.notice {
         Notice::Request if n.introduces || n.event_type == EventType::BookingConfirmed => {
             format!("Invitation: {} @ {when}", b.title)
@@ -67,6 +67,18 @@ fn subject(n: &Notification) -> String {
         Notice::Removed => format!("Removed: {} @ {when}", b.title),
         Notice::Reminder => format!("Reminder: {} @ {when}", b.title),
     }
+}
+
+/// When the message is written: its claim's time (a UUIDv7), so the same
+/// send renders the same bytes however often it is rendered; now, before
+/// it is claimed (a preview).
+fn written_at(n: &Notification) -> chrono::DateTime<chrono::Utc> {
+    let claimed = n
+        .claim
+        .and_then(|c| c.get_timestamp())
+        .map(|t| t.to_unix())
+        .and_then(|(secs, nanos)| chrono::DateTime::from_timestamp(secs as i64, nanos));
+    claimed.unwrap_or_else(chrono::Utc::now)
 }
 
 /// How long before the start a reminder says the meeting is: its offset
@@ -89,6 +101,12 @@ fn ahead(offset_secs: i32, left_secs: i64) -> String {
         Some((last, rest)) => format!("{} and {last}", rest.join(", ")),
         None => unreachable!("at least a minute"),
     }
+}
+
+/// Where the recipient reads the times: their own time zone, else the
+/// booking's (the iCalendar part keeps the booking's, with its `TZID`).
+fn zone(n: &Notification) -> Timezone {
+    n.recipient.timezone.unwrap_or(n.payload.booking.timezone)
 }
 
 fn local_time(t: DateTime<Utc>, timezone: Timezone) -> String {
@@ -157,17 +175,13 @@ fn text_body(n: &Notification) -> String {
         (Notice::Removed, _) => format!("{who} removed you from \"{title}\".\n\n"),
         (Notice::Reminder, _) => {
             let offset = n.payload.reminder.map(|r| r.secs()).unwrap_or(0);
-            let left = (b.range.start() - chrono::Utc::now()).num_seconds();
+            let left = (b.range.start() - written_at(n)).num_seconds();
             format!("Reminder: \"{title}\", organized by {who}, starts in {}.\n\n", ahead(offset, left))
         }
     };
-    s.push_str(&format!(
-        "When:  {} – {}\n",
-        local_time(b.range.start(), b.timezone),
-        local_time(b.range.end(), b.timezone)
-    ));
+    s.push_str(&format!("When:  {} – {}\n", local_time(b.range.start(), zone(n)), local_time(b.range.end(), zone(n))));
     if let (Some(ps), Some(_), false) = (n.payload.previous_start, n.payload.previous_end, n.introduces) {
-        s.push_str(&format!("Was:   {}\n", local_time(ps, b.timezone)));
+        s.push_str(&format!("Was:   {}\n", local_time(ps, zone(n))));
     }
     if let Some(l) = &b.location {
         s.push_str(&format!("Where: {l}\n"));
@@ -247,7 +261,7 @@ pub fn build(n: &Notification, sender: &Sender) -> Vec<u8> {
         ))
         .subject(subject(n))
         .message_id(message_id(n, sender))
-        .date(Utc::now().timestamp())
+        .date(written_at(n).timestamp())
         .body(body)
         .write_to_vec()
         .expect("writing to a Vec cannot fail")

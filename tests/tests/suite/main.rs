@@ -3,6 +3,7 @@
 //! with `./scripts/test.sh --test suite -- send_rate::`.
 
 mod abuse_limits;
+mod attendee_zones;
 mod bad_input;
 mod booking_api;
 mod booking_lifecycle;

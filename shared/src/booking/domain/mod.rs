@@ -66,11 +66,26 @@ pub use reminders::{Reminder, Reminders, MAX_REMINDERS, MAX_REMINDER_SECS, MIN_R
 pub use text::{Description, DisplayName, EmailAddress, Location, Title};
 pub use time::{parse_instant, StartWindow, TimeRange, Timezone};
 
-/// A person: an address and a display name.
+/// A person: an address, a display name, and (an attendee's) own time
+/// zone: their messages show times there. Absent: the booking's.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Person {
     pub email: EmailAddress,
     pub name: DisplayName,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timezone: Option<Timezone>,
+}
+
+impl Person {
+    pub fn new(email: EmailAddress, name: DisplayName) -> Self {
+        Self { email, name, timezone: None }
+    }
+
+    /// The same person, with the same preferences: who they are, not how
+    /// they are written to.
+    pub fn same_as(&self, other: &Person) -> bool {
+        self.email == other.email && self.name == other.name
+    }
 }
 
 /// A validated request to create a booking.
@@ -253,6 +268,17 @@ impl Caller {
 }
 
 impl Booking {
+    /// Whether this (`other` changed in memory, same version) differs from
+    /// `other` only in what its attendees asked for themselves (their own
+    /// time zone): no news to anyone.
+    pub fn differs_only_in_preferences(&self, other: &Booking) -> bool {
+        let plain = |b: &Booking| Booking {
+            attendees: b.attendees.iter().map(|p| Person::new(p.email.clone(), p.name.clone())).collect(),
+            ..b.clone()
+        };
+        self != other && plain(self) == plain(other)
+    }
+
     /// The organizer is matched by token subject when the booking has one
     /// (an address can change, or pass to someone else; a subject cannot),
     /// else by address.
