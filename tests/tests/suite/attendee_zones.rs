@@ -24,6 +24,13 @@ fn to(server: &SmtpServer, to: &str) -> Vec<Value> {
     server.parsed().into_iter().filter(|m| m["to_addresses"][0] == to).collect()
 }
 
+/// A booking in Paris for an hour from `start`, with [`attendees`] unless
+/// given others.
+fn booking(title: &str, start: &str, people: Value) -> Value {
+    let end = (chrono::DateTime::parse_from_rfc3339(start).unwrap() + chrono::Duration::hours(1)).to_rfc3339();
+    json!({"title": title, "start": start, "end": end, "timezone": "Europe/Paris", "attendees": people})
+}
+
 fn attendees() -> Value {
     json!([
         {"email": "paris@example.com", "name": "Amélie"},
@@ -38,10 +45,7 @@ async fn each_attendee_reads_the_time_in_their_own_zone_and_the_calendar_part_is
     let db = TestDb::create().await;
     let api = TestApi::new(&db);
     // 7 January 2030, 09:00 UTC: 10:00 in Paris, 18:00 in Tokyo, 04:00 in New York.
-    let body = json!({
-        "title": "設計レビュー · مراجعة", "start": "2030-01-07T09:00:00Z", "end": "2030-01-07T10:00:00Z",
-        "timezone": "Europe/Paris", "attendees": attendees(),
-    });
+    let body = booking("設計レビュー · مراجعة", "2030-01-07T09:00:00Z", attendees());
     let created = api.post("/bookings", BOB, &body).await;
     assert_eq!(created.status, 201, "{}", created.body);
     assert_eq!(created.body["attendees"][1]["timezone"], "Asia/Tokyo");
@@ -100,10 +104,7 @@ async fn changing_only_an_attendees_zone_mails_no_one_and_their_next_message_use
     let server = SmtpServer::start(Options::default());
     let db = TestDb::create().await;
     let api = TestApi::new(&db);
-    let body = json!({
-        "title": "Planning", "start": "2030-01-07T09:00:00Z", "end": "2030-01-07T10:00:00Z",
-        "timezone": "Europe/Paris", "attendees": attendees(),
-    });
+    let body = booking("Planning", "2030-01-07T09:00:00Z", attendees());
     let created = api.post("/bookings", BOB, &body).await;
     let id = created.body["id"].as_str().unwrap().to_string();
     drain(&db, &server).await;
@@ -133,10 +134,7 @@ async fn an_unknown_attendee_zone_is_refused_with_the_field_named_and_nothing_wr
     for zone in [json!("Mars/Olympus_Mons"), json!(""), json!(9), json!("Europe/Paris\u{0}")] {
         let mut people = attendees();
         people[2]["timezone"] = zone.clone();
-        let body = json!({
-            "title": "Planning", "start": "2030-01-07T09:00:00Z", "end": "2030-01-07T10:00:00Z",
-            "timezone": "Europe/Paris", "attendees": people,
-        });
+        let body = booking("Planning", "2030-01-07T09:00:00Z", people);
         let resp = api.post("/bookings", BOB, &body).await;
         assert_eq!(resp.status, 422, "{zone}: {}", resp.body);
         let fields: Vec<&str> =

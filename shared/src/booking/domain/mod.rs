@@ -80,12 +80,6 @@ impl Person {
     pub fn new(email: EmailAddress, name: DisplayName) -> Self {
         Self { email, name, timezone: None }
     }
-
-    /// The same person, with the same preferences: who they are, not how
-    /// they are written to.
-    pub fn same_as(&self, other: &Person) -> bool {
-        self.email == other.email && self.name == other.name
-    }
 }
 
 /// A validated request to create a booking.
