@@ -18,7 +18,11 @@
 # that, BENCH_STATEMENTS=1 adds each drain's statement costs. The poller
 # bench also drains once more with BENCH_FUTURE_REMINDERS (default
 # 1,000,000) reminders due later in the table, beside the same drain
-# without (BENCH_ONLY=reminders runs only that pair). BENCH_ONLY=smtp
+# without (BENCH_ONLY=reminders runs only that pair), and, at the template's
+# defaults with each message rendered, BENCH_LANGUAGE_EVENTS (default
+# 30,000) invitations to three recipients in three languages beside the
+# same with nobody naming one (BENCH_ONLY=languages runs only that pair).
+# BENCH_ONLY=smtp
 # runs only the SMTP bench (tests/benches/smtp.rs: the poller through the
 # SMTP mailer beside a bare SMTP client, against the local test server). All figures go
 # to $BENCH_RESULTS (key<TAB>value; a temporary file unless set) and are
@@ -76,6 +80,13 @@ if [ "${BENCH_ONLY:-}" = "reminders" ]; then
   # The drain with and without BENCH_FUTURE_REMINDERS (default 1,000,000)
   # reminders due later in outbox_events.
   RUST_LOG="${RUST_LOG:-error}" cargo bench --locked -p outbox-tests --bench poller
+  python3 scripts/lib/bench-table.py "$BENCH_RESULTS"
+  exit 0
+fi
+if [ "${BENCH_ONLY:-}" = "languages" ]; then
+  # The drain with every message rendered, its three recipients in three
+  # languages, beside the same drain with nobody naming a language.
+  BENCH_ONLY=languages RUST_LOG="${RUST_LOG:-error}" cargo bench --locked -p outbox-tests --bench poller
   python3 scripts/lib/bench-table.py "$BENCH_RESULTS"
   exit 0
 fi

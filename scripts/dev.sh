@@ -440,9 +440,9 @@ curl -s -X POST $URL/bookings \\
   -H 'x-dev-user-email: bob@example.com' -H 'x-dev-user-name: Bob' \\
   -d '{"title": "Design review", "start": "2030-01-07T09:00:00Z", "end": "2030-01-07T09:30:00Z",
        "timezone": "Europe/Paris",
-       "attendees": [{"email": "alice@example.com", "name": "Alice"}, {"email": "carol@example.com", "name": "Carol"}]}'
+       "attendees": [{"email": "alice@example.com", "name": "Alice"}, {"email": "carol@example.com", "name": "Carol", "locale": "fr"}]}'
 
-Then, seconds later, the local mailbox:  $MAILBOX_HINT
+Then, seconds later (Carol's in French), the local mailbox:  $MAILBOX_HINT
 
 A reminder (DEV_REMINDER_SCALE=60 here: an hour's offset is a minute's), in the mailbox in about 3 minutes:
 

@@ -19,9 +19,12 @@
 #                                  to PUT its answer (the release build answers
 #                                  only CloudFormation's bucket, offline here);
 #                  booking-api     POST /bookings, API Gateway HTTP API
-#                                  payload v2 with JWT authorizer claims;
+#                                  payload v2 with JWT authorizer claims,
+#                                  three attendees in French, Japanese and
+#                                  American English;
 #                  outbox-poller   a scheduled event: sends that booking's
-#                                  invitation to moto (SES v2); the run lasts
+#                                  three invitations to moto (SES v2), each
+#                                  in its language; the run lasts
 #                                  MEASURE_POLLER_RUN_SECS (3, POLLER_MAX_RUN_SECS);
 #                  outbox-sweeper  a scheduled event;
 #                  ses-events      an SES Send event (EventBridge) for that send.
@@ -220,7 +223,9 @@ import datetime, json, sys, time, uuid
 day = (datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(days=7)).strftime("%Y-%m-%d")
 body = json.dumps({
     "title": "Design review", "start": f"{day}T09:00:00Z", "end": f"{day}T09:30:00Z", "timezone": "Europe/Paris",
-    "attendees": [{"email": "alice@example.com", "name": "Alice Attendee"}],
+    "attendees": [{"email": "alice@example.com", "name": "Alice Attendee", "locale": "fr"},
+                  {"email": "taro@example.com", "name": "山田 太郎", "timezone": "Asia/Tokyo", "locale": "ja-JP"},
+                  {"email": "sam@example.com", "name": "Sam", "timezone": "America/New_York", "locale": "en-US"}],
     "description": "Agenda:\n- outbox", "location": "Room 4",
 })
 claims = {"sub": "sub-bob", "email": "bob@example.com", "name": "Bob Organizer", "email_verified": "true"}
@@ -245,7 +250,7 @@ PY
 fi
 
 # 3. outbox-poller: a scheduled event; it runs POLLER_MAX_RUN_SECS, well
-# before its deadline (20 s), and sends the booking's invitation to moto.
+# before its deadline (20 s), and sends the booking's three invitations to moto.
 if has outbox-poller; then
   { common_env "$APP_URL"; cat <<ENV
 POLLER_CONCURRENCY=4
@@ -281,7 +286,7 @@ if has ses-events; then
   { common_env "$APP_URL"; echo "DATABASE_POOL_SIZE=2"; echo "SES_EVENTS_ACCOUNT=123456789012"; } >"$TMP/ses-events.env"
   # The claim and the message id moto gave it: ses-events reads only an
   # event about the claim's own message, from its own account and region.
-  sent="$(psql_q -c "SELECT id || ' ' || coalesce(provider_message_id, '') FROM booking_notification_sends ORDER BY claimed_at DESC LIMIT 1" 2>/dev/null || true)"
+  sent="$(psql_q -c "SELECT id || ' ' || coalesce(provider_message_id, '') FROM booking_notification_sends WHERE recipient_email = 'alice@example.com' ORDER BY claimed_at DESC LIMIT 1" 2>/dev/null || true)"
   read -r claim message_id <<<"$sent" || true
   python3 - "$TMP/ses-events.event.json" "$SENDER" "${claim:-}" "${message_id:-}" <<'PY'
 import json, sys, uuid

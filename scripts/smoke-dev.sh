@@ -46,6 +46,9 @@ say "README: create"
 read -r API ID < <({ readme_example 1; echo; echo 'echo "$API $ID"'; } | bash -euo pipefail) || fail "the README's create example failed"
 [[ "$ID" =~ ^[0-9a-f-]{36}$ ]] || fail "the README's create example printed no booking id (got '$ID')"
 smoke_wait_invites "Design review" 60
+french=$(smoke_mailbox --json | python3 -c 'import json,sys; print(next(x["subject"] for x in json.load(sys.stdin) if x["to"]=="carol@example.com" and "Design review" in x["subject"]))')
+[ "$french" = "Invitation : Design review @ lundi 7 janvier 2030 à 10:00 (heure normale d’Europe centrale)" ] \
+  || fail "the README's invitation to Carol (locale fr) is not the French one it shows: $french"
 say "README: where each invitation stands"
 delivered=0
 for _ in $(seq 1 60); do
@@ -61,7 +64,7 @@ out=$({ echo "API=$API ID=$ID"; readme_example 3; } | bash -euo pipefail) || fai
 grep -Eq '"version": ?2' <<<"$out" || fail "the README's PATCH did not answer version 2: $out"
 grep -Eq '"status": ?"CANCELLED"' <<<"$out" || fail "the README's cancel did not answer CANCELLED: $out"
 for _ in $(seq 1 120); do
-  n=$(smoke_mailbox --json 2>/dev/null | python3 -c 'import json,sys; print(sum(1 for x in json.load(sys.stdin) if x["method"]=="CANCEL" and x["subject"].startswith("Cancelled: Design review")))' || echo 0)
+  n=$(smoke_mailbox --json 2>/dev/null | python3 -c 'import json,sys; print(sum(1 for x in json.load(sys.stdin) if x["method"]=="CANCEL" and x["subject"].startswith(("Cancelled: Design review", "Annulé : Design review"))))' || echo 0)
   [ "$n" = 2 ] && break
   sleep 0.5
 done

@@ -86,6 +86,8 @@ def main():
          "baseline.insert4", "insert+commit", "/s", ""),
         ("future reminders", "project.future_reminders.with", "future reminders due later",
          "project.future_reminders.without", "the same drain without them", "/s", "target >= 0.90"),
+        ("languages", "project.languages.three", "rendered, fr + ja-JP + en-US",
+         "project.languages.one", "rendered, nobody named one", "/s", "target >= 0.95"),
         # The held-snapshot stress (tests/benches/stress.rs; perf.js stress).
         ("stress: fresh", "project.stress.fresh", "1 poller, production defaults",
          "graphile.stress.fresh", "graphile batched, 1 proc x 4", "/s", ""),

@@ -137,27 +137,28 @@ smoke_book() {
 smoke_mailbox() { DEV_DIR="$DEV_DIR" ./scripts/mailbox.sh "$@"; }
 
 # smoke_wait_invites TITLE SECONDS: one REQUEST invite per attendee, each with
-# the Send and Delivery events the publisher published.
+# the Send and Delivery events the publisher published (in English, or in
+# French: "Invitation : TITLE @ ...").
 smoke_wait_invites() {
   local title="$1" deadline=$(( $(date +%s) + $2 )) mail n=0
   while [ "$(date +%s)" -le "$deadline" ]; do
     mail=$(smoke_mailbox --json 2>/dev/null || echo '[]')
-    n=$(python3 -c 'import json,sys; m=json.loads(sys.argv[1]); print(sum(1 for x in m if x["method"]=="REQUEST" and x["subject"].startswith("Invitation: "+sys.argv[2])))' "$mail" "$title")
+    n=$(python3 -c 'import json,re,sys; m=json.loads(sys.argv[1]); print(sum(1 for x in m if x["method"]=="REQUEST" and re.match(r"Invitation ?: "+re.escape(sys.argv[2])+" @ ", x["subject"])))' "$mail" "$title")
     [ "$n" -ge 2 ] && break
     sleep 0.5
   done
   [ "$n" = "2" ] || fail "expected 2 invites for '$title' in the mailbox within $2 s, found $n"
-  python3 -c 'import json,sys; to=sorted(x["to"] for x in json.loads(sys.argv[1]) if x["subject"].startswith("Invitation: "+sys.argv[2])); assert to==["alice@example.com","carol@example.com"], to' "$mail" "$title" \
+  python3 -c 'import json,re,sys; to=sorted(x["to"] for x in json.loads(sys.argv[1]) if re.match(r"Invitation ?: "+re.escape(sys.argv[2])+" @ ", x["subject"])); assert to==["alice@example.com","carol@example.com"], to' "$mail" "$title" \
     || fail "one invite per attendee expected for '$title'"
   # Through SMTP there are no SES events to check.
   [ "${SMOKE_SES_EVENTS:-1}" = 1 ] || return 0
   # The publisher writes the events file before it answers the poller.
   for _ in $(seq 1 20); do
     mail=$(smoke_mailbox --json 2>/dev/null || echo '[]')
-    python3 -c 'import json,sys; m=[x for x in json.loads(sys.argv[1]) if x["subject"].startswith("Invitation: "+sys.argv[2])]; sys.exit(not all(x["ses_events"]==["Send","Delivery"] for x in m))' "$mail" "$title" && break
+    python3 -c 'import json,re,sys; m=[x for x in json.loads(sys.argv[1]) if re.match(r"Invitation ?: "+re.escape(sys.argv[2])+" @ ", x["subject"])]; sys.exit(not all(x["ses_events"]==["Send","Delivery"] for x in m))' "$mail" "$title" && break
     sleep 0.5
   done
-  python3 -c 'import json,sys; m=[x for x in json.loads(sys.argv[1]) if x["subject"].startswith("Invitation: "+sys.argv[2])]; sys.exit(not all(x["ses_events"]==["Send","Delivery"] for x in m))' "$mail" "$title" \
+  python3 -c 'import json,re,sys; m=[x for x in json.loads(sys.argv[1]) if re.match(r"Invitation ?: "+re.escape(sys.argv[2])+" @ ", x["subject"])]; sys.exit(not all(x["ses_events"]==["Send","Delivery"] for x in m))' "$mail" "$title" \
     || fail "expected Send,Delivery SES events for each invite of '$title' in $DEV_DIR/ses-events.jsonl"
   # ...and the ses-events function accepted them (they come from its own
   # account and region, about each claim's own message): recorded per send.

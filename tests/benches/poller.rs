@@ -21,7 +21,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use outbox_tests::api::{gateway_event, test_config};
-use outbox_tests::bench::{drain, env_usize, ms, percentile, record, Shape};
+use outbox_tests::bench::{drain, drain_through, env_usize, ms, percentile, record, Shape};
 use outbox_tests::outbox::{create_booking_at, seed_events};
 use outbox_tests::TestDb;
 use shared::api::config::ApiConfig;
@@ -111,6 +111,94 @@ async fn with_future_reminders(shape: Shape, events: usize, recipients: usize, f
         rates.push((events * recipients) as f64 / elapsed);
     }
     (rates[0], rates[1])
+}
+
+/// The languages of a drain's three recipients: each their own (French,
+/// Japanese, American English: ICU4X's long forms through Fluent), or none
+/// (the compact English of a deployment nobody named a language in).
+const THREE_LANGUAGES: [(&str, &str); 3] = [("fr", "fr"), ("ja-JP", "ja"), ("en-US", "en")];
+
+/// Seeds `events` invitations of `recipients` each, the r-th recipient
+/// reading `languages[r % len]` (none when empty), as the API writes them.
+async fn seed_in_languages(db: &TestDb, events: usize, recipients: usize, languages: &[(&str, &str)]) {
+    let client = db.pool.get().await.unwrap();
+    for chunk in (0..events).collect::<Vec<_>>().chunks(1000) {
+        let new: Vec<_> = chunk
+            .iter()
+            .map(|&i| {
+                let mut event = outbox_tests::outbox::confirmed_event(i, recipients);
+                let mut payload: serde_json::Value = serde_json::from_str(event.payload.get()).unwrap();
+                payload["booking"]["timezone"] = serde_json::json!("Europe/Paris");
+                for (r, a) in payload["booking"]["attendees"].as_array_mut().unwrap().iter_mut().enumerate() {
+                    if let Some((tag, language)) = languages.get(r % languages.len().max(1)) {
+                        a["locale"] = serde_json::json!(tag);
+                        a["language"] = serde_json::json!(language);
+                    }
+                }
+                event.payload = serde_json::value::to_raw_value(&payload).unwrap();
+                event
+            })
+            .collect();
+        shared::outbox::events::insert_many(&client, &new).await.unwrap();
+    }
+    client.batch_execute("VACUUM ANALYZE outbox_events").await.unwrap();
+}
+
+/// How long one message takes to render in each language: the first (its
+/// formatters built from ICU4X's compiled data, its Fluent bundle parsed:
+/// what a cold poller pays once per language, in its first invocation, not
+/// its init) and the next. Run before anything else renders in this process.
+fn first_renders() -> Vec<(&'static str, Duration, Duration)> {
+    use shared::booking::events::{BookingEvent, EventPayload, EventType, Notice};
+    use shared::notify::Notification;
+    let sender = shared::notify::invite::Sender::parse("Bookings <bookings@example.com>").unwrap();
+    let mut booking: serde_json::Value =
+        serde_json::from_str(outbox_tests::outbox::confirmed_event(0, 1).payload.get()).unwrap();
+    booking["booking"]["timezone"] = serde_json::json!("Europe/Paris");
+    let mut out = Vec::new();
+    for (tag, language) in THREE_LANGUAGES {
+        let mut payload = booking.clone();
+        payload["booking"]["attendees"][0]["locale"] = serde_json::json!(tag);
+        payload["booking"]["attendees"][0]["language"] = serde_json::json!(language);
+        let payload: EventPayload = serde_json::from_value(payload).unwrap();
+        let recipient = payload.booking.attendees[0].clone();
+        let event =
+            BookingEvent { id: uuid::Uuid::now_v7(), event_type: EventType::BookingConfirmed, payload, trace_id: None };
+        let n = Notification {
+            claim: Some(uuid::Uuid::now_v7()),
+            ..Notification::new(&event, recipient, Notice::Request, true)
+        };
+        let timed = || {
+            let started = Instant::now();
+            std::hint::black_box(shared::notify::invite::build(&n, &sender));
+            started.elapsed()
+        };
+        let first = timed();
+        out.push((tag, first, timed()));
+    }
+    out
+}
+
+/// The drain, each message rendered as the SES mailer renders it, with
+/// every recipient in one language (none named), then each in their own
+/// (three languages): `rounds` of each, interleaved (one, three, three,
+/// one, ...), each on a fresh database; the best round of each.
+async fn languages(shape: Shape, events: usize, recipients: usize, rounds: usize) -> (f64, f64) {
+    let sender = shared::notify::invite::Sender::parse("Bookings <bookings@example.com>").unwrap();
+    let (mut one, mut three) = (0f64, 0f64);
+    for round in 0..rounds * 2 {
+        let many = (round % 4 == 1) || (round % 4 == 2);
+        let db = TestDb::create().await;
+        seed_in_languages(&db, events, recipients, if many { &THREE_LANGUAGES[..] } else { &[] }).await;
+        let mailer = Arc::new(RecordingMailer::new().rendering(sender.clone()));
+        let rate = (events * recipients) as f64 / drain_through(&db, shape, events * recipients, mailer).await;
+        if many {
+            three = three.max(rate);
+        } else {
+            one = one.max(rate);
+        }
+    }
+    (one, three)
 }
 
 /// `POST /bookings` through the real handler (an API Gateway v2 event in,
@@ -239,6 +327,7 @@ async fn main() {
     let only_api = only == "api";
     let only_throughput = only == "throughput";
     let only_reminders = only == "reminders";
+    let only_languages = only == "languages";
     let events = env_usize("BENCH_EVENTS", 150_000);
     let recipients = env_usize("BENCH_RECIPIENTS", 3);
     // As many batches in flight as graphile-worker's batched preset has
@@ -265,6 +354,40 @@ async fn main() {
         .collect();
     if std::env::var("BENCH_PRODUCTION_DRAIN").as_deref() != Ok("0") {
         shapes.push((production, "project.poller1.b32g64".into()));
+    }
+    // Each recipient's message in their own language: the template's
+    // defaults, rendering every message as the SES mailer does.
+    if !only_api && !only_reminders && !only_throughput {
+        for (tag, first, next) in first_renders() {
+            println!(
+                "{:<34} {:>12.2}ms {:>8} {:>16.3}ms",
+                format!("first message in {tag} (then the next)"),
+                ms(first),
+                "",
+                ms(next)
+            );
+            record(&format!("project.render.first_ms.{tag}"), ms(first));
+        }
+        let n = env_usize("BENCH_LANGUAGE_EVENTS", 30_000);
+        let (one, three) = languages(production, n, 3, env_usize("BENCH_LANGUAGE_ROUNDS", 2)).await;
+        println!(
+            "{:<34} {three:>12.0}/s {:>8} {one:>16.0}/s {:>8.2}",
+            "rendered, 3 recipients 3 languages",
+            "",
+            three / one
+        );
+        println!(
+            "  ({n} invitations x 3 recipients, each message rendered, 1 poller at the template's defaults \
+             {}; in fr, ja-JP and en-US, beside the same drain with nobody naming a language; best of {} rounds each, interleaved)",
+            production.label(),
+            env_usize("BENCH_LANGUAGE_ROUNDS", 2)
+        );
+        record("project.languages.one", one);
+        record("project.languages.three", three);
+        record("project.languages.ratio", three / one);
+        if only_languages {
+            return;
+        }
     }
     for (shape, key) in if only_api || only_reminders { &[][..] } else { &shapes[..] } {
         let (rate, drain, base) = throughput(*shape, events, recipients).await;

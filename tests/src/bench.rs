@@ -48,8 +48,12 @@ impl Shape {
 /// the drain's seconds; fails unless exactly `expected` notifications were
 /// sent.
 pub async fn drain(db: &TestDb, shape: Shape, expected: usize) -> f64 {
+    drain_through(db, shape, expected, Arc::new(RecordingMailer::new())).await
+}
+
+/// As [`drain`], through `mailer`.
+pub async fn drain_through(db: &TestDb, shape: Shape, expected: usize, mailer: Arc<RecordingMailer>) -> f64 {
     let Shape { pollers, batch, group, in_flight } = shape;
-    let mailer = Arc::new(RecordingMailer::new());
     let started = Instant::now();
     let mut tasks = Vec::new();
     for i in 0..pollers {

@@ -56,6 +56,7 @@ pub async fn create_booking_at(db: &TestDb, slot: i64, attendees: &[&str]) -> Bo
         range: TimeRange::new(start, start + chrono::Duration::minutes(30)).unwrap(),
         attendees: attendees.iter().map(|a| person(a)).collect(),
         reminders: Default::default(),
+        organizer_locale: None,
     };
     match service.create(&organizer(), new, None).await.unwrap() {
         CreateOutcome::Created(b) => b,

@@ -13,8 +13,8 @@ use super::fields::{FieldErrors, Object, Patch};
 use super::json::{parse_unique_keys, JsonError};
 use super::problem::{InvalidParam, Problem, DUPLICATE_KEY, MALFORMED_JSON, PAYLOAD_TOO_LARGE, UNSUPPORTED_MEDIA_TYPE};
 use crate::booking::domain::{
-    self, BookingChanges, Description, DisplayName, EmailAddress, Location, NewBooking, Person, Reminder, Reminders,
-    StartWindow, TimeRange, Timezone, Title, MAX_ATTENDEES,
+    self, BookingChanges, Description, DisplayName, EmailAddress, LocaleTag, Location, NewBooking, Person, Reminder,
+    Reminders, StartWindow, TimeRange, Timezone, Title, MAX_ATTENDEES,
 };
 
 /// Checks the size and media type, then parses the body: a JSON object
@@ -63,7 +63,7 @@ pub fn parse_range(errors: &mut FieldErrors, start: &str, end: &str, window: &St
 }
 
 const CREATE_FIELDS: &[&str] =
-    &["title", "start", "end", "timezone", "attendees", "description", "location", "reminders"];
+    &["title", "start", "end", "timezone", "attendees", "description", "location", "reminders", "locale"];
 
 /// `POST /bookings`: every field read, every problem named. A booking
 /// that names no `reminders` gets `default_reminders`.
@@ -89,6 +89,11 @@ pub fn new_booking(body: &Value, window: &StartWindow, default_reminders: &Remin
         }
         Patch::Value(list) => parse_reminders(&mut errors, list),
     };
+    // The organizer's own language; left out, their token's.
+    let organizer_locale = match obj.patch_string("locale", &mut errors) {
+        Patch::Value(l) => errors.check("locale", LocaleTag::parse(l)),
+        Patch::Absent | Patch::Null => None,
+    };
     errors.into_result()?;
     Ok(NewBooking {
         title: title.expect("checked"),
@@ -98,6 +103,7 @@ pub fn new_booking(body: &Value, window: &StartWindow, default_reminders: &Remin
         range: range.expect("checked"),
         attendees: attendees.expect("checked"),
         reminders: reminders.expect("checked"),
+        organizer_locale,
     })
 }
 
@@ -144,18 +150,23 @@ fn parse_attendees(errors: &mut FieldErrors, parent: &Object<'_>, list: &[Value]
     for (i, value) in list.iter().enumerate() {
         let path = format!("attendees[{i}]");
         let Some(a) = Object::of(value, &path, errors) else { continue };
-        a.deny_unknown(&["email", "name", "timezone"], errors);
+        // `language` is the server's answer (GET's): sent back, it is ignored.
+        a.deny_unknown(&["email", "name", "timezone", "locale", "language"], errors);
         let email = a.string("email", errors).and_then(|e| errors.check(a.path("email"), EmailAddress::parse(e)));
         let name = a.string("name", errors).and_then(|n| errors.check(a.path("name"), DisplayName::parse(n)));
         let timezone = match a.patch_string("timezone", errors) {
             Patch::Value(z) => errors.check(a.path("timezone"), Timezone::parse(z).map(Some)),
             Patch::Absent | Patch::Null => Some(None),
         };
-        if let (Some(email), Some(name), Some(timezone)) = (email, name, timezone) {
+        let locale = match a.patch_string("locale", errors) {
+            Patch::Value(l) => errors.check(a.path("locale"), LocaleTag::parse(l).map(Some)),
+            Patch::Absent | Patch::Null => Some(None),
+        };
+        if let (Some(email), Some(name), Some(timezone), Some(locale)) = (email, name, timezone, locale) {
             if attendees.iter().any(|p| p.email == email) {
                 errors.refuse(a.path("email"), format!("{email} is listed twice"));
             } else {
-                attendees.push(Person { email, name, timezone });
+                attendees.push(Person { email, name, timezone, locale, language: None });
             }
         }
     }
@@ -163,7 +174,7 @@ fn parse_attendees(errors: &mut FieldErrors, parent: &Object<'_>, list: &[Value]
 }
 
 const UPDATE_FIELDS: &[&str] =
-    &["version", "title", "description", "location", "start", "end", "timezone", "attendees", "reminders"];
+    &["version", "title", "description", "location", "start", "end", "timezone", "attendees", "reminders", "locale"];
 
 /// A field that may be changed but not removed: `null` is an error.
 fn not_null<T>(errors: &mut FieldErrors, field: &str, value: Patch<T>) -> Option<T> {
@@ -213,11 +224,16 @@ pub fn changes(body: &Value, window: &StartWindow) -> Result<(Option<i32>, Booki
         Patch::Null => errors.refuse("reminders", "must be a list; send [] to remove every reminder"),
         Patch::Value(list) => changes.reminders = parse_reminders(&mut errors, list),
     }
+    match obj.patch_string("locale", &mut errors) {
+        Patch::Absent => {}
+        Patch::Null => changes.organizer_locale = Some(None),
+        Patch::Value(l) => changes.organizer_locale = errors.check("locale", LocaleTag::parse(l)).map(Some),
+    }
     if UPDATE_FIELDS[1..].iter().all(|f| body.get(f).is_none()) {
         errors.refuse(
             "body",
             "nothing to change: send at least one of title, description, location, start and end, timezone, \
-             attendees, reminders",
+             attendees, reminders, locale",
         );
     }
     errors.into_result()?;

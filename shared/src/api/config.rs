@@ -2,7 +2,7 @@
 
 use std::str::FromStr;
 
-use crate::booking::domain::{Reminders, StartWindow};
+use crate::booking::domain::{Language, LocaleTag, Reminders, StartWindow};
 use crate::booking::limits::Limits;
 use crate::config::settings as S;
 use crate::config::ConfigError;
@@ -63,6 +63,9 @@ pub struct ApiConfig {
     /// Divides every reminder's offset (`DEV_REMINDER_SCALE`, read only by
     /// `dev` builds; 1 in every release binary).
     pub reminder_scale: u32,
+    /// The language of an attendee who names none, and whose organizer
+    /// names none (`DEFAULT_LOCALE`).
+    pub default_language: Language,
 }
 
 impl ApiConfig {
@@ -97,8 +100,23 @@ impl ApiConfig {
             problem_type_base: problem_type_base_from_env()?,
             default_reminders: S::DEFAULT_REMINDERS.optional()?.unwrap_or_default(),
             reminder_scale: reminder_scale_from_env()?,
+            default_language: default_language_from_env()?,
         })
     }
+}
+
+fn default_language_from_env() -> Result<Language, ConfigError> {
+    let raw: String = S::DEFAULT_LOCALE.parsed()?;
+    let shipped = || Language::ALL.iter().map(|l| l.code()).collect::<Vec<_>>().join(", ");
+    let tag = LocaleTag::parse(raw.trim())
+        .map_err(|e| ConfigError::new("DEFAULT_LOCALE", e.problem, format!("use a language tag: {}", shipped())))?;
+    Language::of(&tag).ok_or_else(|| {
+        ConfigError::new(
+            "DEFAULT_LOCALE",
+            format!("({tag}) is not a language we ship"),
+            format!("use one of {}", shipped()),
+        )
+    })
 }
 
 #[cfg(feature = "dev")]
@@ -136,6 +154,7 @@ impl Default for ApiConfig {
             problem_type_base: None,
             default_reminders: Reminders::default(),
             reminder_scale: 1,
+            default_language: Language::parse(S::DEFAULT_LOCALE.default.expect("declared")).expect("shipped"),
         }
     }
 }

@@ -10,7 +10,10 @@
 //!   up with someone else's address read that person's bookings and act
 //!   as them towards their attendees. There is no switch to turn it off.
 //!
-//! The organizer of a new booking is always this caller.
+//! The organizer of a new booking is always this caller. The token's
+//! `locale` claim, when it is a language tag (`fr`, `en-US`, or Cognito's
+//! common `en_US`), is the organizer's language unless the body names one;
+//! one that is not is ignored: a preference, never a reason to refuse.
 
 use std::collections::HashMap;
 
@@ -19,7 +22,7 @@ use lambda_http::{Request, RequestExt};
 
 use super::config::{ApiConfig, AuthMode};
 use super::problem::Problem;
-use crate::booking::domain::{Caller, DisplayName, EmailAddress, Person};
+use crate::booking::domain::{Caller, DisplayName, EmailAddress, LocaleTag, Person};
 
 /// Local development only (`AUTH_MODE=insecure-dev-headers`, `dev` builds).
 #[cfg(feature = "dev")]
@@ -36,6 +39,7 @@ struct Claimed {
     email: String,
     name: Option<String>,
     subject: Option<String>,
+    locale: Option<String>,
 }
 
 pub fn caller(req: &Request, config: &ApiConfig) -> Result<Caller, Problem> {
@@ -55,7 +59,14 @@ pub fn caller(req: &Request, config: &ApiConfig) -> Result<Caller, Problem> {
         _ => email.as_str().split('@').next().unwrap_or_default().to_string(),
     };
     let name = DisplayName::parse(&name).map_err(|e| unauthorized(format!("the caller's name claim {}", e.problem)))?;
-    Ok(Caller { person: Person::new(email, name), subject: claimed.subject })
+    let locale = claimed.locale.and_then(|l| match LocaleTag::parse(&l.trim().replace('_', "-")) {
+        Ok(tag) => Some(tag),
+        Err(e) => {
+            tracing::warn!(problem = %e.problem, "the token's locale claim is not a language tag; ignored");
+            None
+        }
+    });
+    Ok(Caller { person: Person { locale, ..Person::new(email, name) }, subject: claimed.subject })
 }
 
 #[cfg(feature = "dev")]
@@ -70,7 +81,7 @@ fn dev_headers(req: &Request) -> Result<Claimed, Problem> {
     };
     let email = header(DEV_EMAIL_HEADER)?
         .ok_or_else(|| unauthorized(format!("AUTH_MODE=insecure-dev-headers: send the {DEV_EMAIL_HEADER} header")))?;
-    Ok(Claimed { email, name: header(DEV_NAME_HEADER)?, subject: None })
+    Ok(Claimed { email, name: header(DEV_NAME_HEADER)?, subject: None, locale: None })
 }
 
 /// The claims API Gateway's JWT authorizer put in the request context
@@ -98,5 +109,10 @@ fn jwt_claims(req: &Request) -> Result<Claimed, Problem> {
         Some(_) => return Err(unauthorized("the token's email is not verified (email_verified is not true)")),
         None => return Err(unauthorized("the token has no email_verified claim; its email cannot be trusted")),
     }
-    Ok(Claimed { email, name: claims.get("name").cloned(), subject: Some(subject) })
+    Ok(Claimed {
+        email,
+        name: claims.get("name").cloned(),
+        subject: Some(subject),
+        locale: claims.get("locale").cloned(),
+    })
 }

@@ -136,8 +136,9 @@ fn base_url(req: &Request) -> String {
 
 impl Api {
     pub fn new(pool: Pool, faults: Faults, config: ApiConfig) -> Self {
-        let bookings =
-            BookingService::new(pool.clone(), faults, config.limits).with_reminder_scale(config.reminder_scale);
+        let bookings = BookingService::new(pool.clone(), faults, config.limits)
+            .with_reminder_scale(config.reminder_scale)
+            .with_default_language(config.default_language);
         Self { pool, bookings, config, cursor_key: list::CursorKey::default() }
     }
 

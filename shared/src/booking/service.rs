@@ -5,7 +5,7 @@
 use deadpool_postgres::Pool;
 use uuid::Uuid;
 
-use super::domain::{Booking, BookingChanges, BookingStatus, Caller, NewBooking};
+use super::domain::{Booking, BookingChanges, BookingStatus, Caller, Language, NewBooking, Person};
 use super::events::{EventPayload, EventType};
 use super::idempotency::{self, Begin, IdempotencyRequest, StoredResponse};
 use super::limits::{self, Limits};
@@ -38,11 +38,18 @@ pub struct BookingService {
     faults: Faults,
     limits: Limits,
     reminder_scale: u32,
+    default_language: Language,
 }
 
 impl BookingService {
     pub fn new(pool: Pool, faults: Faults, limits: Limits) -> Self {
-        Self { pool, faults, limits, reminder_scale: 1 }
+        Self { pool, faults, limits, reminder_scale: 1, default_language: Language::En }
+    }
+
+    /// The language of an attendee who names none, and whose organizer
+    /// names none either (`DEFAULT_LOCALE`).
+    pub fn with_default_language(self, default_language: Language) -> Self {
+        Self { default_language, ..self }
     }
 
     /// Divides every reminder's offset by `scale` (development only, so a
@@ -73,6 +80,16 @@ impl BookingService {
         new: NewBooking,
         idem: Option<IdempotencyRequest>,
     ) -> Result<CreateOutcome, BookingError> {
+        // The organizer's language: the body's, else their token's; each
+        // attendee's, decided now, so the response says what they will read.
+        let organizer = &Caller {
+            person: Person {
+                locale: new.organizer_locale.clone().or(organizer.person.locale.clone()),
+                ..organizer.person.clone()
+            },
+            subject: organizer.subject.clone(),
+        };
+        let new = new.with_languages(organizer.person.locale.as_ref(), self.default_language);
         let mut client = self.pool.get().await?;
         let tx = client.transaction().await?;
         if let Some(idem) = &idem {
@@ -163,8 +180,13 @@ impl BookingService {
         if current.status == BookingStatus::Cancelled {
             return Err(BookingError::Cancelled);
         }
-        let wanted = changes.apply_to(&current);
-        if wanted == current {
+        // Each attendee's language, decided again for the booking as it
+        // will stand (a tag changed, the organizer's, an attendee added).
+        // A change that leaves every value as it is writes nothing, even
+        // where the stored languages were decided otherwise (a booking from
+        // before languages, or an older DEFAULT_LOCALE).
+        let wanted = changes.apply_to(&current).with_languages(self.default_language);
+        if wanted == current.clone().with_languages(self.default_language) {
             return Ok(Changed { booking: current, changed: false });
         }
         // An attendee's own time zone is kept, with a new version and an

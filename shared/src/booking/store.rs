@@ -9,14 +9,14 @@ use uuid::Uuid;
 
 use super::domain::status_sql::CANCELLED;
 use super::domain::{
-    Booking, BookingStatus, Caller, Description, DisplayName, EmailAddress, Location, NewBooking, ParseError, Person,
-    Reminders, TimeRange, Timezone, Title,
+    Booking, BookingStatus, Caller, Description, DisplayName, EmailAddress, LocaleTag, Location, NewBooking,
+    ParseError, Person, Reminders, TimeRange, Timezone, Title,
 };
 use super::BookingError;
 use crate::db::DbError;
 
-const COLUMNS: &str = "id, organizer_email, organizer_name, organizer_sub, title, description, location, \
-                       timezone, starts_at, ends_at, attendees, reminders, status, version, created_at, updated_at";
+const COLUMNS: &str = "id, organizer_email, organizer_name, organizer_sub, organizer_locale, title, description, \
+                       location, timezone, starts_at, ends_at, attendees, reminders, status, version, created_at, updated_at";
 
 /// The columns the database fills in on insert.
 const GENERATED: &str = "status, version, created_at, updated_at";
@@ -45,10 +45,16 @@ fn from_row(row: &Row) -> Result<Booking, BookingError> {
         location: optional("location")?.map(Location::parse).transpose().map_err(|e| corrupt(e, "location"))?,
         range: TimeRange::new(row.get("starts_at"), row.get("ends_at")).map_err(|e| corrupt(e, "ends_at"))?,
         timezone: Timezone::parse(text("timezone")?).map_err(|e| corrupt(e, "timezone"))?,
-        organizer: Person::new(
-            EmailAddress::parse(text("organizer_email")?).map_err(|e| corrupt(e, "organizer_email"))?,
-            DisplayName::parse(text("organizer_name")?).map_err(|e| corrupt(e, "organizer_name"))?,
-        ),
+        organizer: Person {
+            locale: optional("organizer_locale")?
+                .map(LocaleTag::parse)
+                .transpose()
+                .map_err(|e| corrupt(e, "organizer_locale"))?,
+            ..Person::new(
+                EmailAddress::parse(text("organizer_email")?).map_err(|e| corrupt(e, "organizer_email"))?,
+                DisplayName::parse(text("organizer_name")?).map_err(|e| corrupt(e, "organizer_name"))?,
+            )
+        },
         organizer_sub: row.get("organizer_sub"),
         attendees,
         reminders: Reminders::from_secs(&row.try_get::<_, Vec<i32>>("reminders")?)
@@ -69,6 +75,9 @@ fn overlap_or(e: tokio_postgres::Error) -> BookingError {
     BookingError::Db(e)
 }
 
+/// Writes a new booking of `organizer` (whose person carries their
+/// language, decided by the caller: [`NewBooking::organizer_locale`] or
+/// the token's).
 pub async fn insert(
     tx: &impl GenericClient,
     id: Uuid,
@@ -78,8 +87,8 @@ pub async fn insert(
     let attendees = Json(&new.attendees);
     const SQL: &str = formatcp!(
         "INSERT INTO bookings (id, organizer_email, organizer_name, organizer_sub, title, description, \
-                               location, timezone, starts_at, ends_at, attendees, reminders) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) RETURNING {GENERATED}"
+                               location, timezone, starts_at, ends_at, attendees, reminders, organizer_locale) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) RETURNING {GENERATED}"
     );
     let row = tx
         .query_one(
@@ -97,6 +106,7 @@ pub async fn insert(
                 &new.range.end(),
                 &attendees,
                 &new.reminders.secs(),
+                &organizer.person.locale.as_ref().map(|l| l.to_string()),
             ],
         )
         .await
@@ -170,8 +180,8 @@ pub async fn update(tx: &impl GenericClient, b: &Booking) -> Result<Booking, Boo
     let attendees = Json(&b.attendees);
     const SQL: &str = formatcp!(
         "UPDATE bookings SET title = $2, description = $3, location = $4, timezone = $5, starts_at = $6, \
-                             ends_at = $7, attendees = $8, reminders = $9, version = version + 1, \
-                             updated_at = now() \
+                             ends_at = $7, attendees = $8, reminders = $9, organizer_locale = $10, \
+                             version = version + 1, updated_at = now() \
          WHERE id = $1 RETURNING {COLUMNS}"
     );
     let row = tx
@@ -187,6 +197,7 @@ pub async fn update(tx: &impl GenericClient, b: &Booking) -> Result<Booking, Boo
                 &b.range.end(),
                 &attendees,
                 &b.reminders.secs(),
+                &b.organizer.locale.as_ref().map(|l| l.to_string()),
             ],
         )
         .await

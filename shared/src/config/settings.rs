@@ -87,6 +87,8 @@ settings! {
     AUTH_MODE = Some("jwt"), &[Api];
     /// reminders of a booking that names none: ISO 8601 offsets before the start, comma-separated (`PT24H,PT15M`); unset: none
     DEFAULT_REMINDERS = None, &[Api];
+    /// the language of an attendee who names none and whose organizer names none (a BCP 47 tag of a shipped language: `en`, `fr`, `de`, `es`, `ja`); a tag we do not ship also falls back to it
+    DEFAULT_LOCALE = Some("en"), &[Api];
     /// divides every reminder's offset, so one arrives within minutes; read only by `dev` builds (`make dev`)
     DEV_REMINDER_SCALE = Some("1"), &[Api];
     /// bookings one organizer may create per UTC day

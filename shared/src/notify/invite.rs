@@ -22,9 +22,11 @@ use mail_builder::mime::MimePart;
 use mail_builder::MessageBuilder;
 use sha2::{Digest, Sha256};
 
+use super::i18n::Language;
 use super::Notification;
 use crate::booking::domain::{EmailAddress, Person, Timezone};
 use crate::booking::events::{EventType, Notice};
+use fluent_bundle::FluentArgs;
 
 /// The verified SES identity the mail is sent from.
 #[derive(Debug, Clone)]
@@ -55,30 +57,72 @@ pub fn uid(booking_id: uuid::Uuid) -> String {
     format!("{booking_id}@booking-outbox")
 }
 
+/// The recipient's language, decided when the booking was written
+/// (`Booking::with_languages`); English for one written before.
+fn language(n: &Notification) -> Language {
+    n.recipient.language.unwrap_or(Language::En)
+}
+
+/// `t` where and as the recipient reads it: in their language's long form,
+/// by the conventions of the region of the tag it came from (theirs, or the
+/// organizer's); the compact English form ("Mon 7 Jan 2030 10:00 (CET)")
+/// when nobody named a language, as before languages existed.
+fn when(n: &Notification, t: DateTime<Utc>) -> String {
+    let lang = language(n);
+    let tags = [n.recipient.locale.as_ref(), n.payload.booking.organizer.locale.as_ref()];
+    if lang == Language::En && tags.iter().all(Option::is_none) {
+        return local_time(t, zone(n));
+    }
+    let region = tags.into_iter().flatten().find(|tag| Language::of(tag) == Some(lang)).and_then(|tag| tag.region());
+    lang.when(t, zone(n).tz(), region)
+}
+
 fn subject(n: &Notification) -> String {
     let b = &n.payload.booking;
-    let when = local_time(b.range.start(), zone(n));
-    match n.notice {
-        Notice::Request if n.introduces || n.event_type == EventType::BookingConfirmed => {
-            format!("Invitation: {} @ {when}", b.title)
+    let key = match n.notice {
+        Notice::Request if n.introduces || n.event_type == EventType::BookingConfirmed => "subject-invitation",
+        Notice::Request => "subject-updated",
+        Notice::Cancel => "subject-cancelled",
+        Notice::Removed => "subject-removed",
+        Notice::Reminder => "subject-reminder",
+    };
+    let mut args = FluentArgs::new();
+    args.set("title", b.title.as_str());
+    args.set("when", when(n, b.range.start()));
+    language(n).text(key, &args)
+}
+
+/// The time of a UUIDv7.
+fn time_of(id: uuid::Uuid) -> Option<DateTime<Utc>> {
+    let (secs, nanos) = id.get_timestamp()?.to_unix();
+    DateTime::from_timestamp(secs as i64, nanos)
+}
+
+/// When the message was written, its `Date`: when the change it tells of
+/// was committed (its event's UUIDv7), a reminder when it fell due. Not
+/// when it was claimed, so a retry, an operator's resend or a resend on
+/// SES's evidence renders the same bytes as the first claim did, but for
+/// the claim's own header. One claimed more than a day later (a replay of
+/// a dead-lettered event) is dated by its claim: a Date days old is what
+/// spam filters score.
+fn dated(n: &Notification) -> DateTime<Utc> {
+    let committed = time_of(n.event_id).unwrap_or_else(Utc::now);
+    let written = match (n.notice, n.payload.reminder) {
+        (Notice::Reminder, Some(r)) => {
+            committed.max(n.payload.booking.range.start() - chrono::Duration::seconds(r.secs().into()))
         }
-        Notice::Request => format!("Updated invitation: {} @ {when}", b.title),
-        Notice::Cancel => format!("Cancelled: {} @ {when}", b.title),
-        Notice::Removed => format!("Removed: {} @ {when}", b.title),
-        Notice::Reminder => format!("Reminder: {} @ {when}", b.title),
+        _ => committed,
+    };
+    match n.claim.and_then(time_of) {
+        Some(claimed) if claimed - written > chrono::Duration::days(1) => claimed,
+        _ => written,
     }
 }
 
-/// When the message is written: its claim's time (a UUIDv7), so the same
-/// send renders the same bytes however often it is rendered; now, before
-/// it is claimed (a preview).
-fn written_at(n: &Notification) -> chrono::DateTime<chrono::Utc> {
-    let claimed = n
-        .claim
-        .and_then(|c| c.get_timestamp())
-        .map(|t| t.to_unix())
-        .and_then(|(secs, nanos)| chrono::DateTime::from_timestamp(secs as i64, nanos));
-    claimed.unwrap_or_else(chrono::Utc::now)
+/// When the message goes: its claim's time; now, before it is claimed (a
+/// preview). A late reminder says the time truly left from then.
+fn sent_at(n: &Notification) -> DateTime<Utc> {
+    n.claim.and_then(time_of).unwrap_or_else(Utc::now)
 }
 
 /// How long before the start a reminder says the meeting is: its offset
@@ -165,26 +209,35 @@ pub fn ics(n: &Notification) -> Option<String> {
 
 fn text_body(n: &Notification) -> String {
     let b = &n.payload.booking;
-    let who = format!("{} <{}>", b.organizer.name.as_str(), b.organizer.email);
-    let title = &b.title;
-    let mut s = match (n.notice, n.event_type) {
-        (Notice::Request, _) if n.introduces => format!("{who} invited you to \"{title}\".\n\n"),
-        (Notice::Request, EventType::BookingRescheduled) => format!("{who} moved \"{title}\".\n\n"),
-        (Notice::Request, _) => format!("{who} updated \"{title}\".\n\n"),
-        (Notice::Cancel, _) => format!("{who} cancelled \"{title}\".\n\n"),
-        (Notice::Removed, _) => format!("{who} removed you from \"{title}\".\n\n"),
+    let lang = language(n);
+    let mut args = FluentArgs::new();
+    args.set("who", format!("{} <{}>", b.organizer.name.as_str(), b.organizer.email));
+    args.set("title", b.title.as_str());
+    let key = match (n.notice, n.event_type) {
+        (Notice::Request, _) if n.introduces => "body-invited",
+        (Notice::Request, EventType::BookingRescheduled) => "body-moved",
+        (Notice::Request, _) => "body-updated",
+        (Notice::Cancel, _) => "body-cancelled",
+        (Notice::Removed, _) => "body-removed",
         (Notice::Reminder, _) => {
             let offset = n.payload.reminder.map(|r| r.secs()).unwrap_or(0);
-            let left = (b.range.start() - written_at(n)).num_seconds();
-            format!("Reminder: \"{title}\", organized by {who}, starts in {}.\n\n", ahead(offset, left))
+            let left = (b.range.start() - sent_at(n)).num_seconds();
+            args.set("left", if lang == Language::En { ahead(offset, left) } else { lang.left(offset, left) });
+            "body-reminder"
         }
     };
-    s.push_str(&format!("When:  {} – {}\n", local_time(b.range.start(), zone(n)), local_time(b.range.end(), zone(n))));
+    let mut s = format!("{}\n\n", lang.text(key, &args));
+    let none = FluentArgs::new();
+    let label = |key: &str| lang.text(key, &none);
+    let (w, was, at) = (label("label-when"), label("label-was"), label("label-where"));
+    let width = [&w, &was, &at].iter().map(|l| l.chars().count()).max().unwrap_or(0) + 1;
+    let pad = |l: &str| format!("{l:<width$}");
+    s.push_str(&format!("{}{} – {}\n", pad(&w), when(n, b.range.start()), when(n, b.range.end())));
     if let (Some(ps), Some(_), false) = (n.payload.previous_start, n.payload.previous_end, n.introduces) {
-        s.push_str(&format!("Was:   {}\n", local_time(ps, zone(n))));
+        s.push_str(&format!("{}{}\n", pad(&was), when(n, ps)));
     }
     if let Some(l) = &b.location {
-        s.push_str(&format!("Where: {l}\n"));
+        s.push_str(&format!("{}{l}\n", pad(&at)));
     }
     if let Some(d) = &b.description {
         s.push_str(&format!("\n{d}\n"));
@@ -192,9 +245,9 @@ fn text_body(n: &Notification) -> String {
     s
 }
 
-fn html_body(n: &Notification) -> String {
-    let text = text_body(n);
-    let escaped = html_escape::encode_text(&text);
+/// The HTML part: the text part, escaped, as preformatted text.
+fn html_body(text: &str) -> String {
+    let escaped = html_escape::encode_text(text);
     format!("<!doctype html><html><body><pre style=\"font-family:sans-serif\">{escaped}</pre></body></html>")
 }
 
@@ -238,7 +291,9 @@ pub fn build(n: &Notification, sender: &Sender) -> Vec<u8> {
     // name never appears as the sender on our domain. Who organizes the
     // meeting is in the body and in Reply-To.
     let from_name = sender.name.clone();
-    let mut parts = vec![MimePart::new("text/plain", text_body(n)), MimePart::new("text/html", html_body(n))];
+    let text = text_body(n);
+    let html = html_body(&text);
+    let mut parts = vec![MimePart::new("text/plain", text), MimePart::new("text/html", html)];
     if let (Some(method), Some(ics)) = (n.notice.method(), ics(n)) {
         parts.push(MimePart::new(
             mail_builder::headers::content_type::ContentType::new("text/calendar")
@@ -267,7 +322,7 @@ pub fn build(n: &Notification, sender: &Sender) -> Vec<u8> {
         ))
         .subject(subject(n))
         .message_id(message_id(n, sender))
-        .date(written_at(n).timestamp())
+        .date(dated(n).timestamp())
         .body(body)
         .write_to_vec()
         .expect("writing to a Vec cannot fail")
@@ -277,8 +332,16 @@ pub fn build(n: &Notification, sender: &Sender) -> Vec<u8> {
 mod tests {
     use super::*;
 
+    /// The message without its claim's header.
+    fn unclaimed(raw: &[u8]) -> String {
+        let text = String::from_utf8(raw.to_vec()).unwrap();
+        let claim = text.lines().filter(|l| l.starts_with(CLAIM_HEADER)).count();
+        assert_eq!(claim, 1, "{text}");
+        text.lines().filter(|l| !l.starts_with(CLAIM_HEADER)).collect::<Vec<_>>().join("\n")
+    }
+
     #[test]
-    fn one_send_renders_the_same_bytes_each_time() {
+    fn one_recipients_message_renders_the_same_bytes_for_every_claim_but_the_claims_header() {
         let booking: crate::booking::domain::Booking = serde_json::from_value(serde_json::json!({
             "id": "0190d7b2-6a6e-7a3c-8c1e-1234567890ab", "title": "設計レビュー", "timezone": "Europe/Paris",
             "start": "2030-01-07T09:00:00Z", "end": "2030-01-07T10:00:00Z",
@@ -304,6 +367,17 @@ mod tests {
         std::thread::sleep(std::time::Duration::from_millis(1100));
         assert_eq!(first, build(&n, &sender), "the same claim, the same bytes");
         assert!(String::from_utf8_lossy(&first).contains("boundary=\"=_"));
+        // A retry, or a resend, a second later: a new claim, the same message.
+        let again = Notification { claim: Some(uuid::Uuid::now_v7()), ..n.clone() };
+        assert_eq!(unclaimed(&first), unclaimed(&build(&again, &sender)));
+        // A replay days later is dated by its claim.
+        let days_later = uuid::Uuid::new_v7(uuid::Timestamp::from_unix(
+            uuid::NoContext,
+            (Utc::now() + chrono::Duration::days(3)).timestamp() as u64,
+            0,
+        ));
+        let late = Notification { claim: Some(days_later), ..n };
+        assert_ne!(unclaimed(&first), unclaimed(&build(&late, &sender)));
     }
 
     #[test]

@@ -21,6 +21,7 @@
 pub mod deliver;
 pub mod evidence;
 pub mod feedback;
+pub mod i18n;
 pub mod invite;
 pub mod mailer;
 pub mod pace;

@@ -307,6 +307,7 @@ async fn one_organizer_under_many_spellings_has_one_budget_per_mailbox() {
             range: TimeRange::new(start, start + chrono::Duration::minutes(30)).unwrap(),
             attendees: vec![person(spelling), person(&format!("bystander{i}@example.com"))],
             reminders: Default::default(),
+            organizer_locale: None,
         };
         service.create(&organizer, new, None).await.unwrap();
     }

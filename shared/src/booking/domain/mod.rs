@@ -58,10 +58,12 @@ macro_rules! deserialize_via_parse {
     };
 }
 
+mod locale;
 mod reminders;
 mod text;
 mod time;
 
+pub use locale::{Language, LocaleTag};
 pub use reminders::{Reminder, Reminders, MAX_REMINDERS, MAX_REMINDER_SECS, MIN_REMINDER_SECS};
 pub use text::{Description, DisplayName, EmailAddress, Location, Title};
 pub use time::{parse_instant, StartWindow, TimeRange, Timezone};
@@ -74,11 +76,19 @@ pub struct Person {
     pub name: DisplayName,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timezone: Option<Timezone>,
+    /// Their own language, as they gave it (a BCP 47 tag).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub locale: Option<LocaleTag>,
+    /// The shipped language their messages are written in, decided when
+    /// the booking is written ([`Booking::with_languages`]); absent on an
+    /// organizer, and on an attendee written before languages existed.
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "Language::deserialize_lenient")]
+    pub language: Option<Language>,
 }
 
 impl Person {
     pub fn new(email: EmailAddress, name: DisplayName) -> Self {
-        Self { email, name, timezone: None }
+        Self { email, name, timezone: None, locale: None, language: None }
     }
 }
 
@@ -92,6 +102,9 @@ pub struct NewBooking {
     pub range: TimeRange,
     pub attendees: Vec<Person>,
     pub reminders: Reminders,
+    /// The organizer's own language (the body's `locale`); absent: the
+    /// token's `locale` claim, if it has one.
+    pub organizer_locale: Option<LocaleTag>,
 }
 
 /// A validated change to a booking (`PATCH`): each field present replaces
@@ -107,6 +120,28 @@ pub struct BookingChanges {
     pub attendees: Option<Vec<Person>>,
     /// The full new list of reminders (empty: none).
     pub reminders: Option<Reminders>,
+    /// The organizer's own language (`Some(None)` clears it).
+    pub organizer_locale: Option<Option<LocaleTag>>,
+}
+
+impl NewBooking {
+    /// With each attendee's language decided, for an organizer who reads
+    /// `organizer` ([`Booking::with_languages`]).
+    pub fn with_languages(mut self, organizer: Option<&LocaleTag>, default: Language) -> NewBooking {
+        assign_languages(&mut self.attendees, organizer, default);
+        self
+    }
+}
+
+/// Sets each attendee's [`Person::language`]: see [`Booking::with_languages`].
+fn assign_languages(attendees: &mut [Person], organizer: Option<&LocaleTag>, default: Language) {
+    let organizers = organizer.and_then(Language::of);
+    for a in attendees {
+        a.language = Some(match &a.locale {
+            Some(tag) => Language::of(tag).unwrap_or(default),
+            None => organizers.unwrap_or(default),
+        });
+    }
 }
 
 impl BookingChanges {
@@ -134,6 +169,9 @@ impl BookingChanges {
         }
         if let Some(r) = &self.reminders {
             b.reminders = r.clone();
+        }
+        if let Some(l) = &self.organizer_locale {
+            b.organizer.locale = l.clone();
         }
         b
     }
@@ -263,14 +301,26 @@ impl Caller {
 
 impl Booking {
     /// Whether this (`other` changed in memory, same version) differs from
-    /// `other` only in what its attendees asked for themselves (their own
-    /// time zone): no news to anyone.
+    /// `other` only in what people asked for themselves (an attendee's own
+    /// time zone or language, the organizer's language): no news to anyone.
     pub fn differs_only_in_preferences(&self, other: &Booking) -> bool {
         let plain = |b: &Booking| Booking {
             attendees: b.attendees.iter().map(|p| Person::new(p.email.clone(), p.name.clone())).collect(),
+            organizer: Person::new(b.organizer.email.clone(), b.organizer.name.clone()),
             ..b.clone()
         };
         self != other && plain(self) == plain(other)
+    }
+
+    /// This booking with the language each attendee's messages are written
+    /// in: their own tag's, when we ship it; without a tag of their own, the
+    /// organizer's, when we ship that; else `default` (`DEFAULT_LOCALE`).
+    /// A tag we do not ship (`pt-BR`) does not fall to the organizer's: the
+    /// person said what they read, and the deployment's default is the
+    /// language it chose for everyone.
+    pub fn with_languages(mut self, default: Language) -> Booking {
+        assign_languages(&mut self.attendees, self.organizer.locale.as_ref(), default);
+        self
     }
 
     /// The organizer is matched by token subject when the booking has one

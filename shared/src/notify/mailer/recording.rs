@@ -37,6 +37,8 @@ pub struct RecordingMailer {
     scripted: Mutex<HashMap<String, VecDeque<SendOutcome>>>,
     journal: Option<Mutex<std::fs::File>>,
     delay: Option<Duration>,
+    /// Renders each message as the SES mailer does before its call.
+    render: Option<crate::notify::invite::Sender>,
     /// The canaries sent, by id.
     canaries: Mutex<Vec<Uuid>>,
 }
@@ -50,6 +52,14 @@ impl RecordingMailer {
     pub fn with_journal(path: impl Into<PathBuf>) -> std::io::Result<Self> {
         let file = std::fs::OpenOptions::new().create(true).append(true).open(path.into())?;
         Ok(Self { journal: Some(Mutex::new(file)), ..Self::default() })
+    }
+
+    /// Each send renders its real message first, from `sender` (what the
+    /// SES and SMTP mailers do before their call), so a benchmark counts
+    /// each recipient's rendering in their language.
+    pub fn rendering(mut self, sender: crate::notify::invite::Sender) -> Self {
+        self.render = Some(sender);
+        self
     }
 
     /// Each send takes this long (to widen race windows in tests).
@@ -117,6 +127,9 @@ impl Mailer for RecordingMailer {
         let scripted = self.scripted.lock().unwrap().get_mut(n.recipient.email.as_str()).and_then(VecDeque::pop_front);
         if let Some(outcome) = scripted {
             return outcome;
+        }
+        if let Some(sender) = &self.render {
+            std::hint::black_box(crate::notify::invite::build(n, sender));
         }
         let message_id = format!("rec-{}", Uuid::now_v7());
         if let Some(journal) = &self.journal {

@@ -1,0 +1,198 @@
+//! Each recipient's language: the message texts, from Fluent files in
+//! `shared/locales/<language>/mail.ftl` (a contributor adds a language
+//! without touching Rust), and dates, times and time zone names from
+//! ICU4X's CLDR data.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
+
+use chrono::{DateTime, Datelike, Offset, Timelike, Utc};
+use fluent_bundle::concurrent::FluentBundle;
+use fluent_bundle::{FluentArgs, FluentResource};
+use unic_langid::LanguageIdentifier;
+
+pub use crate::booking::domain::Language;
+
+impl Language {
+    fn source(self) -> &'static str {
+        match self {
+            Language::En => include_str!("../../locales/en/mail.ftl"),
+            Language::Fr => include_str!("../../locales/fr/mail.ftl"),
+            Language::De => include_str!("../../locales/de/mail.ftl"),
+            Language::Es => include_str!("../../locales/es/mail.ftl"),
+            Language::Ja => include_str!("../../locales/ja/mail.ftl"),
+        }
+    }
+
+    fn bundle(self) -> &'static FluentBundle<FluentResource> {
+        static BUNDLES: [OnceLock<FluentBundle<FluentResource>>; 5] =
+            [OnceLock::new(), OnceLock::new(), OnceLock::new(), OnceLock::new(), OnceLock::new()];
+        let i = Language::ALL.iter().position(|l| *l == self).expect("shipped");
+        BUNDLES[i].get_or_init(|| {
+            let id: LanguageIdentifier = self.code().parse().expect("a shipped code");
+            let mut bundle = FluentBundle::new_concurrent(vec![id]);
+            // Titles and names are the organizer's own text: no isolation
+            // marks around them in a plain-text mail.
+            bundle.set_use_isolating(false);
+            let resource = FluentResource::try_new(self.source().to_string())
+                .unwrap_or_else(|(_, errors)| panic!("locales/{}/mail.ftl: {errors:?} (tested)", self.code()));
+            bundle.add_resource(resource).expect("no key twice (tested)");
+            bundle
+        })
+    }
+
+    /// The message `key` with `args`, in this language (English if this
+    /// language lacks it, which a test forbids).
+    pub fn text(self, key: &str, args: &FluentArgs<'_>) -> String {
+        let (bundle, message) = match self.bundle().get_message(key) {
+            Some(m) => (self.bundle(), m),
+            None => (Language::En.bundle(), Language::En.bundle().get_message(key).expect("an English key")),
+        };
+        let mut errors = Vec::new();
+        let pattern = message.value().expect("a message with a value");
+        bundle.format_pattern(pattern, Some(args), &mut errors).into_owned()
+    }
+
+    /// How long until a start, in this language: the offset when on time,
+    /// else the time truly left, in days, hours and minutes.
+    pub fn left(self, offset_secs: i32, left_secs: i64) -> String {
+        let secs = if left_secs + 60 >= i64::from(offset_secs) { i64::from(offset_secs) } else { left_secs / 60 * 60 };
+        if secs < 60 {
+            return self.text("left-under-a-minute", &FluentArgs::new());
+        }
+        let parts: Vec<String> =
+            [(secs / 86_400, "left-days"), (secs % 86_400 / 3600, "left-hours"), (secs % 3600 / 60, "left-minutes")]
+                .into_iter()
+                .filter(|(n, _)| *n > 0)
+                .map(|(n, key)| {
+                    let mut args = FluentArgs::new();
+                    args.set("n", n);
+                    self.text(key, &args)
+                })
+                .collect();
+        parts.join(" ")
+    }
+
+    /// `at` in `zone`, by the conventions of this language, or of
+    /// `region`'s variant of it (`en-US` a 12-hour clock, `en-GB` a
+    /// 24-hour one): the long date, the time, and the zone's name ("lundi 7
+    /// janvier 2030 à 10:00 (heure normale d’Europe centrale)").
+    pub fn when(self, at: DateTime<Utc>, zone: chrono_tz::Tz, region: Option<&str>) -> String {
+        use icu_calendar::Date;
+        use icu_time::zone::{IanaParser, UtcOffset};
+        use icu_time::{DateTime as IcuDateTime, Time};
+        let formatters = formatters(self, region);
+        let local = at.with_timezone(&zone);
+        let iso = Date::try_new_iso(local.year(), local.month() as u8, local.day() as u8).expect("a real date");
+        let time = Time::try_new(local.hour() as u8, local.minute() as u8, 0, 0).expect("a real time");
+        let offset = UtcOffset::try_from_seconds(local.offset().fix().local_minus_utc()).ok();
+        let zone_info =
+            IanaParser::new().parse(zone.name()).with_offset(offset).at_date_time(IcuDateTime { date: iso, time });
+        let when = formatters.date_time.format(&IcuDateTime { date: iso.to_calendar(icu_calendar::Gregorian), time });
+        format!("{when} ({})", formatters.zone.format(&zone_info))
+    }
+}
+
+/// One locale's date-time and zone-name formatters.
+struct Formatters {
+    date_time: icu_datetime::FixedCalendarDateTimeFormatter<icu_calendar::Gregorian, icu_datetime::fieldsets::YMDET>,
+    zone: icu_datetime::NoCalendarFormatter<icu_datetime::fieldsets::zone::SpecificLong>,
+}
+
+/// A language, and the region of its variant (its subtag's bytes).
+type Variant = (Language, Option<[u8; 3]>);
+
+/// How many regional variants are kept built (a recipient's region is
+/// their input: past this, the language's own conventions serve).
+const MAX_VARIANTS: usize = 64;
+
+/// The formatters of `language` in `region`, built once each (a few
+/// milliseconds) and kept: every message renders several dates.
+fn formatters(language: Language, region: Option<&str>) -> Arc<Formatters> {
+    static BUILT: OnceLock<Mutex<HashMap<Variant, Arc<Formatters>>>> = OnceLock::new();
+    let built = BUILT.get_or_init(Default::default);
+    // A region subtag is 2 letters or 3 digits (BCP 47).
+    let key = (
+        language,
+        region.map(|r| {
+            let mut k = [0u8; 3];
+            for (to, from) in k.iter_mut().zip(r.bytes()) {
+                *to = from;
+            }
+            k
+        }),
+    );
+    if let Some(f) = built.lock().unwrap_or_else(|e| e.into_inner()).get(&key) {
+        return f.clone();
+    }
+    let tag = match region {
+        Some(r) => format!("{}-{r}", language.code()),
+        None => language.code().to_string(),
+    };
+    let locale: icu_locale_core::Locale = tag.parse().unwrap_or_else(|_| language.code().parse().expect("shipped"));
+    let prefs = (&locale).into();
+    let made = Arc::new(Formatters {
+        date_time: icu_datetime::FixedCalendarDateTimeFormatter::try_new(
+            prefs,
+            icu_datetime::fieldsets::YMDE::long().with_time_hm(),
+        )
+        .expect("compiled data"),
+        zone: icu_datetime::NoCalendarFormatter::try_new(prefs, icu_datetime::fieldsets::zone::SpecificLong)
+            .expect("compiled data"),
+    });
+    let mut built = built.lock().unwrap_or_else(|e| e.into_inner());
+    if region.is_none() || built.len() < MAX_VARIANTS {
+        built.insert(key, made.clone());
+    }
+    made
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::TimeZone;
+
+    fn keys(l: Language) -> Vec<String> {
+        let resource = FluentResource::try_new(l.source().to_string()).unwrap_or_else(|(_, e)| panic!("{l:?}: {e:?}"));
+        resource
+            .entries()
+            .filter_map(|e| match e {
+                fluent_syntax::ast::Entry::Message(m) => Some(m.id.name.to_string()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn every_shipped_language_has_every_key_english_has() {
+        let english = keys(Language::En);
+        assert!(english.len() > 10);
+        for l in Language::ALL {
+            let own = keys(l);
+            let missing: Vec<&String> = english.iter().filter(|k| !own.contains(k)).collect();
+            assert!(missing.is_empty(), "{} lacks {missing:?}", l.code());
+        }
+    }
+
+    #[test]
+    fn dates_times_and_zones_read_by_each_languages_conventions() {
+        let at = Utc.with_ymd_and_hms(2030, 1, 7, 9, 0, 0).unwrap();
+        assert_eq!(
+            Language::Fr.when(at, chrono_tz::Europe::Paris, None),
+            "lundi 7 janvier 2030 à 10:00 (heure normale d’Europe centrale)"
+        );
+        assert_eq!(Language::Ja.when(at, chrono_tz::Asia::Tokyo, Some("JP")), "2030年1月7日月曜日 18:00 (日本標準時)");
+        let us = Language::En.when(at, chrono_tz::America::New_York, Some("US"));
+        assert_eq!(us, "Monday, January 7, 2030 at 4:00\u{202f}AM (Eastern Standard Time)");
+        let gb = Language::En.when(at, chrono_tz::Europe::London, Some("GB"));
+        assert!(gb.contains("09:00") && !gb.contains("AM"), "a 24-hour clock in Britain: {gb}");
+        let odd = Language::En.when(at, chrono_tz::Europe::London, Some("ZZ"));
+        assert!(odd.starts_with("Monday, January 7, 2030"), "an unknown region: the language's own: {odd}");
+        let mut args = FluentArgs::new();
+        args.set("n", 2);
+        assert_eq!(Language::De.text("left-hours", &args), "2 Stunden");
+        let tag = |t: &str| crate::booking::domain::LocaleTag::parse(t).unwrap();
+        assert_eq!(Language::of(&tag("pt-BR")), None);
+        assert_eq!(Language::of(&tag("fr-CA")), Some(Language::Fr));
+    }
+}
