@@ -77,19 +77,23 @@ impl Language {
     /// `region`'s variant of it (`en-US` a 12-hour clock, `en-GB` a
     /// 24-hour one): the long date, the time, and the zone's name ("lundi 7
     /// janvier 2030 à 10:00 (heure normale d’Europe centrale)").
-    pub fn when(self, at: DateTime<Utc>, zone: chrono_tz::Tz, region: Option<&str>) -> String {
+    ///
+    /// None for a date ICU4X's calendar does not hold (a local year past
+    /// 9999: a booking at the very end of the range, seen from a zone ahead
+    /// of UTC); the caller writes it its own way.
+    pub fn when(self, at: DateTime<Utc>, zone: chrono_tz::Tz, region: Option<&str>) -> Option<String> {
         use icu_calendar::Date;
         use icu_time::zone::{IanaParser, UtcOffset};
         use icu_time::{DateTime as IcuDateTime, Time};
-        let formatters = formatters(self, region);
         let local = at.with_timezone(&zone);
-        let iso = Date::try_new_iso(local.year(), local.month() as u8, local.day() as u8).expect("a real date");
-        let time = Time::try_new(local.hour() as u8, local.minute() as u8, 0, 0).expect("a real time");
+        let iso = Date::try_new_iso(local.year(), local.month() as u8, local.day() as u8).ok()?;
+        let time = Time::try_new(local.hour() as u8, local.minute() as u8, 0, 0).ok()?;
+        let formatters = formatters(self, region);
         let offset = UtcOffset::try_from_seconds(local.offset().fix().local_minus_utc()).ok();
         let zone_info =
             IanaParser::new().parse(zone.name()).with_offset(offset).at_date_time(IcuDateTime { date: iso, time });
         let when = formatters.date_time.format(&IcuDateTime { date: iso.to_calendar(icu_calendar::Gregorian), time });
-        format!("{when} ({})", formatters.zone.format(&zone_info))
+        Some(format!("{when} ({})", formatters.zone.format(&zone_info)))
     }
 }
 
@@ -122,8 +126,15 @@ fn formatters(language: Language, region: Option<&str>) -> Arc<Formatters> {
             k
         }),
     );
-    if let Some(f) = built.lock().unwrap_or_else(|e| e.into_inner()).get(&key) {
-        return f.clone();
+    {
+        let built = built.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(f) = built.get(&key) {
+            return f.clone();
+        }
+        if region.is_some() && built.len() >= MAX_VARIANTS {
+            drop(built);
+            return formatters(language, None);
+        }
     }
     let tag = match region {
         Some(r) => format!("{}-{r}", language.code()),
@@ -140,10 +151,7 @@ fn formatters(language: Language, region: Option<&str>) -> Arc<Formatters> {
         zone: icu_datetime::NoCalendarFormatter::try_new(prefs, icu_datetime::fieldsets::zone::SpecificLong)
             .expect("compiled data"),
     });
-    let mut built = built.lock().unwrap_or_else(|e| e.into_inner());
-    if region.is_none() || built.len() < MAX_VARIANTS {
-        built.insert(key, made.clone());
-    }
+    built.lock().unwrap_or_else(|e| e.into_inner()).insert(key, made.clone());
     made
 }
 
@@ -163,6 +171,67 @@ mod tests {
             .collect()
     }
 
+    /// Each message's variables (`$title`, `$when`, ...), anywhere in it.
+    fn variables(l: Language) -> std::collections::BTreeMap<String, std::collections::BTreeSet<String>> {
+        use fluent_syntax::ast::{Expression, InlineExpression, Pattern, PatternElement};
+        fn of_inline(e: &InlineExpression<&str>, out: &mut std::collections::BTreeSet<String>) {
+            match e {
+                InlineExpression::VariableReference { id } => {
+                    out.insert(id.name.to_string());
+                }
+                InlineExpression::Placeable { expression } => of_expression(expression, out),
+                _ => {}
+            }
+        }
+        fn of_expression(e: &Expression<&str>, out: &mut std::collections::BTreeSet<String>) {
+            match e {
+                Expression::Inline(i) => of_inline(i, out),
+                Expression::Select { selector, variants } => {
+                    of_inline(selector, out);
+                    for v in variants {
+                        of_pattern(&v.value, out);
+                    }
+                }
+            }
+        }
+        fn of_pattern(p: &Pattern<&str>, out: &mut std::collections::BTreeSet<String>) {
+            for e in &p.elements {
+                if let PatternElement::Placeable { expression } = e {
+                    of_expression(expression, out);
+                }
+            }
+        }
+        let resource = fluent_syntax::parser::parse(l.source()).unwrap_or_else(|(_, e)| panic!("{l:?}: {e:?}"));
+        resource
+            .body
+            .iter()
+            .filter_map(|e| match e {
+                fluent_syntax::ast::Entry::Message(m) => {
+                    let mut out = std::collections::BTreeSet::new();
+                    if let Some(p) = &m.value {
+                        of_pattern(p, &mut out);
+                    }
+                    Some((m.id.name.to_string(), out))
+                }
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// A translation that drops `{ $when }` would tell its reader nothing
+    /// of the time: each message uses the variables English's does.
+    #[test]
+    fn every_shipped_languages_messages_use_the_variables_englishs_do() {
+        let english = variables(Language::En);
+        assert!(english["subject-invitation"].contains("when"));
+        for l in Language::ALL {
+            let own = variables(l);
+            for (key, vars) in &english {
+                assert_eq!(own.get(key), Some(vars), "{}: {key}", l.code());
+            }
+        }
+    }
+
     #[test]
     fn every_shipped_language_has_every_key_english_has() {
         let english = keys(Language::En);
@@ -178,16 +247,26 @@ mod tests {
     fn dates_times_and_zones_read_by_each_languages_conventions() {
         let at = Utc.with_ymd_and_hms(2030, 1, 7, 9, 0, 0).unwrap();
         assert_eq!(
-            Language::Fr.when(at, chrono_tz::Europe::Paris, None),
+            Language::Fr.when(at, chrono_tz::Europe::Paris, None).unwrap(),
             "lundi 7 janvier 2030 à 10:00 (heure normale d’Europe centrale)"
         );
-        assert_eq!(Language::Ja.when(at, chrono_tz::Asia::Tokyo, Some("JP")), "2030年1月7日月曜日 18:00 (日本標準時)");
-        let us = Language::En.when(at, chrono_tz::America::New_York, Some("US"));
+        assert_eq!(
+            Language::Ja.when(at, chrono_tz::Asia::Tokyo, Some("JP")).unwrap(),
+            "2030年1月7日月曜日 18:00 (日本標準時)"
+        );
+        let us = Language::En.when(at, chrono_tz::America::New_York, Some("US")).unwrap();
         assert_eq!(us, "Monday, January 7, 2030 at 4:00\u{202f}AM (Eastern Standard Time)");
-        let gb = Language::En.when(at, chrono_tz::Europe::London, Some("GB"));
+        let gb = Language::En.when(at, chrono_tz::Europe::London, Some("GB")).unwrap();
         assert!(gb.contains("09:00") && !gb.contains("AM"), "a 24-hour clock in Britain: {gb}");
-        let odd = Language::En.when(at, chrono_tz::Europe::London, Some("ZZ"));
+        let odd = Language::En.when(at, chrono_tz::Europe::London, Some("ZZ")).unwrap();
         assert!(odd.starts_with("Monday, January 7, 2030"), "an unknown region: the language's own: {odd}");
+        let last = Utc.with_ymd_and_hms(9999, 12, 31, 20, 0, 0).unwrap();
+        assert_eq!(Language::Fr.when(last, chrono_tz::Pacific::Kiritimati, None), None, "year 10000 there");
+        for r in 0..MAX_VARIANTS + 3 {
+            let region = format!("{:03}", 100 + r);
+            assert!(Language::En.when(at, chrono_tz::Europe::London, Some(&region)).is_some());
+        }
+        assert_eq!(Language::En.when(at, chrono_tz::America::New_York, Some("US")).unwrap(), us, "still kept");
         let mut args = FluentArgs::new();
         args.set("n", 2);
         assert_eq!(Language::De.text("left-hours", &args), "2 Stunden");

@@ -74,7 +74,7 @@ fn when(n: &Notification, t: DateTime<Utc>) -> String {
         return local_time(t, zone(n));
     }
     let region = tags.into_iter().flatten().find(|tag| Language::of(tag) == Some(lang)).and_then(|tag| tag.region());
-    lang.when(t, zone(n).tz(), region)
+    lang.when(t, zone(n).tz(), region).unwrap_or_else(|| local_time(t, zone(n)))
 }
 
 fn subject(n: &Notification) -> String {
@@ -102,9 +102,10 @@ fn time_of(id: uuid::Uuid) -> Option<DateTime<Utc>> {
 /// was committed (its event's UUIDv7), a reminder when it fell due. Not
 /// when it was claimed, so a retry, an operator's resend or a resend on
 /// SES's evidence renders the same bytes as the first claim did, but for
-/// the claim's own header. One claimed more than a day later (a replay of
-/// a dead-lettered event) is dated by its claim: a Date days old is what
-/// spam filters score.
+/// the claim's own header. One claimed more than three hours later (a
+/// backlog, a replay of a dead-lettered event) is dated by its claim: a
+/// Date hours old is what spam filters score (SpamAssassin's
+/// DATE_IN_PAST_03_06 and up); and never after its claim.
 fn dated(n: &Notification) -> DateTime<Utc> {
     let committed = time_of(n.event_id).unwrap_or_else(Utc::now);
     let written = match (n.notice, n.payload.reminder) {
@@ -114,8 +115,9 @@ fn dated(n: &Notification) -> DateTime<Utc> {
         _ => committed,
     };
     match n.claim.and_then(time_of) {
-        Some(claimed) if claimed - written > chrono::Duration::days(1) => claimed,
-        _ => written,
+        Some(claimed) if claimed - written > chrono::Duration::hours(3) => claimed,
+        Some(claimed) => written.min(claimed),
+        None => written,
     }
 }
 
@@ -370,10 +372,10 @@ mod tests {
         // A retry, or a resend, a second later: a new claim, the same message.
         let again = Notification { claim: Some(uuid::Uuid::now_v7()), ..n.clone() };
         assert_eq!(unclaimed(&first), unclaimed(&build(&again, &sender)));
-        // A replay days later is dated by its claim.
+        // A replay hours later is dated by its claim.
         let days_later = uuid::Uuid::new_v7(uuid::Timestamp::from_unix(
             uuid::NoContext,
-            (Utc::now() + chrono::Duration::days(3)).timestamp() as u64,
+            (Utc::now() + chrono::Duration::hours(4)).timestamp() as u64,
             0,
         ));
         let late = Notification { claim: Some(days_later), ..n };

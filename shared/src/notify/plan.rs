@@ -320,7 +320,7 @@ fn plan_with(
     for (person, notice) in event.audience() {
         let email = person.email.as_str().to_string();
         let introduces = !told.may_have_told(&email);
-        let n = Notification::new(event, person, notice, introduces);
+        let n = as_they_now_ask(Notification::new(event, person, notice, introduces), later);
         let mut telling = later.iter().rev().filter(|l| l.event.notice_for(&email).is_some());
         // The newest later event that tells them supersedes this message,
         // if it has settled (always) or is still to run (when skipping).
@@ -341,6 +341,27 @@ fn plan_with(
         }
     }
     plan
+}
+
+/// The message as its recipient now asks to read it: their own zone and
+/// language, and the organizer's language, from the newest version of the
+/// booking that lists them. A change of those alone tells no one, so it
+/// supersedes nothing: without this, a message queued before it would go
+/// in the zone and language it replaced.
+fn as_they_now_ask(mut n: Notification, later: &[Later]) -> Notification {
+    let newest = later
+        .iter()
+        .map(|l| &l.event.payload.booking)
+        .filter(|b| b.version > n.payload.booking.version)
+        .filter_map(|b| b.attendees.iter().find(|p| p.email == n.recipient.email).map(|p| (b, p)))
+        .max_by_key(|(b, _)| b.version);
+    if let Some((booking, person)) = newest {
+        n.recipient.timezone = person.timezone;
+        n.recipient.locale = person.locale.clone();
+        n.recipient.language = person.language;
+        n.payload.booking.organizer.locale = booking.organizer.locale.clone();
+    }
+    n
 }
 
 /// Who may have been told something about the booking before this event.

@@ -104,9 +104,13 @@ pub struct Invitation {
 /// day, and a refused first contact leaves no contact behind (the
 /// organizer stays a newcomer). Two statements, not one: a crash between
 /// them leaves newcomers counted without their contacts, which errs
-/// towards mailing less, as does a first contact two pollers count at
-/// once. (Joined in one statement, the admission was a nested loop over
-/// every pair of the call, the poller's slowest statement.)
+/// towards mailing less. A first contact two pollers count at once (each
+/// read the pair as unknown) is met by both; the second finds the first's
+/// row and gives its newcomer count back, so one organizer is one
+/// newcomer however its invitations were batched (only a third
+/// statement, and only then). (Joined in one statement, the admission was
+/// a nested loop over every pair of the call, the poller's slowest
+/// statement.)
 pub async fn take(
     client: &impl GenericClient,
     invitations: &[Invitation],
@@ -157,7 +161,13 @@ pub async fn take(
           FROM unnest($1::text[], $2::text[], $3::int[]) AS p(mailbox, organizer, n) ORDER BY 1, 2 \
         ON CONFLICT (mailbox, organizer) DO UPDATE \
            SET mails = CASE WHEN o.day = EXCLUDED.day THEN o.mails ELSE 0 END + EXCLUDED.mails, day = EXCLUDED.day \
-        RETURNING mailbox, organizer, mails";
+        RETURNING mailbox, organizer, mails, xmax <> 0";
+    // First contacts another poller made between the count's snapshot and
+    // the meeting (the meeting found their row): not newcomers after all.
+    const UNCOUNT: &str = "\
+        UPDATE mailbox_newcomers c SET organizers = greatest(0, c.organizers - g.k) \
+          FROM (SELECT mailbox, count(*)::int AS k FROM unnest($1::text[]) AS m(mailbox) GROUP BY 1) g \
+         WHERE c.day = (now() AT TIME ZONE 'UTC')::date AND c.mailbox = g.mailbox";
     let columns = |pairs: &[(&str, &str, i32)]| -> (Vec<String>, Vec<String>, Vec<i32>) {
         let mut c = (Vec::new(), Vec::new(), Vec::new());
         for (m, o, n) in pairs {
@@ -198,8 +208,15 @@ pub async fn take(
         .collect();
     if !admitted.is_empty() {
         let (mailboxes, organizers, ns) = columns(&admitted);
+        let mut met_meanwhile: Vec<String> = Vec::new();
         for r in client.query(&client.prepare_cached(MEET).await?, &[&mailboxes, &organizers, &ns]).await? {
+            if r.get::<_, bool>(3) {
+                met_meanwhile.push(r.get(0));
+            }
             counted.insert((r.get(0), r.get(1)), r.get(2));
+        }
+        if !met_meanwhile.is_empty() {
+            client.execute(&client.prepare_cached(UNCOUNT).await?, &[&met_meanwhile]).await?;
         }
     }
     // The j-th invitation of a pair this call is within its organizer's

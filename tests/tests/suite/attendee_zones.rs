@@ -32,6 +32,14 @@ async fn scene() -> (SmtpServer, TestDb, TestApi) {
     (server, db, api)
 }
 
+/// Bob's "Planning" on 7 January 2030 at 10:00 in Paris for `people`:
+/// its id.
+async fn planning(api: &TestApi, people: Value) -> String {
+    let created = api.post("/bookings", BOB, &booking("Planning", "2030-01-07T09:00:00Z", people)).await;
+    assert_eq!(created.status, 201, "{}", created.body);
+    created.body["id"].as_str().unwrap().to_string()
+}
+
 /// The parsed messages to `to`, in order.
 fn to(server: &SmtpServer, to: &str) -> Vec<Value> {
     server.parsed().into_iter().filter(|m| m["to_addresses"][0] == to).collect()
@@ -278,8 +286,7 @@ async fn client_booking(api: &TestApi, id: &str) -> Value {
 async fn changing_only_languages_mails_no_one_and_the_next_message_reads_in_the_new_one() {
     let (server, db, api) = scene().await;
     let people = json!([{"email": "anna@example.com", "name": "Anna"}, {"email": "kenji@example.com", "name": "健二"}]);
-    let created = api.post("/bookings", BOB, &booking("Planning", "2030-01-07T09:00:00Z", people)).await;
-    let id = created.body["id"].as_str().unwrap().to_string();
+    let id = planning(&api, people).await;
     drain(&db, &server).await;
     assert_eq!(server.messages().len(), 2);
     let patch = |body: Value| {
@@ -307,11 +314,21 @@ async fn changing_only_languages_mails_no_one_and_the_next_message_reads_in_the_
         subjects.iter().any(|s| s.starts_with("招待の更新: Planning, room 4 @ 2030年1月7日月曜日")),
         "{subjects:?}"
     );
-    let resp = patch(json!({"version": 3, "locale": "fr_FR"})).await;
-    assert_eq!(resp.status, 422, "{}", resp.body);
-    assert_eq!(resp.body["invalid_params"][0]["name"], "locale");
+    for bad in [json!("fr_FR"), json!(7), json!("")] {
+        let resp = patch(json!({"version": 3, "locale": bad})).await;
+        assert_eq!(resp.status, 422, "{bad}: {}", resp.body);
+        assert_eq!(resp.body["invalid_params"][0]["name"], "locale");
+    }
     let version: i32 = db.scalar("SELECT version FROM bookings").await;
     assert_eq!(version, 3, "nothing written");
+    // `null` clears the organizer's: Anna, who names none, reads the default.
+    let resp = patch(json!({"version": 3, "locale": null})).await;
+    assert_eq!((resp.status, resp.body["version"].as_i64()), (200, Some(4)), "{}", resp.body);
+    assert!(resp.body["organizer"].get("locale").is_none(), "{}", resp.body);
+    assert_eq!(resp.body["attendees"][0]["language"], "en");
+    let before = server.messages().len();
+    drain(&db, &server).await;
+    assert_eq!(server.messages().len(), before, "no news, no mail");
 }
 
 /// `DEFAULT_LOCALE`: the language of whoever names none.
@@ -326,6 +343,7 @@ async fn the_default_locale_serves_everyone_who_names_no_language() {
     assert_eq!(created.body["attendees"][0]["language"], "de");
     assert_eq!(created.body["attendees"][1]["language"], "de", "a language we do not ship ends at the default");
     drain(&db, &server).await;
+    assert_eq!(server.parsed().len(), 2);
     for m in server.parsed() {
         assert!(
             m["subject"].as_str().unwrap().starts_with("Einladung: Planung @ Montag, 7. Januar 2030"),
@@ -403,31 +421,90 @@ async fn a_resend_after_a_crash_renders_the_same_bytes_for_the_recipient_but_the
     assert!(stored[0].data.contains("Subject: =?utf-8?"), "{}", stored[0].data);
 }
 
-/// A booking written before languages existed (its attendees carry none):
-/// a PATCH to the values it has writes nothing, and its messages keep the
-/// compact English form until a change decides each attendee's language.
+/// A booking written before languages existed (its attendees carry none),
+/// under `DEFAULT_LOCALE=de`: its messages keep the compact English form, a
+/// PATCH to the values it has writes nothing, and a real change decides
+/// each attendee's language.
 #[tokio::test]
-async fn a_booking_from_before_languages_is_not_rewritten_by_a_change_to_nothing() {
-    let (server, db, api) = scene().await;
+async fn a_booking_from_before_languages_reads_as_before_until_a_change_decides_its_languages() {
+    let server = SmtpServer::start(Options::default());
+    let db = TestDb::create().await;
+    let api = TestApi::with(&db, Faults::none(), ApiConfig { default_language: Language::De, ..ApiConfig::default() });
     let people = json!([{"email": "anna@example.com", "name": "Anna"}]);
-    let created = api.post("/bookings", BOB, &booking("Planning", "2030-01-07T09:00:00Z", people.clone())).await;
-    let id = created.body["id"].as_str().unwrap().to_string();
-    drain(&db, &server).await;
+    let id = planning(&api, people.clone()).await;
+    // As the API wrote bookings, and their events, before languages.
+    let strip = "(SELECT jsonb_agg(a - 'language') FROM jsonb_array_elements(attendees) a)";
     let client = db.pool.get().await.unwrap();
+    client.batch_execute(&format!("UPDATE bookings SET attendees = {strip}")).await.unwrap();
+    let strip_event = strip.replace("attendees", "payload->'booking'->'attendees'");
     client
-        .batch_execute(
-            "UPDATE bookings SET attendees = (SELECT jsonb_agg(a - 'language') FROM jsonb_array_elements(attendees) a)",
-        )
+        .batch_execute(&format!(
+            "UPDATE outbox_events SET payload = jsonb_set(payload, '{{booking,attendees}}', {strip_event})"
+        ))
         .await
         .unwrap();
+    drain(&db, &server).await;
+    let subjects = |server: &SmtpServer| -> Vec<Value> {
+        to(server, "anna@example.com").iter().map(|m| m["subject"].clone()).collect()
+    };
+    assert_eq!(subjects(&server), ["Invitation: Planning @ Mon 7 Jan 2030 10:00 (CET)"]);
     let same = json!({"version": 1, "attendees": people, "title": "Planning"});
     let resp = api.send("PATCH", &format!("/bookings/{id}"), Some(BOB), &[], Some(&same.to_string())).await;
     assert_eq!((resp.status, resp.body["version"].as_i64()), (200, Some(1)), "{}", resp.body);
     assert!(resp.body["attendees"][0].get("language").is_none(), "nothing written: {}", resp.body);
     let retitle = json!({"version": 1, "title": "Planning, room 4"});
     let resp = api.send("PATCH", &format!("/bookings/{id}"), Some(BOB), &[], Some(&retitle.to_string())).await;
-    assert_eq!((resp.status, resp.body["attendees"][0]["language"].as_str()), (200, Some("en")), "{}", resp.body);
+    assert_eq!((resp.status, resp.body["attendees"][0]["language"].as_str()), (200, Some("de")), "{}", resp.body);
     drain(&db, &server).await;
-    let subjects: Vec<Value> = to(&server, "anna@example.com").iter().map(|m| m["subject"].clone()).collect();
-    assert_eq!(subjects.last().unwrap(), "Updated invitation: Planning, room 4 @ Mon 7 Jan 2030 10:00 (CET)");
+    let last = subjects(&server).last().unwrap().as_str().unwrap().to_string();
+    assert!(last.starts_with("Aktualisierte Einladung: Planning, room 4 @ Montag, 7. Januar 2030"), "{last}");
+}
+
+/// A message still waiting when its recipient changes only their zone and
+/// language (a change that tells no one, so it supersedes nothing) is
+/// written as they now ask.
+#[tokio::test]
+async fn a_message_waiting_when_its_recipient_changes_only_their_language_is_written_as_they_now_ask() {
+    let (server, db, api) = scene().await;
+    let people = json!([{"email": "anna@example.com", "name": "Anna"}, {"email": "ben@example.com", "name": "Ben"}]);
+    let id = planning(&api, people).await;
+    let people = json!([
+        {"email": "anna@example.com", "name": "Anna", "locale": "fr", "timezone": "Asia/Tokyo"},
+        {"email": "ben@example.com", "name": "Ben"},
+    ]);
+    let change = json!({"version": 1, "attendees": people});
+    let resp = api.send("PATCH", &format!("/bookings/{id}"), Some(BOB), &[], Some(&change.to_string())).await;
+    assert_eq!((resp.status, resp.body["version"].as_i64()), (200, Some(2)), "{}", resp.body);
+    drain(&db, &server).await;
+    assert_eq!(server.messages().len(), 2, "one invitation each, nothing for the quiet change");
+    assert_eq!(
+        to(&server, "anna@example.com")[0]["subject"],
+        "Invitation : Planning @ lundi 7 janvier 2030 à 18:00 (heure normale du Japon)"
+    );
+    assert_eq!(to(&server, "ben@example.com")[0]["subject"], "Invitation: Planning @ Mon 7 Jan 2030 10:00 (CET)");
+}
+
+/// A reminder in the recipient's language, its "starts in" by the
+/// language's plural rules.
+#[tokio::test]
+async fn a_reminder_reads_in_the_recipients_language() {
+    let (server, db, api) = scene().await;
+    let people = json!([{"email": "anna@example.com", "name": "Anna", "locale": "de"}]);
+    let mut body = booking("Planung", "2030-01-07T09:00:00Z", people);
+    body["reminders"] = json!(["PT2H"]);
+    assert_eq!(api.post("/bookings", BOB, &body).await.status, 201);
+    drain(&db, &server).await;
+    let client = db.pool.get().await.unwrap();
+    client
+        .batch_execute("UPDATE outbox_events SET next_attempt_at = now() WHERE event_type = 'BOOKING_REMINDER'")
+        .await
+        .unwrap();
+    drain(&db, &server).await;
+    let got = to(&server, "anna@example.com");
+    assert_eq!(got.len(), 2, "the invitation, then the reminder");
+    assert_eq!(
+        got[1]["subject"],
+        "Erinnerung: Planung @ Montag, 7. Januar 2030 um 10:00 (Mitteleuropäische Normalzeit)"
+    );
+    assert!(got[1]["text"].as_str().unwrap().contains("beginnt in 2 Stunden."), "{}", got[1]["text"]);
 }
