@@ -56,7 +56,7 @@ impl Language {
     /// How long until a start, in this language: the offset when on time,
     /// else the time truly left, in days, hours and minutes.
     pub fn left(self, offset_secs: i32, left_secs: i64) -> String {
-        let secs = if left_secs + 60 >= i64::from(offset_secs) { i64::from(offset_secs) } else { left_secs / 60 * 60 };
+        let secs = said_left(offset_secs, left_secs);
         if secs < 60 {
             return self.text("left-under-a-minute", &FluentArgs::new());
         }
@@ -94,6 +94,17 @@ impl Language {
             IanaParser::new().parse(zone.name()).with_offset(offset).at_date_time(IcuDateTime { date: iso, time });
         let when = formatters.date_time.format(&IcuDateTime { date: iso.to_calendar(icu_calendar::Gregorian), time });
         Some(format!("{when} ({})", formatters.zone.format(&zone_info)))
+    }
+}
+
+/// What a reminder says is left before the start, in seconds: its offset
+/// when it goes on time (or early), else the time truly left, in whole
+/// minutes.
+pub(crate) fn said_left(offset_secs: i32, left_secs: i64) -> i64 {
+    if left_secs + 60 >= i64::from(offset_secs) {
+        i64::from(offset_secs)
+    } else {
+        left_secs / 60 * 60
     }
 }
 

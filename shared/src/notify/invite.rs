@@ -127,11 +127,11 @@ fn sent_at(n: &Notification) -> DateTime<Utc> {
     n.claim.and_then(time_of).unwrap_or_else(Utc::now)
 }
 
-/// How long before the start a reminder says the meeting is: its offset
-/// when it goes on time (or early), else the time truly left, in whole
-/// minutes; each unit that is not zero ("1 day", "1 hour and 30 minutes").
+/// How long before the start a reminder says the meeting is, in English
+/// ([`i18n::said_left`](super::i18n::said_left)), each unit that is not
+/// zero ("1 day", "1 hour and 30 minutes").
 fn ahead(offset_secs: i32, left_secs: i64) -> String {
-    let secs = if left_secs + 60 >= i64::from(offset_secs) { i64::from(offset_secs) } else { left_secs / 60 * 60 };
+    let secs = super::i18n::said_left(offset_secs, left_secs);
     if secs < 60 {
         return "less than a minute".to_string();
     }
