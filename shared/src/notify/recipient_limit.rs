@@ -1,7 +1,8 @@
-//! `mailbox_organizers` and `mailbox_newcomers`, every statement: how many
-//! invitations each organizer sent each mailbox today, which organizers a
-//! mailbox already knows, and how many first mailed it today (migration
-//! V26; the threat model is docs/security.md, "Limits").
+//! `mailbox_organizers`, every statement: how many invitations each
+//! organizer sent each mailbox today, which organizers a mailbox already
+//! knows and since when, so how many first mailed it today (migrations V26
+//! and V35, whose function `recipient_limit_take` counts under a lock per
+//! mailbox; the threat model is docs/security.md, "Limits").
 //!
 //! The per-organizer limits of `booking::limits` bound what one account
 //! can cause; these bound what one person receives, and no organizer can
@@ -94,23 +95,17 @@ pub struct Invitation {
 
 /// Counts each of `invitations` (in order; one pair may appear more than
 /// once) for today, UTC, and says which may be sent. No limit is exceeded
-/// however many pollers run: a pair that met before is counted by an
-/// UPDATE of its row (which waits for the row and reads its latest
-/// version); a first contact is first counted on its mailbox's newcomers
-/// by an upsert of that row, whose answer, the day's count after this
-/// call's, admits the call's first contacts in order while within the
-/// limit; only the admitted are then written as contacts. The refused
-/// still count, so an organizer over their budget stays over it for the
-/// day, and a refused first contact leaves no contact behind (the
-/// organizer stays a newcomer). Two statements, not one: a crash between
-/// them leaves newcomers counted without their contacts, which errs
-/// towards mailing less. A first contact two pollers count at once (each
-/// read the pair as unknown) is met by both; the second finds the first's
-/// row and gives its newcomer count back, so one organizer is one
-/// newcomer however its invitations were batched (only a third
-/// statement, and only then). (Joined in one statement, the admission was
-/// a nested loop over every pair of the call, the poller's slowest
-/// statement.)
+/// however many pollers run: the SQL function `recipient_limit_take` (V35)
+/// locks every mailbox of the call (a transaction-scoped advisory lock, in
+/// key order), counts a pair that met before by an update of its row, reads
+/// each mailbox's newcomers of the day from its pairs after the lock, and
+/// writes the first contacts admitted, in order, while the day's newcomers
+/// are within the limit: one statement, one write per invitation, atomic.
+/// The refused still count on a pair that met before, so an organizer over
+/// their budget stays over it for the day; a refused first contact leaves
+/// no row behind (the organizer stays a newcomer). Run outside a
+/// transaction (or in a READ COMMITTED one held briefly): the locks last
+/// until it ends.
 pub async fn take(
     client: &impl GenericClient,
     invitations: &[Invitation],
@@ -134,91 +129,15 @@ pub async fn take(
             at
         })
         .collect();
-    // A pair that met before is counted in place (`known`); the others
-    // are counted on their mailbox's newcomers, mailboxes in key order so
-    // two pollers never wait on each other in turn.
-    const COUNT: &str = "\
-        WITH per AS (SELECT * FROM unnest($1::text[], $2::text[], $3::int[]) AS p(mailbox, organizer, n)), \
-             known AS ( \
-                 UPDATE mailbox_organizers o \
-                    SET mails = CASE WHEN o.day = (now() AT TIME ZONE 'UTC')::date THEN o.mails ELSE 0 END + p.n, \
-                        day = (now() AT TIME ZONE 'UTC')::date \
-                   FROM per p WHERE o.mailbox = p.mailbox AND o.organizer = p.organizer \
-                 RETURNING o.mailbox, o.organizer, o.mails), \
-             fresh AS (SELECT p.mailbox, count(*)::int AS k \
-                         FROM per p LEFT JOIN known USING (mailbox, organizer) WHERE known.mails IS NULL GROUP BY 1), \
-             newcomers AS ( \
-                 INSERT INTO mailbox_newcomers AS c (day, mailbox, organizers) \
-                 SELECT (now() AT TIME ZONE 'UTC')::date, mailbox, k FROM fresh ORDER BY 2 \
-                 ON CONFLICT (day, mailbox) DO UPDATE SET organizers = c.organizers + EXCLUDED.organizers \
-                 RETURNING mailbox, organizers) \
-        SELECT mailbox, organizer, mails FROM known \
-         UNION ALL SELECT mailbox, NULL, organizers FROM newcomers";
-    // The admitted first contacts, in key order.
-    const MEET: &str = "\
-        INSERT INTO mailbox_organizers AS o (mailbox, organizer, since, day, mails) \
-        SELECT mailbox, organizer, (now() AT TIME ZONE 'UTC')::date, (now() AT TIME ZONE 'UTC')::date, n \
-          FROM unnest($1::text[], $2::text[], $3::int[]) AS p(mailbox, organizer, n) ORDER BY 1, 2 \
-        ON CONFLICT (mailbox, organizer) DO UPDATE \
-           SET mails = CASE WHEN o.day = EXCLUDED.day THEN o.mails ELSE 0 END + EXCLUDED.mails, day = EXCLUDED.day \
-        RETURNING mailbox, organizer, mails, xmax <> 0";
-    // First contacts another poller made between the count's snapshot and
-    // the meeting (the meeting found their row): not newcomers after all.
-    const UNCOUNT: &str = "\
-        UPDATE mailbox_newcomers c SET organizers = greatest(0, c.organizers - g.k) \
-          FROM (SELECT mailbox, count(*)::int AS k FROM unnest($1::text[]) AS m(mailbox) GROUP BY 1) g \
-         WHERE c.day = (now() AT TIME ZONE 'UTC')::date AND c.mailbox = g.mailbox";
-    let columns = |pairs: &[(&str, &str, i32)]| -> (Vec<String>, Vec<String>, Vec<i32>) {
-        let mut c = (Vec::new(), Vec::new(), Vec::new());
-        for (m, o, n) in pairs {
-            c.0.push(m.to_string());
-            c.1.push(o.to_string());
-            c.2.push(*n);
-        }
-        c
-    };
-    let (mailboxes, organizers, ns) = columns(&pairs);
-    let rows = client.query(&client.prepare_cached(COUNT).await?, &[&mailboxes, &organizers, &ns]).await?;
-    // Each pair's count after this call (the known ones, then the admitted).
-    let mut counted: HashMap<(String, String), i32> = HashMap::new();
-    let mut newcomers: HashMap<String, i32> = HashMap::new();
-    for r in &rows {
-        match r.get::<_, Option<String>>(1) {
-            Some(organizer) => counted.insert((r.get(0), organizer), r.get(2)),
-            None => newcomers.insert(r.get(0), r.get(2)),
-        };
-    }
-    let is_known = |m: &str, o: &str| counted.contains_key(&(m.to_string(), o.to_string()));
-    let fresh: Vec<(&str, &str, i32)> = pairs.iter().copied().filter(|(m, o, _)| !is_known(m, o)).collect();
-    let mut in_mailbox: HashMap<&str, i32> = HashMap::new();
-    for (m, _, _) in &fresh {
-        *in_mailbox.entry(m).or_default() += 1;
-    }
-    // The call's first contacts of a mailbox, in order: admitted while the
-    // day's newcomers before each (this call's earlier ones included) are
-    // within the limit.
-    let mut rank: HashMap<&str, i32> = HashMap::new();
-    let admitted: Vec<(&str, &str, i32)> = fresh
-        .into_iter()
-        .filter(|(m, _, _)| {
-            let r = rank.entry(m).or_default();
-            *r += 1;
-            newcomers.get(*m).copied().unwrap_or(i32::MAX) - in_mailbox[m] + *r <= limits.new_organizers
-        })
-        .collect();
-    if !admitted.is_empty() {
-        let (mailboxes, organizers, ns) = columns(&admitted);
-        let mut met_meanwhile: Vec<String> = Vec::new();
-        for r in client.query(&client.prepare_cached(MEET).await?, &[&mailboxes, &organizers, &ns]).await? {
-            if r.get::<_, bool>(3) {
-                met_meanwhile.push(r.get(0));
-            }
-            counted.insert((r.get(0), r.get(1)), r.get(2));
-        }
-        if !met_meanwhile.is_empty() {
-            client.execute(&client.prepare_cached(UNCOUNT).await?, &[&met_meanwhile]).await?;
-        }
-    }
+    const SQL: &str = "SELECT mailbox, organizer, mails FROM recipient_limit_take($1, $2, $3, $4)";
+    let mailboxes: Vec<&str> = pairs.iter().map(|p| p.0).collect();
+    let organizers: Vec<&str> = pairs.iter().map(|p| p.1).collect();
+    let ns: Vec<i32> = pairs.iter().map(|p| p.2).collect();
+    let rows = client
+        .query(&client.prepare_cached(SQL).await?, &[&mailboxes, &organizers, &ns, &limits.new_organizers])
+        .await?;
+    // Each counted pair's invitations today, after this call.
+    let counted: HashMap<(String, String), i32> = rows.iter().map(|r| ((r.get(0), r.get(1)), r.get(2))).collect();
     // The j-th invitation of a pair this call is within its organizer's
     // budget when the pair's count before the call plus j is.
     let mut seen = vec![0; pairs.len()];
@@ -296,14 +215,10 @@ pub async fn newcomers_today(client: &impl GenericClient, mailbox: &str) -> DbRe
 pub const FORGET_AFTER_DAYS: i32 = 400;
 
 /// Retention: deletes up to `limit` contacts unused for
-/// [`FORGET_AFTER_DAYS`] (such an organizer is a newcomer again), then up
-/// to `limit` newcomer counts of days before yesterday (UTC).
+/// [`FORGET_AFTER_DAYS`] (such an organizer is a newcomer again).
 pub async fn purge_old(client: &impl GenericClient, limit: i64) -> DbResult<u64> {
     const CONTACTS: &str = "DELETE FROM mailbox_organizers WHERE (mailbox, organizer) IN ( \
              SELECT mailbox, organizer FROM mailbox_organizers \
               WHERE day < (now() AT TIME ZONE 'UTC')::date - $2::int LIMIT $1)";
-    const NEWCOMERS: &str = "DELETE FROM mailbox_newcomers WHERE (day, mailbox) IN ( \
-             SELECT day, mailbox FROM mailbox_newcomers WHERE day < (now() AT TIME ZONE 'UTC')::date - 1 LIMIT $1)";
-    let contacts = client.execute(CONTACTS, &[&limit, &FORGET_AFTER_DAYS]).await?;
-    Ok(contacts + client.execute(NEWCOMERS, &[&limit]).await?)
+    Ok(client.execute(CONTACTS, &[&limit, &FORGET_AFTER_DAYS]).await?)
 }

@@ -393,3 +393,40 @@ async fn concurrent_pollers_never_pass_a_recipient_limit() {
     assert_eq!(sent(20..30), 3, "{verdicts:?}");
     assert!(verdicts[20..].iter().all(|v| *v != Verdict::TooManyNewcomers), "a known organizer is never a newcomer");
 }
+
+/// Eight pollers each count a batch of first contacts with the same five
+/// mailboxes, listed in a different order by each: none waits on another
+/// in turn (no deadlock), and each mailbox admits exactly its limit of
+/// newcomers, each with both of its invitations.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_batches_over_shared_mailboxes_admit_exactly_the_limit() {
+    use shared::notify::recipient_limit::{newcomers_today, take, Invitation, RecipientLimits, Verdict};
+    let db = TestDb::create().await;
+    let limits = RecipientLimits { invitations_per_organizer: 5, new_organizers: 3 };
+    let mailbox = |m: usize| format!("m{m}@example.com");
+    let mut tasks = Vec::new();
+    for poller in 0..8 {
+        let pool = db.pool.clone();
+        tasks.push(tokio::spawn(async move {
+            let organizer = format!("o{poller}@example.com");
+            let batch: Vec<Invitation> = (0..10)
+                .map(|k| Invitation { mailbox: mailbox((k + poller) % 5), organizer: organizer.clone() })
+                .collect();
+            take(&pool.get().await.unwrap(), &batch, limits).await.unwrap()
+        }));
+    }
+    let mut sent = vec![0; 5];
+    for (poller, t) in tasks.into_iter().enumerate() {
+        for (k, verdict) in t.await.unwrap().into_iter().enumerate() {
+            assert_ne!(verdict, Verdict::OverOrganizerBudget, "two invitations are within a budget of 5");
+            if verdict == Verdict::Send {
+                sent[(k + poller) % 5] += 1;
+            }
+        }
+    }
+    let client = db.pool.get().await.unwrap();
+    for (m, sent) in sent.into_iter().enumerate() {
+        assert_eq!(sent, 6, "three newcomers of mailbox {m}, two invitations each");
+        assert_eq!(newcomers_today(&client, &mailbox(m)).await.unwrap(), 3);
+    }
+}
