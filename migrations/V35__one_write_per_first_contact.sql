@@ -12,14 +12,22 @@
 -- own, so its snapshot holds every contact committed before the lock was
 -- granted), then the admitted first contacts written. One statement for
 -- the poller, one round trip, atomic: a crash leaves nothing half counted.
+--
+-- mailbox_newcomers stays, with its grants, for the release before, whose
+-- pollers and sweeper still run while this one deploys and again after a
+-- rollback (expand, then contract: docs/deploy.md); nothing of this
+-- release reads or writes it, and a later migration drops it. While pollers
+-- of both releases run at once (a deploy's minutes), each orders first
+-- contacts its own way, so a mailbox may admit, beyond its day's
+-- newcomers, the first contacts an old poller counted at the same moment.
 
--- The day's newcomers of a mailbox are read from its primary key entries:
--- `since` rides along in them, so the count never visits a row it does not
--- count (`since` is written once, so updates of a pair stay HOT).
+-- `since` rides along in the primary key's entries, so the count of a
+-- mailbox's newcomers reads its entries, not its rows, once their pages are
+-- all-visible (`since` is written once, so updates of a pair stay HOT).
+-- The count still reads every organizer the mailbox knows (400 days of
+-- them at most): a person's few dozen cost microseconds.
 ALTER TABLE mailbox_organizers DROP CONSTRAINT mailbox_organizers_pkey,
     ADD CONSTRAINT mailbox_organizers_pkey PRIMARY KEY (mailbox, organizer) INCLUDE (since);
-
-DROP TABLE mailbox_newcomers;
 
 -- Counts the invitations of one call for today (UTC): p_counts[i]
 -- invitations from p_organizers[i] to p_mailboxes[i], each pair once, in
@@ -29,14 +37,16 @@ DROP TABLE mailbox_newcomers;
 -- its mailbox today already (it leaves no row: the organizer stays a
 -- newcomer). Every mailbox of the call is locked first, in key order, so
 -- two calls never wait on each other in turn; the locks last until the
--- caller's transaction ends (the statement's own, for the poller). A call
--- holds one lock per mailbox it names, at most a claim group's (256 at the
--- template's defaults): two pollers of 4 calls in flight hold at most
--- 2,048 of the shared lock table's 6,400 entries at Postgres's defaults
--- (max_locks_per_transaction 64 x max_connections 100). No JIT:
--- the count's estimate over a fast-growing table can pass jit_above_cost,
--- and compiling the statement (300 ms, measured) costs a thousand times
--- what running it does.
+-- caller's transaction ends (the statement's own, for the poller), so one
+-- call per transaction, and READ COMMITTED only (refused otherwise): a
+-- transaction's older snapshot would miss contacts committed before the
+-- lock was granted. A call holds one lock per mailbox it names, at most a
+-- claim group's (256 at the template's defaults): two pollers of 4 calls
+-- in flight hold at most 2,048 of the shared lock table's 6,400 entries at
+-- Postgres's defaults (max_locks_per_transaction 64 x max_connections
+-- 100). No JIT: the count's estimate over a fast-growing table can pass
+-- jit_above_cost, and compiling the statement (300 ms, measured) costs a
+-- thousand times what running it does.
 CREATE FUNCTION recipient_limit_take(p_mailboxes text[], p_organizers text[], p_counts integer[],
                                      p_new_organizers integer)
 RETURNS TABLE (mailbox text, organizer text, mails integer)
@@ -46,9 +56,16 @@ SET jit = off
 AS $$
 DECLARE
     v_today date := (now() AT TIME ZONE 'UTC')::date;
+    v_space integer := hashtext('mailbox_organizers');
+    v_key   integer;
 BEGIN
-    PERFORM pg_advisory_xact_lock(hashtext('mailbox_organizers'), k.key)
-       FROM (SELECT DISTINCT hashtext(m) AS key FROM unnest(p_mailboxes) AS m ORDER BY 1 OFFSET 0) k;
+    IF current_setting('transaction_isolation') <> 'read committed' THEN
+        RAISE EXCEPTION 'recipient_limit_take counts under READ COMMITTED only, not %',
+            current_setting('transaction_isolation');
+    END IF;
+    FOREACH v_key IN ARRAY ARRAY(SELECT DISTINCT hashtext(m) FROM unnest(p_mailboxes) AS m ORDER BY 1) LOOP
+        PERFORM pg_advisory_xact_lock(v_space, v_key);
+    END LOOP;
     -- A new statement, so a new snapshot: every contact committed by a
     -- call that held one of these locks before is in it.
     RETURN QUERY

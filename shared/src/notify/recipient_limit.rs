@@ -100,12 +100,12 @@ pub struct Invitation {
 /// key order), counts a pair that met before by an update of its row, reads
 /// each mailbox's newcomers of the day from its pairs after the lock, and
 /// writes the first contacts admitted, in order, while the day's newcomers
-/// are within the limit: one statement, one write per invitation, atomic.
+/// are within the limit: one statement, one write per pair, atomic.
 /// The refused still count on a pair that met before, so an organizer over
 /// their budget stays over it for the day; a refused first contact leaves
 /// no row behind (the organizer stays a newcomer). Run outside a
-/// transaction (or in a READ COMMITTED one held briefly): the locks last
-/// until it ends.
+/// transaction (the function refuses any isolation but READ COMMITTED, and
+/// its locks last until the transaction ends).
 pub async fn take(
     client: &impl GenericClient,
     invitations: &[Invitation],
@@ -217,8 +217,11 @@ pub const FORGET_AFTER_DAYS: i32 = 400;
 /// Retention: deletes up to `limit` contacts unused for
 /// [`FORGET_AFTER_DAYS`] (such an organizer is a newcomer again).
 pub async fn purge_old(client: &impl GenericClient, limit: i64) -> DbResult<u64> {
+    // The age again outside: a contact counted since the inner read (a
+    // new row version) is rechecked, and kept.
     const CONTACTS: &str = "DELETE FROM mailbox_organizers WHERE (mailbox, organizer) IN ( \
              SELECT mailbox, organizer FROM mailbox_organizers \
-              WHERE day < (now() AT TIME ZONE 'UTC')::date - $2::int LIMIT $1)";
+              WHERE day < (now() AT TIME ZONE 'UTC')::date - $2::int LIMIT $1) \
+           AND day < (now() AT TIME ZONE 'UTC')::date - $2::int";
     Ok(client.execute(CONTACTS, &[&limit, &FORGET_AFTER_DAYS]).await?)
 }

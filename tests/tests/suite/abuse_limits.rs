@@ -430,3 +430,26 @@ async fn concurrent_batches_over_shared_mailboxes_admit_exactly_the_limit() {
         assert_eq!(newcomers_today(&client, &mailbox(m)).await.unwrap(), 3);
     }
 }
+
+/// Under an isolation whose snapshot predates the mailbox's lock, a count
+/// could miss a contact committed meanwhile: the function refuses it, and
+/// counts nothing.
+#[tokio::test]
+async fn counting_invitations_is_refused_outside_read_committed() {
+    use shared::notify::recipient_limit::{newcomers_today, take, Invitation, RecipientLimits};
+    let db = TestDb::create().await;
+    let mut client = db.pool.get().await.unwrap();
+    let tx = client
+        .build_transaction()
+        .isolation_level(tokio_postgres::IsolationLevel::RepeatableRead)
+        .start()
+        .await
+        .unwrap();
+    let invitation = Invitation { mailbox: VICTIM.into(), organizer: "o@example.com".into() };
+    let err = take(&tx, &[invitation], RecipientLimits { invitations_per_organizer: 3, new_organizers: 5 })
+        .await
+        .expect_err("a snapshot older than the lock is refused");
+    assert!(err.to_string().contains("READ COMMITTED"), "{err}");
+    drop(tx);
+    assert_eq!(newcomers_today(&client, VICTIM).await.unwrap(), 0);
+}

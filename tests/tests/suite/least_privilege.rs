@@ -484,7 +484,13 @@ async fn each_roles_grants_are_the_documented_ones_and_update_only_written_colum
     assert_eq!(documented, table, "docs/security.md's grants table is not what the database grants; it is:\n{table}");
 
     let source = statements_source();
-    let tables = grants.iter().filter(|g| g.0 != "booking_app" && !g.1.ends_with(')'));
+    // Tables this release no longer touches, kept with their grants for the
+    // release before until a later migration drops them (expand, then
+    // contract: docs/deploy.md).
+    const KEPT_FOR_THE_RELEASE_BEFORE: [&str; 1] = ["mailbox_newcomers"];
+    let tables = grants.iter().filter(|g| {
+        g.0 != "booking_app" && !g.1.ends_with(')') && !KEPT_FOR_THE_RELEASE_BEFORE.contains(&g.1.as_str())
+    });
     for (role, object, privileges) in tables {
         for privilege in privileges.split(", ").filter(|p| p.starts_with("UPDATE")) {
             assert!(privilege.contains('('), "{role} may UPDATE every column of {object}");
