@@ -128,6 +128,28 @@ async function remainingJobs(pool) {
   return rows[0].n;
 }
 
+// What the statements run in this database have cost so far, from
+// pg_stat_statements (as the project's bench reads it, tests/src/bench.rs):
+// statements, WAL records, WAL bytes; null when the cluster does not
+// preload it.
+let noWorkSaid = false;
+async function dbWork(pool) {
+  try {
+    await pool.query("create extension if not exists pg_stat_statements");
+    const { rows } = await pool.query(
+      `select coalesce(sum(calls), 0)::float8 as statements, coalesce(sum(wal_records), 0)::float8 as records,
+              coalesce(sum(wal_bytes), 0)::float8 as bytes
+         from pg_stat_statements
+        where dbid = (select oid from pg_database where datname = current_database()) and toplevel`,
+    );
+    return rows[0];
+  } catch (e) {
+    if (!noWorkSaid) log(`no statement costs: ${e.message} (the cluster must preload pg_stat_statements)`);
+    noWorkSaid = true;
+    return null;
+  }
+}
+
 async function throughput(pool, name, jobs = JOBS) {
   const preset = PRESETS[name];
   if ((await remainingJobs(pool)) !== 0) throw new Error("queue not empty before the run");
@@ -143,9 +165,11 @@ async function throughput(pool, name, jobs = JOBS) {
   );
   // As the project's bench does after seeding its outbox.
   await pool.query("vacuum analyze graphile_worker._private_jobs");
+  const before = await dbWork(pool);
   const [drainMs, reports] = await timed(() =>
     Promise.all(Array.from({ length: preset.procs }, () => spawnDrain(name))),
   );
+  const after = before && (await dbWork(pool));
   const executed = reports.reduce((sum, r) => sum + r.executed, 0);
   const left = await remainingJobs(pool);
   if (executed !== jobs || left !== 0) {
@@ -156,7 +180,13 @@ async function throughput(pool, name, jobs = JOBS) {
     `${name}: ${preset.procs} process(es) x concurrency ${preset.concurrency}: add ${addMs.toFixed(0)} ms, ` +
       `drain ${drainMs.toFixed(0)} ms - startup ${startupMs.toFixed(0)} ms => ${rate.toFixed(0)} jobs/s`,
   );
-  return [rate, (drainMs - startupMs) / 1000];
+  // Per job: what the drain cost the database (its workers' statements).
+  const work = after && {
+    statements: (after.statements - before.statements) / jobs,
+    records: (after.records - before.records) / jobs,
+    bytes: (after.bytes - before.bytes) / jobs,
+  };
+  return [rate, (drainMs - startupMs) / 1000, work];
 }
 
 async function latency() {
@@ -272,9 +302,16 @@ async function main() {
     log(`graphile-worker ${require("graphile-worker/package.json").version}: schema ready in ${schemaMs.toFixed(0)} ms; ${JOBS} jobs per preset`);
     emit("graphile.jobs", JOBS);
     for (const name of wanted) {
-      const [rate, drainS] = await throughput(pool, name);
+      const [rate, drainS, work] = await throughput(pool, name);
       emit(`graphile.${name}`, rate.toFixed(0));
       emit(`graphile.${name}.drain_s`, drainS.toFixed(2));
+      if (work) {
+        log(`${name}: per job ${work.statements.toFixed(3)} statements, ${work.records.toFixed(2)} WAL records, ` +
+          `${work.bytes.toFixed(0)} WAL bytes`);
+        emit(`graphile.${name}.statements_each`, work.statements.toFixed(3));
+        emit(`graphile.${name}.wal_records_each`, work.records.toFixed(3));
+        emit(`graphile.${name}.wal_bytes_each`, work.bytes.toFixed(1));
+      }
     }
     const [p50, p99] = await latency();
     emit("graphile.latency.p50_ms", p50.toFixed(2));

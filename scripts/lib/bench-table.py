@@ -7,7 +7,8 @@ graphile.* by bench/peers/perf.js, sql.* by bench_api_sql
 (scripts/lib/bench-peers.sh), listing.* by tests/benches/listing.rs (a
 table of its own, after the comparison). A key written more than once (scripts/bench.sh
 runs the 1-process comparison in interleaved rounds) counts with its best
-value: the most per second, the fewest milliseconds or seconds. A missing
+value: the most per second, the fewest milliseconds, seconds or units of work
+(keys ending `_each`). A missing
 key prints as "-".
 
 Every ratio of the comparison reads the same way: above 1 the project is
@@ -30,7 +31,7 @@ def load(path):
                 except ValueError:
                     continue  # not a figure
                 key = key.strip()
-                fewer_is_better = key.endswith("_ms") or key.endswith("_s")
+                fewer_is_better = key.endswith("_ms") or key.endswith("_s") or key.endswith("_each")
                 best = min if fewer_is_better else max
                 results[key] = best(results[key], figure) if key in results else figure
     return results
@@ -43,6 +44,10 @@ def fmt(value, unit):
         return f"{value:,.1f} ms" if value >= 10 else f"{value:,.2f} ms"
     if unit == "s":
         return f"{value:,.1f} s"
+    if unit == "each":
+        return f"{value:,.3f}" if value < 1 else f"{value:,.2f}"
+    if unit == "B":
+        return f"{value:,.0f} B"
     return f"{value:,.0f}/s"
 
 
@@ -54,15 +59,24 @@ def main():
     get = r.get
 
     # (what, project key, project label, peer key, peer label, unit, note)
-    # unit "/s": ratio project/peer; units "ms" and "s": ratio peer/project.
+    # unit "/s": ratio project/peer; units "ms", "s", "each" and "B" (fewer
+    # is better): ratio peer/project.
     rows = [
         ("throughput, 1 process", "project.poller1", "1 poller, notifications",
          "graphile.batched.p1c4", "graphile batched, 1 proc x 4", "/s", "target >= 1.00"),
         ("drain, 1 process", "project.poller1.drain_s", "1 poller, 256/256, 4 in flight",
          "graphile.batched.p1c4.drain_s", "graphile batched, 1 proc x 4", "s", ""),
-        ("throughput, 1 proc, 32/64", "project.poller1.b32g64", "production defaults 32/64/2",
+        # What the 1-process drains cost the database, per notification and
+        # per job (pg_stat_statements: the statements' own WAL).
+        ("statements, 1 process", "project.poller1.statements_each", "per notification",
+         "graphile.batched.p1c4.statements_each", "per job", "each", ""),
+        ("WAL records, 1 process", "project.poller1.wal_records_each", "per notification",
+         "graphile.batched.p1c4.wal_records_each", "per job", "each", ""),
+        ("WAL bytes, 1 process", "project.poller1.wal_bytes_each", "per notification",
+         "graphile.batched.p1c4.wal_bytes_each", "per job", "B", ""),
+        ("throughput, defaults", "project.poller1.defaults", "the template's defaults",
          "graphile.batched.p1c4", "graphile batched, 1 proc x 4", "/s", ""),
-        ("drain, 1 proc, 32/64", "project.poller1.b32g64.drain_s", "production defaults 32/64/2",
+        ("drain, defaults", "project.poller1.defaults.drain_s", "the template's defaults",
          "graphile.batched.p1c4.drain_s", "graphile batched, 1 proc x 4", "s", ""),
         ("throughput, 4 processes", "project.poller4", "4 pollers, notifications",
          "graphile.batched.p4c24", "graphile batched, 4 procs x 24", "/s", ""),
@@ -105,9 +119,9 @@ def main():
          "graphile.stress.fresh", "graphile fresh", "/s", ""),
     ]
 
-    # Rows not measured in this run (BENCH_ONLY) are left out; so is the
-    # whole comparison when none was.
-    rows = [row for row in rows if get(row[1]) is not None or get(row[3]) is not None]
+    # Rows the project did not measure in this run (BENCH_ONLY) are left
+    # out; so is the whole comparison when it measured none.
+    rows = [row for row in rows if get(row[1]) is not None]
     if rows:
         comparison(get, rows)
     listing(get)
@@ -124,7 +138,7 @@ def comparison(get, rows):
           + (f"{jobs:,.0f} no-op jobs per preset" if jobs else "no-op jobs")
           + "; latency one job at a time, LISTEN/NOTIFY. Project latency: LISTEN/NOTIFY (timed polls in the last row).")
     print("units: the project's are notifications (claim, send to an instant mailer, outcome), graphile's no-op jobs")
-    print("ratio: above 1 the project is better (throughput project/peer, latency peer/project)")
+    print("ratio: above 1 the project is better (throughput project/peer; latency and work per unit peer/project)")
     if get("project.stress.churn_events") or get("graphile.stress.churn_jobs"):
         print(f"stress: the project {get('project.stress.history_events') or 0:,.0f} finished events of history, "
               f"{get('project.stress.churn_events') or 0:,.0f} events x 3 churned under the snapshot; graphile "

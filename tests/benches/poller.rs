@@ -10,18 +10,20 @@
 //! both drains last 10 s and more and startup weighs little. BENCH_BATCH
 //! events claimed per poll (default 256) and POLLER_CLAIM_GROUP sends
 //! claimed per statement (default 256), POLLER_BATCHES_IN_FLIGHT (default
-//! 4, as graphile-worker's batched preset runs 4 workers): an instant
-//! mailer rewards large batches, SES's send rate does not; one more drain
-//! runs at the production defaults (batches of 32, claim groups of 64, 2
-//! in flight) unless BENCH_PRODUCTION_DRAIN=0. Each poller's pool is built
-//! as the poller Lambda builds it.
+//! 4, as graphile-worker's batched preset runs 4 workers); one more drain
+//! runs at the template's defaults (the settings' own, today the same
+//! 256/256/4) unless BENCH_PRODUCTION_DRAIN=0. Each poller's pool is built
+//! as the poller Lambda builds it. When the cluster preloads
+//! pg_stat_statements (scripts/bench.sh's does), each drain also prints
+//! what it cost the database per notification: statements, WAL records and
+//! bytes, which perf.js measures the same way for graphile-worker's jobs.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use outbox_tests::api::{gateway_event, test_config};
-use outbox_tests::bench::{drain, drain_through, env_usize, ms, percentile, record, Shape};
+use outbox_tests::bench::{drain, drain_through, env_usize, ms, percentile, record, DbWork, Shape};
 use outbox_tests::outbox::{create_booking_at, seed_events};
 use outbox_tests::TestDb;
 use shared::api::config::ApiConfig;
@@ -62,15 +64,21 @@ async fn baseline(db: &TestDb, rows: usize, conns: usize) -> f64 {
 }
 
 /// Drains `events` × `recipients` seeded notifications; returns
-/// notifications/s, the drain's seconds, and the insert baseline.
-async fn throughput(shape: Shape, events: usize, recipients: usize) -> (f64, f64, f64) {
+/// notifications/s, the drain's seconds, the insert baseline, and what
+/// the drain cost the database per notification (when measurable).
+async fn throughput(shape: Shape, events: usize, recipients: usize) -> (f64, f64, f64, Option<DbWork>) {
     let db = TestDb::create().await;
     let base = baseline(&db, 5000, shape.pollers).await;
     seed_events(&db.pool, events, recipients).await;
     let client = db.pool.get().await.unwrap();
     client.batch_execute("VACUUM ANALYZE outbox_events").await.unwrap();
+    let before = DbWork::so_far(&db).await;
     let elapsed = drain(&db, shape, events * recipients).await;
-    ((events * recipients) as f64 / elapsed, elapsed, base)
+    let work = match (before, DbWork::so_far(&db).await) {
+        (Some(before), Some(after)) => Some(after.per(before, events * recipients)),
+        _ => None,
+    };
+    ((events * recipients) as f64 / elapsed, elapsed, base, work)
 }
 
 /// Writes `n` reminders due from tomorrow on, as bookings made long ahead
@@ -337,7 +345,7 @@ async fn main() {
     let production = Shape::production();
     println!(
         "poller benchmark: {events} events x {recipients} recipients, instant mailer; batches of {batch} events, \
-         claim groups of {group}, {in_flight} batches in flight; then 1 poller at the production defaults \
+         claim groups of {group}, {in_flight} batches in flight; then 1 poller at the template's defaults \
          ({}/{}, {} in flight)",
         production.batch, production.group, production.in_flight
     );
@@ -353,7 +361,7 @@ async fn main() {
         .map(|&pollers| (Shape { pollers, batch, group, in_flight }, format!("project.poller{pollers}")))
         .collect();
     if std::env::var("BENCH_PRODUCTION_DRAIN").as_deref() != Ok("0") {
-        shapes.push((production, "project.poller1.b32g64".into()));
+        shapes.push((production, "project.poller1.defaults".into()));
     }
     // Each recipient's message in their own language: the template's
     // defaults, rendering every message as the SES mailer does.
@@ -390,12 +398,19 @@ async fn main() {
         }
     }
     for (shape, key) in if only_api || only_reminders { &[][..] } else { &shapes[..] } {
-        let (rate, drain, base) = throughput(*shape, events, recipients).await;
+        let (rate, drain, base, work) = throughput(*shape, events, recipients).await;
         let what = format!(
             "notifications/s, {} poller(s), {}/{}/{}",
             shape.pollers, shape.batch, shape.group, shape.in_flight
         );
         println!("{what:<34} {rate:>12.0}/s {drain:>7.1}s {base:>16.0}/s {:>8.2}", rate / base);
+        if let Some(w) = work {
+            println!(
+                "  (per notification: {:.3} statements, {:.2} WAL records, {:.0} WAL bytes)",
+                w.statements, w.wal_records, w.wal_bytes
+            );
+            w.record(key);
+        }
         record(key, rate);
         record(&format!("{key}.drain_s"), drain);
         record(&format!("baseline.insert{}", shape.pollers), base);

@@ -1,6 +1,7 @@
 //! What the benchmarks (`tests/benches/`) share: the shape of a drain, a
-//! drain by pollers built as the poller Lambda builds them, and the
-//! results file `scripts/bench.sh` prints its table from.
+//! drain by pollers built as the poller Lambda builds them, what a drain
+//! cost the database (statements, WAL), and the results file
+//! `scripts/bench.sh` prints its table from.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -80,6 +81,57 @@ pub async fn drain_through(db: &TestDb, shape: Shape, expected: usize, mailer: A
     elapsed
 }
 
+/// What the statements run in one database have cost so far, from
+/// pg_stat_statements: statements, WAL records, WAL bytes. A statement's
+/// WAL counts what it wrote itself, a function's statements and index
+/// entries included; autovacuum and checkpoints are not counted (nor
+/// are they for the peer). Counted as each statement ends, so a drain's
+/// cost is the difference across it, exactly.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct DbWork {
+    pub statements: f64,
+    pub wal_records: f64,
+    pub wal_bytes: f64,
+}
+
+impl DbWork {
+    /// None when the cluster does not preload pg_stat_statements (as
+    /// `scripts/bench.sh`'s own cluster does unless BENCH_DURABLE=1).
+    pub async fn so_far(db: &TestDb) -> Option<DbWork> {
+        let client = db.pool.get().await.unwrap();
+        client.batch_execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements").await.ok()?;
+        let row = client
+            .query_one(
+                "SELECT coalesce(sum(calls), 0)::float8, coalesce(sum(wal_records), 0)::float8, \
+                        coalesce(sum(wal_bytes), 0)::float8 \
+                   FROM pg_stat_statements \
+                  WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database()) AND toplevel",
+                &[],
+            )
+            .await
+            .ok()?;
+        Some(DbWork { statements: row.get(0), wal_records: row.get(1), wal_bytes: row.get(2) })
+    }
+
+    /// Each figure from `before` to `self`, per one of `units`.
+    pub fn per(self, before: DbWork, units: usize) -> DbWork {
+        let n = units as f64;
+        DbWork {
+            statements: (self.statements - before.statements) / n,
+            wal_records: (self.wal_records - before.wal_records) / n,
+            wal_bytes: (self.wal_bytes - before.wal_bytes) / n,
+        }
+    }
+
+    /// Writes `{key}.statements_each`, `.wal_records_each` and
+    /// `.wal_bytes_each` to the results file.
+    pub fn record(self, key: &str) {
+        record(&format!("{key}.statements_each"), self.statements);
+        record(&format!("{key}.wal_records_each"), self.wal_records);
+        record(&format!("{key}.wal_bytes_each"), self.wal_bytes);
+    }
+}
+
 pub fn percentile(sorted: &[Duration], p: f64) -> Duration {
     sorted[((sorted.len() as f64 - 1.0) * p).round() as usize]
 }
@@ -94,5 +146,5 @@ pub fn record(key: &str, value: f64) {
     use std::io::Write;
     let Ok(path) = std::env::var("BENCH_RESULTS") else { return };
     let mut file = std::fs::OpenOptions::new().create(true).append(true).open(path).expect("BENCH_RESULTS is writable");
-    writeln!(file, "{key}\t{value:.2}").expect("BENCH_RESULTS is writable");
+    writeln!(file, "{key}\t{value:.3}").expect("BENCH_RESULTS is writable");
 }
