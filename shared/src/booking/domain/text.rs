@@ -93,7 +93,14 @@ impl fmt::Display for EmailAddress {
 /// The zero-width joiner and non-joiner are letters' business in Persian,
 /// Arabic and the Indic scripts (نرگس‌ها, क्‍ष): they are allowed between two
 /// letters or marks, and nowhere else.
+///
+/// No ASCII character is Cf, Zl or Zp: ASCII text (most names, addresses
+/// and titles, read again from every event the poller decodes) is not
+/// looked up character by character in Unicode's tables.
 fn refuse_invisible(raw: &str) -> Result<(), String> {
+    if raw.is_ascii() {
+        return Ok(());
+    }
     let chars: Vec<char> = raw.chars().collect();
     let joins_letters = |i: usize| {
         let letter_or_mark = |c: &char| {
@@ -115,10 +122,12 @@ fn refuse_invisible(raw: &str) -> Result<(), String> {
             && chars.get(i + 1).is_some_and(letter_or_mark)
     };
     let bad = chars.iter().enumerate().find(|(i, c)| {
-        matches!(
-            c.general_category(),
-            GeneralCategory::Format | GeneralCategory::LineSeparator | GeneralCategory::ParagraphSeparator
-        ) && !joins_letters(*i)
+        !c.is_ascii()
+            && matches!(
+                c.general_category(),
+                GeneralCategory::Format | GeneralCategory::LineSeparator | GeneralCategory::ParagraphSeparator
+            )
+            && !joins_letters(*i)
     });
     let bad = bad.map(|(_, c)| *c);
     match bad {
@@ -267,5 +276,24 @@ mod tests {
     fn description_allows_line_breaks_only() {
         assert_eq!(Description::parse("a\r\nb").unwrap().as_str(), "a\nb");
         assert!(Description::parse("a\u{0}b").is_err());
+    }
+
+    #[test]
+    fn no_ascii_character_is_invisible_so_ascii_text_skips_the_lookup() {
+        for c in (0u8..=0x7F).map(char::from) {
+            assert!(
+                !matches!(
+                    c.general_category(),
+                    GeneralCategory::Format | GeneralCategory::LineSeparator | GeneralCategory::ParagraphSeparator
+                ),
+                "U+{:04X}",
+                c as u32
+            );
+        }
+        // Mixed text is still read character by character, ASCII around it.
+        assert!(refuse_invisible("Team sync \u{202E}gnp.exe").is_err());
+        assert!(refuse_invisible("Caf\u{E9} \u{2028}").is_err());
+        assert!(refuse_invisible("Caf\u{E9} au lait").is_ok());
+        assert!(refuse_invisible("\u{0646}\u{0631}\u{06AF}\u{0633}\u{200C}\u{0647}\u{0627}").is_ok());
     }
 }
