@@ -64,12 +64,16 @@ impl Profile {
         let mut plans = vec![("from the start", CLAIM_DUE.to_string())];
         if let Some((at, id)) = newest_claimed(&client).await {
             let sql = CLAIM_DUE_AFTER
-                .replace("$3", &format!("'{}'::timestamptz", at.to_rfc3339()))
-                .replace("$4", &format!("'{id}'::uuid"));
+                .replace("$5", &format!("'{}'::timestamptz", at.to_rfc3339()))
+                .replace("$6", &format!("'{id}'::uuid"));
             plans.push(("from after the newest claimed event", sql));
         }
         for (from, sql) in plans {
-            let sql = sql.replace("$1", "32").replace("$2", "'explain'");
+            let sql = sql
+                .replace("$1", "32")
+                .replace("$2", "'explain'")
+                .replace("$3", &format!("'{}'::uuid", uuid::Uuid::nil()))
+                .replace("$4", "8");
             client.batch_execute("BEGIN").await.unwrap();
             let plan = client.query(&format!("EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) {sql}"), &[]).await;
             client.batch_execute("ROLLBACK").await.unwrap();

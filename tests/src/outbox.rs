@@ -154,6 +154,14 @@ pub async fn age_processing_rows(db: &TestDb, secs: i64) {
         )
         .await
         .unwrap();
+    end_leases(db).await;
+}
+
+/// Every lease's length passes: each has ended unrenewed (its holder is
+/// dead), so the next claim takes over what it holds.
+pub async fn end_leases(db: &TestDb) {
+    let client = db.pool.get().await.unwrap();
+    client.execute("UPDATE outbox_leases SET expires_at = now() - interval '1 second'", &[]).await.unwrap();
 }
 
 /// The sweep as the sweeper Lambda runs it, after the stuck timeout passed.
@@ -255,6 +263,16 @@ impl Worker {
             .await
             .expect("worker finished within 60s")
             .expect("worker started")
+    }
+
+    /// Starts it (`drain`, as [`Worker::run`]) and returns the child, for a
+    /// test that stops, resumes or kills it itself; its stdout is piped.
+    pub fn spawn(&self, db: &TestDb, faults: &str, extra_env: &[(&str, &str)]) -> tokio::process::Child {
+        let mut cmd = self.command(db, faults, "warn");
+        for (k, v) in extra_env {
+            cmd.env(k, v);
+        }
+        cmd.stdout(std::process::Stdio::piped()).spawn().expect("worker started")
     }
 
     /// As [`Worker::run`], at info level, returning what it printed on

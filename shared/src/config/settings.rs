@@ -79,7 +79,7 @@ settings! {
     DATABASE_TLS = Some("auto"), DATABASE_USERS;
     /// extra trusted CA certificates (PEM); the RDS CAs are built in
     DATABASE_CA_FILE = None, DATABASE_USERS;
-    /// connections per container; the poller's default and minimum is `2 * POLLER_BATCHES_IN_FLIGHT + 1`, the migration's default 1
+    /// connections per container; the poller's default and minimum is `2 * POLLER_BATCHES_IN_FLIGHT + 2`, the migration's default 1
     DATABASE_POOL_SIZE = Some("4"), DATABASE_USERS;
     /// seconds to wait for a new database connection
     DATABASE_CONNECT_TIMEOUT_SECS = Some("5"), DATABASE_USERS;
@@ -117,12 +117,14 @@ settings! {
     POLLER_CONCURRENCY = Some("512"), &[Poller];
     /// the share of the fleet's rate (the account's `MaxSendRate`, or the cap) the pollers keep, each send at its own time 1/rate apart, so the network's jitter never puts more than the rate in one second at the provider; above 0, at most 1
     SEND_RATE_HEADROOM = Some("0.97"), &[Poller];
-    /// batches one poller processes at once; each holds 2 connections (`DATABASE_POOL_SIZE >= 2 * POLLER_BATCHES_IN_FLIGHT + 1`)
+    /// batches one poller processes at once; each holds 2 connections, and the run's lease one (`DATABASE_POOL_SIZE >= 2 * POLLER_BATCHES_IN_FLIGHT + 2`)
     POLLER_BATCHES_IN_FLIGHT = Some("4"), &[Poller];
     /// wake on a booking's commit (`LISTEN` on a dedicated connection); the template turns it off behind RDS Proxy
     POLLER_LISTEN = Some("true"), &[Poller];
     /// wait between empty polls: the fallback for a lost notification or an expired backoff (the latency bound without `LISTEN`)
     POLLER_IDLE_WAIT_MS = Some("200"), &[Poller];
+    /// how long a run's lease on its events lasts unrenewed (renewed every quarter of it, never past the run's deadline): a poller that dies, freezes or loses the database has its events taken over by the next claim this long after its last renewal, at most; 2 to 300
+    POLLER_LEASE_SECS = Some("4"), &[Poller];
     /// stop claiming when less than this remains before the deadline
     POLLER_SAFETY_MARGIN_SECS = Some("10"), &[Poller];
     /// record notifications a later event of the booking made moot as SUPERSEDED instead of sending them

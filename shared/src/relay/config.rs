@@ -43,8 +43,13 @@ pub struct PollerConfig {
     pub backoff_cap: Duration,
     /// How long to wait after the provider paused sending.
     pub pause_delay: Duration,
-    /// `locked_by` of claimed rows.
+    /// `locked_by` of claimed rows, and the holder of the run's lease.
     pub worker_id: String,
+    /// How long a run's lease lasts unrenewed (`POLLER_LEASE_SECS`): once
+    /// its poller stops renewing it (dead, frozen, cut off), its events are
+    /// taken over by the next claim after at most this long. Renewed every
+    /// quarter of it ([`super::lease::RENEWALS_PER_LEASE`]).
+    pub lease: Duration,
     /// Record a notification a later event of the booking made moot as
     /// SUPERSEDED instead of sending it (`POLLER_SKIP_SUPERSEDED`, default on).
     pub skip_superseded: bool,
@@ -76,9 +81,9 @@ impl PollerConfig {
 
     /// The smallest pool that cannot deadlock: each batch in flight holds
     /// its processed_events transaction plus one connection for its claims,
-    /// and one more claims the next batch.
+    /// one more claims the next batch, and one renews the run's lease.
     pub fn min_pool_size(batches_in_flight: usize) -> usize {
-        2 * batches_in_flight + 1
+        2 * batches_in_flight + 2
     }
 
     pub fn from_env(pool_size: usize) -> Result<Self, ConfigError> {
@@ -97,6 +102,7 @@ impl PollerConfig {
             backoff_cap: Duration::from_secs_f64(S::OUTBOX_BACKOFF_CAP_SECS.parsed()?),
             pause_delay: Duration::from_secs(S::OUTBOX_PAUSE_DELAY_SECS.parsed()?),
             worker_id: default_worker_id(),
+            lease: Duration::from_secs_f64(S::POLLER_LEASE_SECS.parsed()?),
             skip_superseded: S::POLLER_SKIP_SUPERSEDED.parsed()?,
             // Checked against only when set: the sweeper's default is not
             // evidence of this function's timeout.
@@ -129,6 +135,7 @@ impl PollerConfig {
             backoff_cap: Duration::from_millis(0),
             pause_delay: Duration::from_secs(300),
             worker_id: worker_id.to_string(),
+            lease: Duration::from_secs_f64(S::POLLER_LEASE_SECS.default_value()),
             skip_superseded: true,
             function_timeout: None,
             max_run: None,
@@ -151,6 +158,18 @@ impl PollerConfig {
             if !ok {
                 return Err(ConfigError::new(var, "must be at least 1", format!("set {var} to 1 or more")));
             }
+        }
+        if !(self.lease >= MIN_LEASE && self.lease <= MAX_LEASE) {
+            return Err(ConfigError::new(
+                "POLLER_LEASE_SECS",
+                format!("({}s) is out of range", self.lease.as_secs_f64()),
+                format!(
+                    "set it from {} to {} seconds: shorter, a busy database's renewal could lose it; longer, a \
+                     dead poller's events wait that long",
+                    MIN_LEASE.as_secs(),
+                    MAX_LEASE.as_secs()
+                ),
+            ));
         }
         if !(self.send_rate_headroom > 0.0 && self.send_rate_headroom <= 1.0) {
             return Err(ConfigError::new(
@@ -250,6 +269,12 @@ impl PollerConfig {
             .min(self.backoff_cap)
     }
 }
+
+/// The shortest lease `POLLER_LEASE_SECS` takes: its renewal (every
+/// quarter of it) must survive a database that answers in hundreds of ms.
+pub const MIN_LEASE: Duration = Duration::from_secs(2);
+/// The longest: a dead poller's events wait up to this long.
+pub const MAX_LEASE: Duration = Duration::from_secs(300);
 
 /// The overlap a run needs past the next run's start: that run's cold
 /// start, and the scheduler's own lateness.

@@ -11,6 +11,7 @@
 use std::collections::HashSet;
 use uuid::Uuid;
 
+use super::lease::Lease;
 use super::poller::Poller;
 use super::summary::RunSummary;
 use super::RelayError;
@@ -51,6 +52,9 @@ enum Settle {
     Retry(String),
     /// Our mailer configuration is wrong: DEAD until an operator replays it.
     DeadLetter(String),
+    /// Another claim took the event over (this run's lease ended): nothing
+    /// more is written about it here.
+    Lost,
 }
 
 impl Settle {
@@ -63,6 +67,7 @@ impl Settle {
             Settle::Wait(..) => 4,
             Settle::Retry(_) => 5,
             Settle::DeadLetter(_) => 6,
+            Settle::Lost => 7,
         }
     }
 
@@ -82,8 +87,36 @@ impl Settle {
             Delivery::Misconfigured { reason } => Settle::DeadLetter(reason.clone()),
             Delivery::Deferred { reason } => Settle::Deadline(reason.clone()),
             Delivery::Replan { reason } => Settle::Wait(reason.clone(), Waiting::RETRY),
+            Delivery::Fenced => Settle::Lost,
             _ => Settle::Done,
         }
+    }
+}
+
+/// Runs `work` while pinging `tx` every lease renewal, for as long as the
+/// lease holds: the transaction's own idle timeout (a lease's length) then
+/// ends it only once this process stops working (frozen, cut off) or has
+/// lost its lease.
+async fn keep_alive<T>(
+    tx: &deadpool_postgres::Transaction<'_>,
+    lease: &Lease,
+    work: impl std::future::Future<Output = T>,
+) -> T {
+    let ping = async {
+        loop {
+            tokio::time::sleep(lease.renew_every()).await;
+            if !lease.holds() {
+                std::future::pending::<()>().await;
+            }
+            if let Err(e) = tx.execute("SELECT 1", &[]).await {
+                tracing::warn!(error = %e, "the batch's transaction is gone; its writes will fail and be retried");
+                std::future::pending::<()>().await;
+            }
+        }
+    };
+    tokio::select! {
+        out = work => out,
+        _ = ping => unreachable!("the keepalive only ends with the work"),
     }
 }
 
@@ -91,10 +124,20 @@ impl<M: Mailer + 'static> Poller<M> {
     /// Processes a whole claimed batch (events of distinct bookings); see
     /// the module documentation.
     #[tracing::instrument(skip_all, fields(events = batch.len()))]
-    pub(super) async fn process(&self, batch: Vec<(BookingEvent, i32)>) -> Result<RunSummary, RelayError> {
+    pub(super) async fn process(&self, batch: Vec<(BookingEvent, i32)>, lease: &Lease) -> Result<RunSummary, RelayError> {
         let mut summary = RunSummary::default();
         let mut client = self.pool.get().await?;
         let tx = client.transaction().await?;
+        // The transaction holds the batch's processed_events rows, which a
+        // later claim of these events waits for: it must not outlive this
+        // run's hold on them. The server ends it (and the session) once it
+        // sits idle for a lease's length; while the lease holds, a keepalive
+        // below keeps it from idling (a frozen process sends none).
+        tx.execute(
+            "SELECT set_config('idle_in_transaction_session_timeout', $1, true)",
+            &[&self.config.lease.as_millis().to_string()],
+        )
+        .await?;
         let ids: Vec<Uuid> = batch.iter().map(|(e, _)| e.id).collect();
         let fresh: HashSet<Uuid> = processed::try_insert_many(&tx, &ids).await?.into_iter().collect();
         // Those a previous attempt committed are processed already.
@@ -123,7 +166,7 @@ impl<M: Mailer + 'static> Poller<M> {
                     .map(|p| (i, p)),
             );
         }
-        let send_fits = || self.send_fits();
+        let send_fits = || self.send_fits() && lease.holds();
         let gate = Gate {
             paused: &self.paused,
             send_fits: &send_fits,
@@ -132,8 +175,8 @@ impl<M: Mailer + 'static> Poller<M> {
             recipient_limits: self.config.recipient_limits,
         };
         let (owners, planned): (Vec<usize>, Vec<Planned>) = items.into_iter().unzip();
-        let deliveries =
-            deliver(&self.pool, &*self.mailer, &self.faults, &self.config.worker_id, &gate, &planned).await?;
+        let delivering = deliver(&self.pool, &*self.mailer, &self.faults, (&self.config.worker_id, lease.id), &gate, &planned);
+        let deliveries = keep_alive(&tx, lease, delivering).await?;
         for (i, delivery) in owners.into_iter().zip(&deliveries) {
             summary.count(delivery);
             settle[i] = settle[i].clone().join(Settle::of(delivery));
@@ -141,26 +184,34 @@ impl<M: Mailer + 'static> Poller<M> {
         let mut done: Vec<Uuid> = already.iter().map(|(e, _)| e.id).collect();
         let mut unfinished = Vec::new();
         for ((event, attempts), settle) in batch.iter().zip(settle) {
-            if settle == Settle::Done {
-                done.push(event.id);
-                if only.contains_key(&event.id) {
-                    unknown::mark_resent(&tx, event.id).await?;
-                }
-            } else {
-                unfinished.push((event.id, *attempts, settle));
+            match settle {
+                Settle::Done => done.push(event.id),
+                Settle::Lost => summary.fenced += 1,
+                settle => unfinished.push((event.id, *attempts, settle)),
             }
         }
         if !done.is_empty() {
             self.faults.hit(FAULT_BEFORE_DONE_COMMIT)?;
         }
-        // Not done: their processed_events rows must not commit, so they run again.
-        let again: Vec<Uuid> = unfinished.iter().map(|(id, _, _)| *id).collect();
+        // DONE only for those still held under this run's lease (the fence).
+        let completed: HashSet<Uuid> = transitions::complete_many(&tx, &done, lease.id).await?.into_iter().collect();
+        let lost = done.iter().filter(|id| !completed.contains(id)).count() as u32;
+        summary.fenced += lost;
+        // Not done, or another holder's now: their processed_events rows
+        // must not commit, so they run again.
+        let again: Vec<Uuid> = ids.iter().filter(|id| !completed.contains(id)).copied().collect();
         processed::undo_many(&tx, &again).await?;
-        transitions::complete_many(&tx, &done).await?;
+        for id in completed.iter().filter(|id| only.contains_key(id)) {
+            unknown::mark_resent(&tx, *id).await?;
+        }
         tx.commit().await?;
-        summary.done += done.len() as u32;
+        summary.done += completed.len() as u32;
+        if summary.fenced > 0 {
+            tracing::warn!(count = summary.fenced, "events taken over by another claim while this run worked on them; \
+                it wrote nothing more about them");
+        }
         for (id, attempts, settle) in unfinished {
-            self.settle_unfinished(id, attempts, settle, &mut summary).await?;
+            self.settle_unfinished(id, attempts, settle, lease, &mut summary).await?;
         }
         Ok(summary)
     }
@@ -172,51 +223,61 @@ impl<M: Mailer + 'static> Poller<M> {
         event_id: Uuid,
         attempts: i32,
         settle: Settle,
+        lease: &Lease,
         summary: &mut RunSummary,
     ) -> Result<(), RelayError> {
         let client = self.pool.get().await?;
-        let worker = &self.config.worker_id;
-        match settle {
-            Settle::Done => {} // committed by the caller
+        let lease = lease.id;
+        let moved = match settle {
+            Settle::Done | Settle::Lost => true, // committed by the caller; another holder's
             Settle::DeadLetter(reason) => {
-                transitions::dead_letter(&client, event_id, worker, &format!("mailer misconfigured: {reason}")).await?;
-                summary.dead_lettered += 1;
+                let reason = format!("mailer misconfigured: {reason}");
+                let moved = transitions::dead_letter(&client, event_id, lease, &reason).await?;
+                summary.dead_lettered += moved as u32;
+                moved
             }
             Settle::Retry(reason) => {
                 let delay = self.backoff(attempts);
                 let max = self.config.max_attempts;
-                match transitions::retry(&client, event_id, worker, delay, &reason, max).await? {
+                match transitions::retry(&client, event_id, lease, delay, &reason, max).await? {
                     Retried::Dead => {
                         tracing::error!(%reason, attempts, "attempts exhausted; dead-lettered");
                         summary.dead_lettered += 1;
+                        true
                     }
                     Retried::Pending => {
                         tracing::info!(%reason, delay_ms = delay.as_millis() as u64, "will retry");
                         summary.retried += 1;
+                        true
                     }
-                    Retried::NotOwned => {
-                        tracing::warn!("event was swept from under this worker; left to its new owner")
-                    }
+                    Retried::NotOwned => false,
                 }
             }
             Settle::Deadline(reason) => {
-                transitions::requeue(&client, event_id, worker, std::time::Duration::ZERO, &reason).await?;
+                let moved = transitions::requeue(&client, event_id, lease, std::time::Duration::ZERO, &reason).await?;
                 tracing::info!("event handed back at the deadline; the next invocation goes on");
-                summary.deadline_requeued += 1;
+                summary.deadline_requeued += moved as u32;
+                moved
             }
             Settle::Throttled(reason) => {
                 let reason = format!("throttled: {reason}");
-                transitions::requeue(&client, event_id, worker, THROTTLED_RETRY, &reason).await?;
-                summary.throttled += 1;
+                let moved = transitions::requeue(&client, event_id, lease, THROTTLED_RETRY, &reason).await?;
+                summary.throttled += moved as u32;
+                moved
             }
             Settle::Wait(reason, retry) => {
-                transitions::requeue(&client, event_id, worker, retry, &reason).await?;
-                summary.waiting += 1;
+                let moved = transitions::requeue(&client, event_id, lease, retry, &reason).await?;
+                summary.waiting += moved as u32;
+                moved
             }
             Settle::Requeue(reason) => {
                 let delay = self.config.pause_delay;
-                transitions::requeue(&client, event_id, worker, delay, &format!("sending paused: {reason}")).await?;
+                transitions::requeue(&client, event_id, lease, delay, &format!("sending paused: {reason}")).await?
             }
+        };
+        if !moved {
+            tracing::warn!("event taken over by another claim (or swept) from under this run; left to its new holder");
+            summary.fenced += 1;
         }
         Ok(())
     }

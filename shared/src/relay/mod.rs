@@ -14,6 +14,7 @@
 mod canary;
 pub mod config;
 pub mod event;
+pub mod lease;
 pub mod poller;
 pub mod retention;
 pub mod status;

@@ -15,6 +15,7 @@ use deadpool_postgres::Pool;
 use tokio::task::JoinSet;
 
 use super::config::PollerConfig;
+use super::lease::Lease;
 use super::summary::{Health, RunSummary};
 use super::wake::Wake;
 use super::RelayError;
@@ -244,25 +245,36 @@ impl<M: Mailer + 'static> Poller<M> {
     pub async fn run_until(&self, deadline: Instant) -> Result<RunSummary, RelayError> {
         self.paused.store(false, Ordering::SeqCst);
         *self.deadline.lock().expect("deadline lock") = Some(deadline);
-        let summary = self.poll_until(deadline).await;
+        let summary = self.leased(Some(deadline), move |p, lease| async move { p.poll_loop(deadline, &lease).await }).await;
         *self.deadline.lock().expect("deadline lock") = None;
         summary
     }
 
-    async fn poll_until(&self, deadline: Instant) -> Result<RunSummary, RelayError> {
-        self.in_flight(move |p| async move { p.poll_loop(deadline).await }).await
+    /// Runs `run` once per batch kept in flight (`POLLER_BATCHES_IN_FLIGHT`),
+    /// under one lease ([`Lease`]) taken for them and ended after them, and
+    /// adds up their runs.
+    async fn leased<F, Fut>(&self, deadline: Option<Instant>, run: F) -> Result<RunSummary, RelayError>
+    where
+        F: Fn(Self, Arc<Lease>) -> Fut,
+        Fut: std::future::Future<Output = Result<RunSummary, RelayError>> + Send + 'static,
+    {
+        let lease = Lease::take(&self.pool, &self.config.worker_id, self.config.lease, deadline).await?;
+        let mut summary = self.in_flight(&lease, run).await;
+        if let Ok(s) = &mut summary {
+            s.lease_lost = lease.lost();
+        }
+        lease.end(&self.pool).await;
+        summary
     }
 
-    /// Runs `run` once per batch kept in flight (`POLLER_BATCHES_IN_FLIGHT`),
-    /// and adds up their runs.
-    async fn in_flight<F, Fut>(&self, run: F) -> Result<RunSummary, RelayError>
+    async fn in_flight<F, Fut>(&self, lease: &Arc<Lease>, run: F) -> Result<RunSummary, RelayError>
     where
-        F: Fn(Self) -> Fut,
+        F: Fn(Self, Arc<Lease>) -> Fut,
         Fut: std::future::Future<Output = Result<RunSummary, RelayError>> + Send + 'static,
     {
         let mut tasks = JoinSet::new();
         for _ in 0..self.config.batches_in_flight {
-            tasks.spawn(run(self.clone()));
+            tasks.spawn(run(self.clone(), lease.clone()));
         }
         let (mut summary, mut failed) = (RunSummary::default(), None);
         while let Some(joined) = tasks.join_next().await {
@@ -283,13 +295,13 @@ impl<M: Mailer + 'static> Poller<M> {
         }
     }
 
-    async fn poll_loop(&self, deadline: Instant) -> Result<RunSummary, RelayError> {
+    async fn poll_loop(&self, deadline: Instant, lease: &Lease) -> Result<RunSummary, RelayError> {
         let mut summary = RunSummary::default();
         loop {
-            if !self.send_fits() || self.paused.load(Ordering::SeqCst) {
+            if !self.send_fits() || self.paused.load(Ordering::SeqCst) || !lease.holds() {
                 break;
             }
-            let batch = self.poll_once().await?;
+            let batch = self.poll_batch(lease).await?;
             let idle = batch.claimed == 0;
             summary.add(&batch);
             if idle {
@@ -316,17 +328,17 @@ impl<M: Mailer + 'static> Poller<M> {
     /// Polls until nothing is due (tests, `outboxctl`).
     pub async fn drain(&self) -> Result<RunSummary, RelayError> {
         self.paused.store(false, Ordering::SeqCst);
-        self.in_flight(|p| async move { p.drain_loop().await }).await
+        self.leased(None, |p, lease| async move { p.drain_loop(&lease).await }).await
     }
 
-    async fn drain_loop(&self) -> Result<RunSummary, RelayError> {
+    async fn drain_loop(&self, lease: &Lease) -> Result<RunSummary, RelayError> {
         let mut summary = RunSummary::default();
         // Nothing due after the claim position: one full pass decides.
         let mut looked_from_start = false;
         loop {
-            let batch = self.poll_once().await?;
+            let batch = self.poll_batch(lease).await?;
             summary.add(&batch);
-            if self.paused.load(Ordering::SeqCst) {
+            if self.paused.load(Ordering::SeqCst) || !lease.holds() {
                 return Ok(summary);
             }
             match (batch.claimed, looked_from_start) {
@@ -340,22 +352,45 @@ impl<M: Mailer + 'static> Poller<M> {
         }
     }
 
-    /// Claims one batch and processes it.
+    /// Claims one batch and processes it, under a lease of its own (tests,
+    /// `outboxctl`; a run's batches share the run's).
     pub async fn poll_once(&self) -> Result<RunSummary, RelayError> {
+        let lease = Lease::take(&self.pool, &self.config.worker_id, self.config.lease, None).await?;
+        let summary = self.poll_batch(&lease).await;
+        lease.end(&self.pool).await;
+        summary
+    }
+
+    /// Claims one batch under `lease` and processes it.
+    async fn poll_batch(&self, lease: &Lease) -> Result<RunSummary, RelayError> {
         let started = Instant::now();
-        let mut summary = self.poll_batch().await?;
+        let mut summary = self.claim_and_process(lease).await?;
         summary.batch_duration_ms_max = started.elapsed().as_millis() as u64;
         Ok(summary)
     }
 
-    async fn poll_batch(&self) -> Result<RunSummary, RelayError> {
+    async fn claim_and_process(&self, lease: &Lease) -> Result<RunSummary, RelayError> {
         let mut summary = RunSummary { batches: 1, ..RunSummary::default() };
+        if !lease.holds() {
+            return Ok(summary);
+        }
         let claimed = {
             let client = self.pool.get().await?;
             *self.last_poll.lock().expect("last poll lock") = Some(Instant::now());
-            claim::claim_due(&client, self.batch_size(), &self.config.worker_id, &self.position).await?
+            let claimant = (self.config.worker_id.as_str(), lease.id);
+            claim::claim_due(&client, self.batch_size(), claimant, self.config.max_attempts, &self.position).await?
         };
+        for id in &claimed.exhausted {
+            tracing::error!(event_id = %id, "event taken over with its attempts used up (its pollers kept dying); \
+                dead-lettered");
+        }
+        summary.dead_lettered += claimed.exhausted.len() as u32;
+        let claimed = claimed.events;
         summary.claimed = claimed.len() as u32;
+        summary.taken_over = claimed.iter().filter(|e| e.taken_over).count() as u32;
+        if summary.taken_over > 0 {
+            tracing::warn!(count = summary.taken_over, "took over events whose lease ended (their poller died or froze)");
+        }
         if claimed.is_empty() {
             return Ok(summary);
         }
@@ -368,8 +403,11 @@ impl<M: Mailer + 'static> Poller<M> {
                     // A poison message: retrying cannot help.
                     tracing::error!(event_id = %event.id, %reason, "unreadable event dead-lettered");
                     let client = self.pool.get().await?;
-                    transitions::dead_letter(&client, event.id, &self.config.worker_id, &reason).await?;
-                    summary.dead_lettered += 1;
+                    if transitions::dead_letter(&client, event.id, lease.id, &reason).await? {
+                        summary.dead_lettered += 1;
+                    } else {
+                        summary.fenced += 1;
+                    }
                 }
             }
         }
@@ -377,20 +415,26 @@ impl<M: Mailer + 'static> Poller<M> {
             return Ok(summary);
         }
         // A lost connection, or a restarted server, fails the batch midway.
-        // The events are still this worker's (PROCESSING, locked by it), so
-        // it processes them again itself on fresh connections: what was
-        // recorded stands (a claim with an outcome is never sent again, one
-        // left CLAIMED becomes UNKNOWN), the rest goes out now, not after
-        // the sweeper's stuck timeout.
+        // The events are still this worker's (PROCESSING under its lease),
+        // so it processes them again itself on fresh connections while its
+        // lease holds: what was recorded stands (a claim with an outcome is
+        // never sent again, one left CLAIMED becomes UNKNOWN), the rest goes
+        // out now. Once the lease is lost, they are the next claim's.
         let mut pauses = BATCH_RETRIES.iter();
         loop {
-            match self.process(readable.clone()).await {
+            match self.process(readable.clone(), lease).await {
                 Ok(one) => {
                     summary.add(&one);
                     break;
                 }
                 // An injected crash stops the run, as a real one would.
                 Err(e @ RelayError::Fault(_)) => return Err(e),
+                Err(e) if !lease.holds() => {
+                    tracing::warn!(error = %e, "batch processing failed and the lease is lost; the events are \
+                        the next claim's");
+                    summary.errors += 1;
+                    break;
+                }
                 Err(e) => match pauses.next() {
                     Some(pause) => {
                         tracing::warn!(error = %e, "batch processing failed; processing it again on fresh connections");
@@ -398,8 +442,9 @@ impl<M: Mailer + 'static> Poller<M> {
                         tokio::time::sleep(*pause).await;
                     }
                     None => {
-                        // The events stay PROCESSING; the sweeper will hand them back.
-                        tracing::error!(error = %e, "batch processing failed again; left for the sweeper");
+                        // The events stay PROCESSING; once the run ends its
+                        // lease, the next claim takes them over.
+                        tracing::error!(error = %e, "batch processing failed again; left for the next claim");
                         summary.errors += 1;
                         break;
                     }

@@ -3,8 +3,8 @@
 //! transaction. Each table's own module says which of its rows may go; the
 //! order matters: finished events first, then the sends and
 //! `processed_events` rows that only go once their event is gone or done,
-//! then SES's feedback about sends that are gone, and old seconds of SES's
-//! evidence watermark and canaries.
+//! then SES's feedback about sends that are gone, old seconds of SES's
+//! evidence watermark and canaries, and leases that ended holding nothing.
 
 use std::future::Future;
 
@@ -15,7 +15,12 @@ use super::summary::RetentionReport;
 use crate::booking::{idempotency, limits};
 use crate::db::DbResult;
 use crate::notify::{evidence, feedback, recipient_limit, sends};
+use crate::outbox::events::lease;
 use crate::outbox::{events, processed};
+
+/// An ended lease that holds nothing is kept this long (operators see
+/// which runs died), then deleted.
+pub const ENDED_LEASES_KEPT: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// Runs `purge(batch_size)` until it deletes less than a batch, at most
 /// `max_batches` times; returns the total.
@@ -46,5 +51,6 @@ pub async fn run(client: &impl GenericClient, cfg: &RetentionConfig) -> DbResult
     let idempotency_keys = in_batches(cfg, |n| idempotency::purge_expired(client, ttl, n)).await?;
     let usage_counters = in_batches(cfg, |n| limits::purge_old(client, n)).await?
         + in_batches(cfg, |n| recipient_limit::purge_old(client, n)).await?;
-    Ok(RetentionReport { events, processed_events, sends, feedback, evidence, idempotency_keys, usage_counters })
+    let leases = in_batches(cfg, |n| lease::purge_ended(client, ENDED_LEASES_KEPT, n)).await?;
+    Ok(RetentionReport { events, processed_events, sends, feedback, evidence, idempotency_keys, usage_counters, leases })
 }

@@ -37,6 +37,14 @@ pub struct RunSummary {
     pub waiting: u32,
     /// Batches processed again in place after a database failure.
     pub recovered: u32,
+    /// Events taken over from a holder whose lease ended.
+    pub taken_over: u32,
+    /// Events this run lost: taken over by another claim (or swept) while
+    /// it worked on them; it wrote nothing more about them.
+    pub fenced: u32,
+    /// The run's lease was lost (refused, or no renewal in time): it stopped
+    /// claiming and sending.
+    pub lease_lost: bool,
     pub errors: u32,
     /// The slowest batch (claim + dispatch) of the run.
     pub batch_duration_ms_max: u64,
@@ -62,6 +70,9 @@ impl RunSummary {
         self.throttled += o.throttled;
         self.waiting += o.waiting;
         self.recovered += o.recovered;
+        self.taken_over += o.taken_over;
+        self.fenced += o.fenced;
+        self.lease_lost |= o.lease_lost;
         self.errors += o.errors;
         self.batch_duration_ms_max = self.batch_duration_ms_max.max(o.batch_duration_ms_max);
     }
@@ -80,8 +91,9 @@ impl RunSummary {
             | Delivery::Misconfigured { .. }
             | Delivery::Deferred { .. } => self.released += 1,
             Delivery::Rejected { .. } => self.failed += 1,
-            // Not claimed: its event waits and is planned again (`waiting`).
-            Delivery::Replan { .. } => {}
+            // Not claimed: its event waits and is planned again (`waiting`),
+            // or is another holder's now (`fenced`, counted per event).
+            Delivery::Replan { .. } | Delivery::Fenced => {}
         }
     }
 
@@ -97,6 +109,8 @@ impl RunSummary {
             ("PermanentlyFailed", self.failed as f64, Unit::Count),
             ("DeadLettered", self.dead_lettered as f64, Unit::Count),
             ("Throttled", self.throttled as f64, Unit::Count),
+            ("TakenOver", self.taken_over as f64, Unit::Count),
+            ("Fenced", self.fenced as f64, Unit::Count),
             ("Errors", self.errors as f64, Unit::Count),
             ("BatchDurationMs", self.batch_duration_ms_max as f64, Unit::Milliseconds),
         ]
@@ -209,4 +223,7 @@ pub struct RetentionReport {
     pub idempotency_keys: u64,
     /// Abuse-limit counters of past days.
     pub usage_counters: u64,
+    /// Leases that ended and hold nothing (runs that died, or whose events
+    /// were taken over).
+    pub leases: u64,
 }

@@ -5,7 +5,8 @@
 //!
 //! Usage: `outbox-worker drain|invoke JOURNAL` (env: DATABASE_URL,
 //! OUTBOX_FAULT_POINTS, OUTBOX_MAX_ATTEMPTS, POLLER_CLAIM_GROUP,
-//! POLLER_BATCHES_IN_FLIGHT). `invoke` runs one scheduled
+//! POLLER_BATCHES_IN_FLIGHT, POLLER_LEASE_SECS, and
+//! OUTBOX_WORKER_SEND_DELAY_MS: how long each recording send takes). `invoke` runs one scheduled
 //! invocation with a 2 s deadline, as the poller Lambda does (EMF metrics
 //! and the health summary on stdout).
 //!
@@ -61,6 +62,9 @@ async fn main() {
     if let Ok(batches) = std::env::var("POLLER_BATCHES_IN_FLIGHT") {
         config.batches_in_flight = batches.parse().expect("POLLER_BATCHES_IN_FLIGHT");
     }
+    if let Ok(secs) = std::env::var("POLLER_LEASE_SECS") {
+        config.lease = Duration::from_secs_f64(secs.parse().expect("POLLER_LEASE_SECS"));
+    }
     let faults = Faults::from_env().expect("fault spec");
     let mailer = std::env::var("OUTBOX_WORKER_MAILER").unwrap_or_default();
     if mailer == "ses" {
@@ -83,7 +87,10 @@ async fn main() {
         let mailer = SmtpMailer::new(smtp).unwrap_or_else(|e| refused(e));
         run(Poller::new(pool, Arc::new(mailer), faults, config), cmd).await;
     } else {
-        let mailer = RecordingMailer::with_journal(journal).expect("journal file");
+        let mut mailer = RecordingMailer::with_journal(journal).expect("journal file");
+        if let Ok(ms) = std::env::var("OUTBOX_WORKER_SEND_DELAY_MS") {
+            mailer = mailer.with_delay(Duration::from_millis(ms.parse().expect("OUTBOX_WORKER_SEND_DELAY_MS")));
+        }
         run(Poller::new(pool, Arc::new(mailer), faults, config), cmd).await;
     }
 }

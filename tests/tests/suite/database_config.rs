@@ -184,7 +184,7 @@ async fn outcome_write_scans(custom_plans: bool) -> i64 {
     let session = pool.get().await.unwrap();
     let nobody = [(uuid::Uuid::now_v7(), Outcome::Sent("m".into()))];
     for _ in 0..10 {
-        record(&session, &nobody).await.unwrap();
+        record(&session, &nobody, uuid::Uuid::nil()).await.unwrap();
     }
     db.pool
         .get()
@@ -198,7 +198,7 @@ async fn outcome_write_scans(custom_plans: bool) -> i64 {
         .await
         .unwrap();
     let before = seq_tuples_read(&db, "booking_notification_sends").await;
-    record(&session, &nobody).await.unwrap();
+    record(&session, &nobody, uuid::Uuid::nil()).await.unwrap();
     session.batch_execute("SELECT pg_stat_force_next_flush()").await.unwrap();
     drop(session);
     seq_tuples_read(&db, "booking_notification_sends").await - before

@@ -28,9 +28,9 @@ async fn claim_reads(db: &TestDb, from_position: bool) -> i64 {
     let read = "SELECT pg_stat_get_xact_tuples_returned('outbox_events_due'::regclass)";
     let before: i64 = tx.query_one(read, &[]).await.unwrap().get(0);
     let claimed = if from_position {
-        tx.query(claim::CLAIM_DUE_AFTER, &[&32i64, &"w", &at, &id]).await.unwrap()
+        tx.query(claim::CLAIM_DUE_AFTER, &[&32i64, &"w", &uuid::Uuid::nil(), &8i32, &at, &id]).await.unwrap()
     } else {
-        tx.query(claim::CLAIM_DUE, &[&32i64, &"w"]).await.unwrap()
+        tx.query(claim::CLAIM_DUE, &[&32i64, &"w", &uuid::Uuid::nil(), &8i32]).await.unwrap()
     };
     let after: i64 = tx.query_one(read, &[]).await.unwrap().get(0);
     tx.rollback().await.unwrap();

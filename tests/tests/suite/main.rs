@@ -15,6 +15,7 @@ mod deadline;
 mod held_snapshot;
 mod identity;
 mod layers;
+mod leases;
 mod least_privilege;
 mod listing;
 mod migrations;

@@ -36,13 +36,12 @@ async fn crash_after_send_before_commit_sends_no_duplicate() {
     assert_eq!(db.count("processed_events").await, 0, "processed_events rolled back with the crash");
     assert_eq!(sends(&db, event).await, vec![(ALICE.into(), SendStatus::Sent), (CAROL.into(), SendStatus::Sent)]);
 
-    let swept = sweep_after_timeout(&db, 8).await;
-    assert_eq!(swept.len(), 1);
-    assert_eq!(swept[0].to, EventStatus::Pending);
+    // Its lease ends unrenewed: the next claim takes the event over.
+    end_leases(&db).await;
     let status = worker.run(&db, "", &[]).await;
     assert!(status.success());
 
-    assert_eq!(worker.sent().len(), 2, "the retry re-ran dispatch but the claims stopped both sends");
+    assert_eq!(worker.sent().len(), 2, "the take-over re-ran dispatch but the claims stopped both sends");
     assert_eq!(event_status(&db, event).await.0, EventStatus::Done);
     assert_eq!(db.count("processed_events").await, 1);
 }
@@ -58,7 +57,7 @@ async fn crash_after_send_before_recording_it_sends_no_duplicate() {
     assert_eq!(worker.sent().len(), 1, "the provider accepted the email");
     assert_eq!(sends(&db, event).await, vec![(ALICE.into(), SendStatus::Claimed)]);
 
-    sweep_after_timeout(&db, 8).await;
+    end_leases(&db).await;
     assert!(worker.run(&db, "", &[]).await.success());
     assert_eq!(worker.sent().len(), 1, "no second email");
     // It was in fact delivered, but nothing recorded that: at-most-once keeps
@@ -80,7 +79,7 @@ async fn crash_after_claim_before_send_is_missed_and_visible_as_unknown() {
     assert!(worker.sent().is_empty(), "the crash came before the mailer call");
     assert_eq!(sends(&db, event).await, vec![(ALICE.into(), SendStatus::Claimed)]);
 
-    sweep_after_timeout(&db, 8).await;
+    end_leases(&db).await;
     assert!(worker.run(&db, "", &one).await.success());
     let sent = worker.sent();
     assert_eq!(sent.len(), 1);
@@ -109,7 +108,7 @@ async fn crash_after_claim_costs_only_the_sends_in_flight_not_the_claim_group() 
     let counts = send_counts(&db).await;
     assert_eq!(counts[&SendStatus::Claimed], 2, "only the sends in flight were claimed: {counts:?}");
 
-    sweep_after_timeout(&db, 8).await;
+    end_leases(&db).await;
     assert!(worker.run(&db, "", &shape).await.success());
     assert_eq!(worker.sent().len(), 1, "the recipient never claimed is sent, once");
     let counts = send_counts(&db).await;
@@ -174,10 +173,12 @@ async fn two_workers_on_the_same_events_send_no_duplicate() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn event_handed_out_twice_is_dispatched_once() {
-    // The sweeper wrongly hands a live worker's event to a second worker
-    // (say, a clock jump). processed_events makes the second wait for the
-    // first and then skip dispatch.
+async fn a_live_holder_whose_lease_ended_is_fenced_and_its_event_is_sent_once() {
+    // a's lease ends while it is inside the mailer call (a stall, a clock
+    // jump: a live holder, not a dead one), and b takes the event over.
+    // processed_events makes b wait for a's transaction; the fence makes
+    // every later write of a (the outcome, DONE) change nothing; b finds
+    // Alice's claim, which a may have sent, and does not send it again.
     let db = TestDb::create().await;
     create_booking(&db, 9, &[ALICE]).await;
     let event = only_event_id(&db).await;
@@ -185,16 +186,18 @@ async fn event_handed_out_twice_is_dispatched_once() {
     let a = poller(&db, slow.clone(), PollerConfig::for_tests("slow-a"));
     let first = tokio::spawn(async move { a.poll_once().await.unwrap() });
     tokio::time::sleep(Duration::from_millis(300)).await; // a is inside the mailer call
-    let swept = sweep_after_timeout(&db, 8).await;
-    assert_eq!(swept.len(), 1, "the live event was (wrongly) swept");
+    end_leases(&db).await;
     let fast = Arc::new(RecordingMailer::new());
     let b = poller(&db, fast.clone(), PollerConfig::for_tests("fast-b"));
     let second = b.poll_once().await.unwrap();
     let first = first.await.unwrap();
-    assert_eq!(first.sent, 1);
-    assert_eq!(second.already_processed, 1, "b waited for a's commit, then skipped dispatch");
-    assert_eq!(slow.count() + fast.count(), 1);
+    assert_eq!((first.sent, first.done, first.fenced), (1, 0, 1), "a sent, then learnt it lost the event: {first:?}");
+    assert_eq!((second.taken_over, second.unknown, second.done), (1, 1, 1), "b took it over: {second:?}");
+    assert_eq!(slow.count() + fast.count(), 1, "one email");
     assert_eq!(event_status(&db, event).await.0, EventStatus::Done);
+    // a's SENT was fenced: the claim is UNKNOWN until SES's own events
+    // confirm it (they name the claim).
+    assert_eq!(sends(&db, event).await, vec![(ALICE.into(), SendStatus::Unknown)]);
 }
 
 #[tokio::test]
@@ -203,14 +206,16 @@ async fn stuck_processing_row_is_swept_and_then_delivered() {
     create_booking(&db, 9, &[ALICE]).await;
     let event = only_event_id(&db).await;
     let worker = Worker::new(env!("CARGO_BIN_EXE_outbox-worker"));
-    assert!(killed(worker.run(&db, &kill_at(FAULT_AFTER_CLAIM), &[]).await));
+    // Leases of a minute: no claim takes the event over within this test.
+    let long = [("POLLER_LEASE_SECS", "60")];
+    assert!(killed(worker.run(&db, &kill_at(FAULT_AFTER_CLAIM), &long).await));
     assert_eq!(event_status(&db, event).await.0, EventStatus::Processing);
 
     // Not yet past the timeout: a sweep leaves it alone (it could be live).
     let client = db.pool.get().await.unwrap();
     assert!(shared::relay::sweeper::sweep_once(&client, &sweeper_config(8), false).await.unwrap().is_empty());
-    // A poll does not see it either: only PENDING rows are claimed.
-    assert!(worker.run(&db, "", &[]).await.success());
+    // A poll does not see it either while its lease lasts.
+    assert!(worker.run(&db, "", &long).await.success());
     assert!(worker.sent().is_empty());
 
     let swept = sweep_after_timeout(&db, 8).await;

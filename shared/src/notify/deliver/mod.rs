@@ -23,7 +23,7 @@ use super::mailer::{Mailer, SendOutcome};
 use super::pace::Pacer;
 use super::plan::Planned;
 use super::recipient_limit::{self, Invitation, RecipientLimits};
-use super::sends::{self, Outcome, Settled};
+use super::sends::{self, Claimant, Outcome, Settled};
 use crate::db::DbError;
 use crate::fault::{FaultError, Faults};
 use run::{Chunk, Run};
@@ -85,6 +85,10 @@ pub enum Delivery {
     /// Not claimed: a reminder whose booking changed (or started) since
     /// its plan; the event is planned again soon, without an attempt.
     Replan { reason: String },
+    /// Not claimed, or its outcome not recorded: the event is no longer
+    /// held under this worker's lease (taken over, or swept). Its new
+    /// holder decides; this worker stops working on it.
+    Fenced,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -178,14 +182,15 @@ pub async fn deliver(
     pool: &Pool,
     mailer: &dyn Mailer,
     faults: &Faults,
-    worker: &str,
+    (worker, lease): (&str, Uuid),
     gate: &Gate<'_>,
     items: &[Planned],
 ) -> Result<Vec<Delivery>, DeliverError> {
     // One connection for the claims and the outcomes, whose statements it
     // pipelines; a failed write is retried on fresh ones.
     let client = pool.get().await.map_err(DbError::from)?;
-    let run = Run { pool, client: &client, mailer, faults, claimant: (worker, mailer.provider()), gate, items };
+    let claimant = Claimant { worker, provider: mailer.provider(), lease };
+    let run = Run { pool, client: &client, mailer, faults, claimant, gate, items };
     let mut out: Vec<Option<Delivery>> = vec![None; items.len()];
     let mut pending: VecDeque<usize> = run.settle_decided(&mut out).await?.into();
     let mut counted: Vec<usize> = Vec::new();
@@ -212,7 +217,7 @@ pub async fn deliver(
         if writing.is_none() && !ended.is_empty() {
             let outcomes = std::mem::take(&mut ended);
             let client = &client;
-            writing = Some(Box::pin(async move { record_durably(pool, Some(client), &outcomes).await }));
+            writing = Some(Box::pin(async move { record_durably(pool, Some(client), &outcomes, lease).await }));
         }
         if admitting.is_none() && writing.is_none() && in_flight.is_empty() {
             break;
@@ -297,9 +302,9 @@ async fn give_back_unsent(pool: &Pool, items: &[Planned], counted: &[usize], out
 /// released on a fresh connection ([`RECORD_RETRIES`]), so the batch's retry
 /// sends them instead of finding them CLAIMED and marking them UNKNOWN. A
 /// release deletes only CLAIMED rows with this call's own new ids.
-async fn release_unsent(pool: &Pool, ids: &[Uuid], cause: &DbError) {
+async fn release_unsent(pool: &Pool, ids: &[Uuid], lease: Uuid, cause: &DbError) {
     let released: Vec<(Uuid, Outcome)> = ids.iter().map(|id| (*id, Outcome::Released)).collect();
-    match record_durably(pool, None, &released).await {
+    match record_durably(pool, None, &released, lease).await {
         Ok(()) => {
             tracing::warn!(error = %cause, count = ids.len(), "claiming a group failed; its claims were released unsent")
         }
@@ -315,12 +320,13 @@ async fn record_durably(
     pool: &Pool,
     mut first: Option<&deadpool_postgres::Client>,
     outcomes: &[(Uuid, Outcome)],
+    lease: Uuid,
 ) -> Result<(), DbError> {
     let mut pauses = RECORD_RETRIES.iter();
     loop {
         let attempt = match first.take() {
-            Some(client) => sends::outcome::record(client, outcomes).await,
-            None => async { sends::outcome::record(&pool.get().await?, outcomes).await }.await,
+            Some(client) => sends::outcome::record(client, outcomes, lease).await,
+            None => async { sends::outcome::record(&pool.get().await?, outcomes, lease).await }.await,
         };
         match (attempt, pauses.next()) {
             (Ok(()), _) => return Ok(()),

@@ -18,7 +18,7 @@ use crate::notify::mailer::{Mailer, SendOutcome};
 use crate::notify::pace::{Admitted, LATE};
 use crate::notify::plan::Planned;
 use crate::notify::recipient_limit::{self, Invitation, Verdict};
-use crate::notify::sends::{self, Claim, Decided, GroupClaim, Outcome, SendStatus, Settled};
+use crate::notify::sends::{self, Claim, Claimant, Decided, GroupClaim, Outcome, SendStatus, Settled};
 use crate::notify::Notification;
 use crate::telemetry::mask_email;
 use deadpool_postgres::Pool;
@@ -48,7 +48,7 @@ pub(super) struct Run<'a> {
     pub client: &'a deadpool_postgres::Client,
     pub mailer: &'a dyn Mailer,
     pub faults: &'a Faults,
-    pub claimant: (&'a str, &'a str),
+    pub claimant: Claimant<'a>,
     pub gate: &'a Gate<'a>,
     pub items: &'a [Planned],
 }
@@ -111,7 +111,7 @@ impl<'a> Run<'a> {
         let claimed = match self.claim(client, &claims, &ids).await {
             Ok(claimed) => claimed,
             Err(e) => {
-                release_unsent(self.pool, &ids, &e).await;
+                release_unsent(self.pool, &ids, self.claimant.lease, &e).await;
                 return Err(e.into());
             }
         };
@@ -142,7 +142,7 @@ impl<'a> Run<'a> {
             return Ok(Vec::new());
         }
         let reaches_within = START_WITHIN + self.mailer.worst_case();
-        let claimed = sends::claim(client, claims, ids, self.claimant, reaches_within).await?;
+        let claimed = sends::claim(client, claims, ids, &self.claimant, reaches_within).await?;
         let mut orphans = Vec::new();
         let won = claimed
             .into_iter()
@@ -153,11 +153,12 @@ impl<'a> Run<'a> {
                     Err(Delivery::Orphaned)
                 }
                 Claim::Exists { .. } => Err(Delivery::AlreadyClaimed),
+                Claim::Fenced => Err(Delivery::Fenced),
             })
             .collect();
         if !orphans.is_empty() {
-            sends::outcome::mark_orphans_unknown(client, &orphans).await?;
-            tracing::warn!(count = orphans.len(), "orphaned claims marked UNKNOWN; not re-sent");
+            let marked = sends::outcome::mark_orphans_unknown(client, &orphans, self.claimant.lease).await?;
+            tracing::warn!(count = marked, "orphaned claims marked UNKNOWN; not re-sent");
         }
         Ok(won)
     }
@@ -175,7 +176,7 @@ impl<'a> Run<'a> {
         let claimed = self.claim_chunk(&chunk, &claims, &ids, admitted, started).await;
         self.gate.pace.observe_claim(started.elapsed());
         if let Err(e) = &claimed {
-            release_unsent(self.pool, &ids, e).await;
+            release_unsent(self.pool, &ids, self.claimant.lease, e).await;
         }
         let mut claimed = claimed?;
         claimed.taken = taken;
@@ -268,7 +269,7 @@ impl<'a> Run<'a> {
             }
         }
         recipient_limit::give_back(client, &not_ours).await?;
-        sends::outcome::record(client, &capped).await?;
+        sends::outcome::record(client, &capped, self.claimant.lease).await?;
         Ok(Chunk { taken: chunk.len(), sends: kept, settled })
     }
 

@@ -12,6 +12,15 @@ use uuid::Uuid;
 
 use super::SendStatus;
 use crate::db::DbResult;
+
+/// Who claims: the worker (`claimed_by`), its mailer (`provider`), and the
+/// lease it holds the sends' events under (the fence).
+#[derive(Debug, Clone, Copy)]
+pub struct Claimant<'a> {
+    pub worker: &'a str,
+    pub provider: &'a str,
+    pub lease: Uuid,
+}
 use crate::notify::Notification;
 
 pub enum Claim {
@@ -19,6 +28,9 @@ pub enum Claim {
     Won(Uuid),
     /// A claim already exists: never send again.
     Exists { id: Uuid, status: SendStatus },
+    /// Not claimed: its event is no longer held under the claimant's lease
+    /// (taken over by another claim, or swept). The claimant must stop.
+    Fenced,
 }
 
 /// One claim of a group: a send (CLAIMED), or a decision not to send it
@@ -53,13 +65,18 @@ pub fn new_ids(group: &[GroupClaim<'_>]) -> Vec<Uuid> {
 /// events about later messages are evidence about it). Returns one
 /// [`Claim`] per item, in order; finding the existing claims costs a second
 /// statement only when some were claimed before.
+///
+/// Fenced: a send is claimed only while its event is PROCESSING under
+/// `claimant.lease`, checked in the same statement
+/// ([`crate::outbox::events::lease::HELD`]).
 pub async fn claim(
     client: &impl GenericClient,
     group: &[GroupClaim<'_>],
     ids: &[Uuid],
-    (worker, provider): (&str, &str),
+    claimant: &Claimant<'_>,
     reaches_within: std::time::Duration,
 ) -> DbResult<Vec<Claim>> {
+    let Claimant { worker, provider, lease } = *claimant;
     assert_eq!(ids.len(), group.len(), "one new id per claim");
     let events: Vec<Uuid> = group.iter().map(|c| c.notification.event_id).collect();
     let bookings: Vec<Uuid> = group.iter().map(|c| c.notification.payload.booking.id).collect();
@@ -101,6 +118,7 @@ pub async fn claim(
                        FROM unnest($1::uuid[], $2::uuid[], $3::uuid[], $4::text[], $5::text[], $7::text[], \
                                    $8::uuid[], $9::text[]) \
                             AS c(id, event_id, booking_id, recipient, event_type, status, by, reason) \
+                      WHERE c.event_id IN (SELECT h FROM outbox_events_held($2, $12) AS h) \
                      ON CONFLICT (outbox_event_id, recipient_email, event_type) DO NOTHING RETURNING id",
                 )
                 .await?,
@@ -116,6 +134,7 @@ pub async fn claim(
                 &reasons,
                 &provider,
                 &reaches_within.as_secs_f64(),
+                &lease,
             ],
         )
         .await?;
@@ -151,9 +170,9 @@ pub async fn claim(
             let key = (events[i], recipients[i].to_string(), types[i].to_string());
             match existing.get(&key) {
                 Some(Claim::Exists { id, status }) => Claim::Exists { id: *id, status: *status },
-                // Deleted in between (a release by a swept attempt): claimed
-                // by nobody now, but not by us either; the retry will see.
-                _ => Claim::Exists { id: Uuid::nil(), status: SendStatus::Failed },
+                // Neither inserted nor found: the fence kept it out (only
+                // the event's holder releases its claims, and not meanwhile).
+                _ => Claim::Fenced,
             }
         })
         .collect())

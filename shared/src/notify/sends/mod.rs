@@ -22,7 +22,7 @@ use const_format::formatcp;
 use deadpool_postgres::GenericClient;
 use uuid::Uuid;
 
-pub use claim::{claim, Claim, Decided, GroupClaim};
+pub use claim::{claim, Claim, Claimant, Decided, GroupClaim};
 pub use outcome::{Outcome, Settled};
 pub use status::{ConfirmedBy, SendStatus};
 pub use unknown::{Confirmation, UnknownCounts, UnknownSend, FEEDBACK_PROVIDER_NAMES};

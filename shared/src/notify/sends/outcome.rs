@@ -21,11 +21,17 @@ pub enum Outcome {
     Released,
 }
 
+/// Whether a send's event is still held under $5 (the fence, in SQL: `s`
+/// is the send's row).
+const HELD_BY_5: &str = "EXISTS (SELECT 1 FROM outbox_events_held(ARRAY[s.outbox_event_id], $5))";
+
 /// Records the outcomes of claims in one statement: SENT with the message
 /// id; FAILED or UNKNOWN with the reason (a send SES's own event already
 /// confirmed while the mailer waited stays SENT); or the claim deleted, so
-/// a retry may send it.
-pub async fn record(client: &impl GenericClient, outcomes: &[(Uuid, Outcome)]) -> DbResult<()> {
+/// a retry may send it. Fenced: only sends whose event is still held under
+/// `lease` change; the others stay as they are (a claim left CLAIMED
+/// becomes UNKNOWN at its event's new holder).
+pub async fn record(client: &impl GenericClient, outcomes: &[(Uuid, Outcome)], lease: Uuid) -> DbResult<()> {
     if outcomes.is_empty() {
         return Ok(());
     }
@@ -48,31 +54,35 @@ pub async fn record(client: &impl GenericClient, outcomes: &[(Uuid, Outcome)]) -
         "WITH o AS (SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[]) \
                       AS o(id, status, message_id, error)), \
               released AS (DELETE FROM booking_notification_sends s USING o \
-                            WHERE s.id = o.id AND o.status IS NULL AND s.status = {CLAIMED} RETURNING s.id) \
+                            WHERE s.id = o.id AND o.status IS NULL AND s.status = {CLAIMED} AND {HELD_BY_5} \
+                            RETURNING s.id) \
          UPDATE booking_notification_sends s \
             SET status = o.status, provider_message_id = coalesce(o.message_id, s.provider_message_id), \
                 last_error = coalesce(o.error, s.last_error), completed_at = now(), updated_at = now() \
-           FROM o WHERE s.id = o.id AND o.status IS NOT NULL AND (s.status = {CLAIMED} OR o.status = {SENT})"
+           FROM o WHERE s.id = o.id AND o.status IS NOT NULL AND (s.status = {CLAIMED} OR o.status = {SENT}) \
+            AND {HELD_BY_5}"
     );
-    client.execute(&client.prepare_cached(sql).await?, &[&ids, &statuses, &message_ids, &errors]).await?;
+    client.execute(&client.prepare_cached(sql).await?, &[&ids, &statuses, &message_ids, &errors, &lease]).await?;
     Ok(())
 }
 
-/// Claims left CLAIMED by an attempt that died between claim and outcome:
-/// the email may or may not have gone out, so each becomes UNKNOWN and is
-/// never re-sent automatically (`outboxctl unknown` lists them).
-pub async fn mark_orphans_unknown(client: &impl GenericClient, ids: &[Uuid]) -> DbResult<()> {
+/// Claims left CLAIMED by an earlier attempt that died, or lost its event,
+/// between claim and outcome: the email may or may not have gone out, so
+/// each becomes UNKNOWN and is never re-sent on a guess (SES's evidence
+/// settles it; `outboxctl unknown` lists them). Fenced: only while their
+/// event is held under `lease`. Returns how many moved.
+pub async fn mark_orphans_unknown(client: &impl GenericClient, ids: &[Uuid], lease: Uuid) -> DbResult<u64> {
     if ids.is_empty() {
-        return Ok(());
+        return Ok(0);
     }
     let sql = formatcp!(
-        "UPDATE booking_notification_sends SET status = {UNKNOWN}, \
-             last_error = 'claimed by an attempt that died before recording the outcome', \
+        "UPDATE booking_notification_sends s SET status = {UNKNOWN}, \
+             last_error = 'claimed by an attempt that died or lost its event before recording the outcome', \
              completed_at = now(), updated_at = now() \
-         WHERE id = ANY($1) AND status = {CLAIMED}"
+         WHERE id = ANY($1) AND status = {CLAIMED} \
+           AND EXISTS (SELECT 1 FROM outbox_events_held(ARRAY[s.outbox_event_id], $2))"
     );
-    client.execute(&client.prepare_cached(sql).await?, &[&ids]).await?;
-    Ok(())
+    Ok(client.execute(&client.prepare_cached(sql).await?, &[&ids, &lease]).await?)
 }
 
 /// SES's own event says it refused the message after the call (`Reject`,

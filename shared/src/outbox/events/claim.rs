@@ -12,7 +12,8 @@ use const_format::{concatcp, formatcp};
 use deadpool_postgres::GenericClient;
 use uuid::Uuid;
 
-use super::status::sql::{PENDING, PROCESSING};
+use super::status::sql::{DEAD, PENDING, PROCESSING};
+use super::status::EventStatus;
 use crate::db::DbResult;
 
 /// An event this worker now holds in PROCESSING. The payload is the JSON
@@ -28,48 +29,98 @@ pub struct ClaimedEvent {
     pub attempts: i32,
     /// The W3C trace context of the request that wrote it.
     pub traceparent: Option<String>,
+    /// Taken over from a holder whose lease ended (it died, froze or lost
+    /// the database), rather than claimed PENDING.
+    pub taken_over: bool,
 }
 
-/// The claim statement ($1 = limit, $2 = worker id), from the start of
-/// the due index. It reads the partial index over due rows
-/// (`outbox_events_due`), so millions of DONE rows do not slow it down,
-/// and probes each candidate's booking through
-/// `outbox_events_one_per_version` (a booking has a handful of events).
-/// `OFFSET 0` keeps the ordering check a per-row probe by `aggregate_id`:
-/// without it, a planner with stale statistics turns it into an anti-join
-/// that scans every unfinished row per candidate. The update finds each
-/// locked row by its `ctid` (the version this statement locked, which
-/// nobody else can change before it commits), not by a second descent of
-/// the primary key.
-pub const CLAIM_DUE: &str = concatcp!(DUE_HEAD, DUE_TAIL);
+/// What one claim took.
+#[derive(Debug, Default)]
+pub struct Claimed {
+    /// Now PROCESSING under the claimant's lease.
+    pub events: Vec<ClaimedEvent>,
+    /// Taken over with no attempt left: DEAD (their holders kept dying).
+    pub exhausted: Vec<Uuid>,
+}
 
-/// [`CLAIM_DUE`] from after a position ($3 = next_attempt_at, $4 = id):
-/// the index scan starts there instead of at the index's start.
-pub const CLAIM_DUE_AFTER: &str = concatcp!(DUE_HEAD, " AND (e.next_attempt_at, e.id) > ($3, $4)", DUE_TAIL);
+/// The claim statement ($1 = limit, $2 = worker id, $3 = the claimant's
+/// lease, $4 = the attempts after which an event is dead), from the start
+/// of the due index. It takes, in one statement:
+///
+/// - **events whose lease ended** (their holder stopped renewing it: dead,
+///   frozen or cut off), first: found through the ended leases
+///   (`outbox_leases`, a handful of rows) and `outbox_events_processing`,
+///   so a claim with no ended lease reads nothing more. Each is taken over
+///   under the claimant's lease, the take-over's new token (see
+///   [`super::lease`]); one out of attempts goes to DEAD instead, so a
+///   poison event that kills its pollers ends in the dead letter;
+/// - **due PENDING events**, through the partial index over due rows
+///   (`outbox_events_due`), so millions of DONE rows do not slow it down.
+///
+/// Each candidate's booking is probed through `outbox_events_one_per_version`
+/// (a booking has a handful of events). `OFFSET 0` keeps the ordering
+/// check a per-row probe by `aggregate_id`: without it, a planner with
+/// stale statistics turns it into an anti-join that scans every unfinished
+/// row per candidate. The update finds each locked row by its `ctid` (the
+/// version this statement locked, which nobody else can change before it
+/// commits), not by a second descent of the primary key.
+pub const CLAIM_DUE: &str = concatcp!(OVER, DUE_HEAD, DUE_TAIL);
+
+/// [`CLAIM_DUE`] from after a position ($5 = next_attempt_at, $6 = id):
+/// the due index's scan starts there instead of at the index's start.
+pub const CLAIM_DUE_AFTER: &str = concatcp!(OVER, DUE_HEAD, " AND (e.next_attempt_at, e.id) > ($5, $6)", DUE_TAIL);
+
+/// Per-booking order: no earlier event of the candidate's booking is
+/// still PENDING or PROCESSING.
+const IN_ORDER: &str = formatcp!(
+    "NOT EXISTS ( \
+        SELECT 1 FROM outbox_events earlier \
+        WHERE earlier.aggregate_id = e.aggregate_id \
+          AND earlier.aggregate_version < e.aggregate_version \
+          AND earlier.status IN ({PENDING}, {PROCESSING}) \
+        OFFSET 0)"
+);
+
+const OVER: &str = formatcp!(
+    "WITH ended AS MATERIALIZED (SELECT id FROM outbox_leases WHERE expires_at < now()), \
+     over AS ( \
+         SELECT e.ctid, e.id FROM ended JOIN outbox_events e ON e.lease_id = ended.id \
+         WHERE e.status = {PROCESSING} AND {IN_ORDER} \
+         LIMIT $1 \
+         FOR UPDATE OF e SKIP LOCKED), "
+);
 
 const DUE_HEAD: &str = formatcp!(
-    "WITH due AS ( \
+    "due AS ( \
          SELECT e.ctid, e.id FROM outbox_events e \
          WHERE e.status = {PENDING} AND e.next_attempt_at <= now()"
 );
 
 const DUE_TAIL: &str = formatcp!(
-    " AND NOT EXISTS ( \
-               SELECT 1 FROM outbox_events earlier \
-               WHERE earlier.aggregate_id = e.aggregate_id \
-                 AND earlier.aggregate_version < e.aggregate_version \
-                 AND earlier.status IN ({PENDING}, {PROCESSING}) \
-               OFFSET 0) \
+    " AND {IN_ORDER} \
          ORDER BY e.next_attempt_at, e.id \
          LIMIT $1 \
-         FOR UPDATE SKIP LOCKED) \
+         FOR UPDATE SKIP LOCKED), \
+     taken AS (SELECT ctid, id, true AS over FROM over \
+               UNION ALL SELECT ctid, id, false FROM due LIMIT $1) \
      UPDATE outbox_events o \
-        SET status = {PROCESSING}, locked_at = now(), locked_by = $2, \
-            attempts = o.attempts + 1, updated_at = now() \
-       FROM due WHERE o.ctid = due.ctid AND o.id = due.id \
+        SET status = CASE WHEN {EXHAUSTED} THEN {DEAD} ELSE {PROCESSING} END, \
+            last_error = CASE WHEN taken.over THEN format('%sits lease ended while %s held it', \
+                                  CASE WHEN {EXHAUSTED} THEN format('attempts exhausted (%s): ', o.attempts) \
+                                       ELSE '' END, o.locked_by) \
+                              ELSE o.last_error END, \
+            locked_at = CASE WHEN {EXHAUSTED} THEN NULL ELSE now() END, \
+            locked_by = CASE WHEN {EXHAUSTED} THEN NULL ELSE $2 END, \
+            lease_id = CASE WHEN {EXHAUSTED} THEN NULL ELSE $3::uuid END, \
+            attempts = CASE WHEN {EXHAUSTED} THEN o.attempts ELSE o.attempts + 1 END, \
+            updated_at = now() \
+       FROM taken WHERE o.ctid = taken.ctid AND o.id = taken.id \
      RETURNING o.id, o.aggregate_id, o.aggregate_version, o.event_type, o.payload, o.attempts, o.next_attempt_at, \
-               o.traceparent"
+               o.traceparent, o.status, taken.over"
 );
+
+/// A taken-over event with no attempt left (the old row's values).
+const EXHAUSTED: &str = "(taken.over AND o.attempts >= $4)";
 
 /// A place in the due index: an event's `(next_attempt_at, id)`.
 type Position = (DateTime<Utc>, Uuid);
@@ -151,8 +202,10 @@ impl ClaimPosition {
     }
 }
 
-/// Claims up to `limit` due PENDING events and marks them PROCESSING, in one
-/// short transaction, from where `position` says (see [`ClaimPosition`]).
+/// Claims up to `limit` events under `lease`, in one short transaction,
+/// from where `position` says (see [`ClaimPosition`]): first those whose
+/// lease ended (taken over; DEAD when `max_attempts` are used up), then
+/// due PENDING ones, all PROCESSING under `lease` afterwards.
 ///
 /// Per-aggregate ordering: an event is only due when no earlier event of the
 /// same aggregate is still PENDING or PROCESSING, so a cancellation never
@@ -161,22 +214,32 @@ impl ClaimPosition {
 pub async fn claim_due(
     client: &impl GenericClient,
     limit: i64,
-    worker: &str,
+    (worker, lease): (&str, Uuid),
+    max_attempts: i32,
     position: &ClaimPosition,
-) -> DbResult<Vec<ClaimedEvent>> {
+) -> DbResult<Claimed> {
     let from = position.next();
     let started = Instant::now();
     let rows = match &from {
-        None => client.query(&client.prepare_cached(CLAIM_DUE).await?, &[&limit, &worker]).await?,
+        None => {
+            client.query(&client.prepare_cached(CLAIM_DUE).await?, &[&limit, &worker, &lease, &max_attempts]).await?
+        }
         Some((at, id)) => {
-            client.query(&client.prepare_cached(CLAIM_DUE_AFTER).await?, &[&limit, &worker, at, id]).await?
+            client
+                .query(&client.prepare_cached(CLAIM_DUE_AFTER).await?, &[&limit, &worker, &lease, &max_attempts, at, id])
+                .await?
         }
     };
-    let last = rows.iter().map(|r| (r.get("next_attempt_at"), r.get("id"))).max();
-    position.claimed(from.is_none(), started.elapsed(), rows.len() as i64 >= limit, last);
-    Ok(rows
-        .iter()
-        .map(|row| ClaimedEvent {
+    let last = rows.iter().filter(|r| !r.get::<_, bool>("over")).map(|r| (r.get("next_attempt_at"), r.get("id"))).max();
+    let due = rows.iter().filter(|r| !r.get::<_, bool>("over")).count() as i64;
+    position.claimed(from.is_none(), started.elapsed(), due >= limit, last);
+    let mut claimed = Claimed::default();
+    for row in &rows {
+        if EventStatus::from_row(row, "status")? == EventStatus::Dead {
+            claimed.exhausted.push(row.get("id"));
+            continue;
+        }
+        claimed.events.push(ClaimedEvent {
             id: row.get("id"),
             aggregate_id: row.get("aggregate_id"),
             aggregate_version: row.get("aggregate_version"),
@@ -184,8 +247,10 @@ pub async fn claim_due(
             payload: row.get("payload"),
             attempts: row.get("attempts"),
             traceparent: row.get("traceparent"),
-        })
-        .collect())
+            taken_over: row.get("over"),
+        });
+    }
+    Ok(claimed)
 }
 
 #[cfg(test)]

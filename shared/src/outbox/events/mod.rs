@@ -3,7 +3,9 @@
 //!
 //! - here: writing an event inside the caller's transaction, and reading
 //!   events back (operators, metrics, tests);
-//! - [`claim`]: claiming due events (`FOR UPDATE SKIP LOCKED`, PROCESSING);
+//! - [`claim`]: claiming due events, and taking over those whose lease
+//!   ended (`FOR UPDATE SKIP LOCKED`, PROCESSING);
+//! - [`lease`]: the leases events are held under, and the fence;
 //! - [`transitions`]: every other status change, each written once;
 //! - [`status`]: [`EventStatus`] and its SQL text.
 //!
@@ -11,6 +13,7 @@
 //! name and a JSON payload. What they mean belongs to the layer above.
 
 pub mod claim;
+pub mod lease;
 pub mod status;
 pub mod transitions;
 
@@ -304,12 +307,10 @@ pub async fn oldest_due_age(client: &impl GenericClient) -> DbResult<Option<f64>
     Ok(client.query_one(sql, &[]).await?.get(0))
 }
 
-/// PROCESSING rows locked longer than `stuck_after` (their worker died).
+/// PROCESSING rows the sweep would reset ([`transitions::reset_stuck`]):
+/// claimed longer than `stuck_after` ago, under no live lease.
 pub async fn count_stuck(client: &impl GenericClient, stuck_after: Duration) -> DbResult<i64> {
-    let sql = formatcp!(
-        "SELECT count(*) FROM outbox_events \
-          WHERE status = {PROCESSING} AND locked_at < now() - make_interval(secs => $1)"
-    );
+    let sql = formatcp!("SELECT count(*) FROM outbox_events WHERE {}", transitions::STUCK);
     Ok(client.query_one(sql, &[&stuck_after.as_secs_f64()]).await?.get(0))
 }
 

@@ -2,8 +2,10 @@
 //! written once (see [`super::status`] for the picture).
 //!
 //! A worker's transitions (`complete`, `retry`, `requeue`, `dead_letter`)
-//! only touch a row the worker still holds, so a row the sweeper handed to
-//! someone else is left to its new owner.
+//! only touch a row still PROCESSING under the worker's own lease (the
+//! fence, [`super::lease`]), so a row taken over by another claim, or
+//! swept, is left to its new owner, and the old holder learns from the 0
+//! rows that it lost it.
 
 use std::time::Duration;
 
@@ -16,29 +18,25 @@ use super::status::sql::{DEAD, DONE, PENDING, PROCESSING};
 use super::status::EventStatus;
 use crate::db::DbResult;
 
-/// The worker's own row: still PROCESSING and locked by it ($1 id, $2 worker).
-const HELD: &str = formatcp!("id = $1 AND status = {PROCESSING} AND locked_by = $2");
+/// The worker's own row: still PROCESSING under its lease ($1 id, $2 lease).
+const HELD: &str = formatcp!("id = $1 AND status = {PROCESSING} AND lease_id = $2");
 
 /// Leaves the lock columns clear, as every status but PROCESSING has them.
-const UNLOCK: &str = "locked_at = NULL, locked_by = NULL, updated_at = now()";
+const UNLOCK: &str = "locked_at = NULL, locked_by = NULL, lease_id = NULL, updated_at = now()";
 
-/// PROCESSING → DONE. Commits with the event's `processed_events` row (the
-/// caller's transaction).
-pub async fn complete(tx: &impl GenericClient, event_id: Uuid) -> DbResult<()> {
-    complete_many(tx, &[event_id]).await
-}
-
-/// [`complete`] for many events, in one statement.
-pub async fn complete_many(tx: &impl GenericClient, event_ids: &[Uuid]) -> DbResult<()> {
+/// PROCESSING → DONE for those of `event_ids` still held under `lease`, in
+/// one statement; returns them (the others were taken over: the caller
+/// must not commit their `processed_events` rows). Commits with the
+/// events' `processed_events` rows (the caller's transaction).
+pub async fn complete_many(tx: &impl GenericClient, event_ids: &[Uuid], lease: Uuid) -> DbResult<Vec<Uuid>> {
     if event_ids.is_empty() {
-        return Ok(());
+        return Ok(Vec::new());
     }
     let sql = formatcp!(
         "UPDATE outbox_events SET status = {DONE}, completed_at = now(), last_error = NULL, {UNLOCK} \
-          WHERE id = ANY($1)"
+          WHERE id = ANY($1) AND status = {PROCESSING} AND lease_id = $2 RETURNING id"
     );
-    tx.execute(&tx.prepare_cached(sql).await?, &[&event_ids]).await?;
-    Ok(())
+    Ok(tx.query(&tx.prepare_cached(sql).await?, &[&event_ids, &lease]).await?.iter().map(|r| r.get(0)).collect())
 }
 
 /// Where a retried event went.
@@ -48,7 +46,7 @@ pub enum Retried {
     Pending,
     /// Its attempts were used up: DEAD.
     Dead,
-    /// No longer ours (swept and re-claimed); left alone.
+    /// No longer ours (taken over, or swept); left alone.
     NotOwned,
 }
 
@@ -57,7 +55,7 @@ pub enum Retried {
 pub async fn retry(
     client: &impl GenericClient,
     event_id: Uuid,
-    worker: &str,
+    lease: Uuid,
     delay: Duration,
     error: &str,
     max_attempts: i32,
@@ -75,7 +73,7 @@ pub async fn retry(
     let row = client
         .query_opt(
             &client.prepare_cached(sql).await?,
-            &[&event_id, &worker, &delay.as_secs_f64(), &max_attempts, &error],
+            &[&event_id, &lease, &delay.as_secs_f64(), &max_attempts, &error],
         )
         .await?;
     Ok(match row.map(|r| EventStatus::from_row(&r, "status")).transpose()? {
@@ -86,29 +84,30 @@ pub async fn retry(
 }
 
 /// PROCESSING → PENDING after `delay` without using up an attempt (the
-/// provider paused sending; the event itself did nothing wrong).
+/// provider paused sending; the event itself did nothing wrong). Returns
+/// false, changing nothing, when it is no longer held under `lease`.
 pub async fn requeue(
     client: &impl GenericClient,
     event_id: Uuid,
-    worker: &str,
+    lease: Uuid,
     delay: Duration,
     reason: &str,
-) -> DbResult<()> {
+) -> DbResult<bool> {
     let sql = formatcp!(
         "UPDATE outbox_events SET status = {PENDING}, attempts = greatest(attempts - 1, 0), \
              next_attempt_at = now() + make_interval(secs => $3), last_error = $4, {UNLOCK} \
          WHERE {HELD}"
     );
-    client.execute(&client.prepare_cached(sql).await?, &[&event_id, &worker, &delay.as_secs_f64(), &reason]).await?;
-    Ok(())
+    let statement = client.prepare_cached(sql).await?;
+    Ok(client.execute(&statement, &[&event_id, &lease, &delay.as_secs_f64(), &reason]).await? == 1)
 }
 
 /// PROCESSING → DEAD at once (unreadable payload, misconfigured mailer):
 /// retrying cannot help; an operator replays it once the cause is fixed.
-pub async fn dead_letter(client: &impl GenericClient, event_id: Uuid, worker: &str, reason: &str) -> DbResult<()> {
+/// Returns false, changing nothing, when it is no longer held under `lease`.
+pub async fn dead_letter(client: &impl GenericClient, event_id: Uuid, lease: Uuid, reason: &str) -> DbResult<bool> {
     let sql = formatcp!("UPDATE outbox_events SET status = {DEAD}, last_error = $3, {UNLOCK} WHERE {HELD}");
-    client.execute(&client.prepare_cached(sql).await?, &[&event_id, &worker, &reason]).await?;
-    Ok(())
+    Ok(client.execute(&client.prepare_cached(sql).await?, &[&event_id, &lease, &reason]).await? == 1)
 }
 
 /// One stuck row and what the sweep does (or did) with it.
@@ -137,10 +136,19 @@ pub struct Stuck {
     pub limit: i64,
 }
 
+/// PROCESSING rows claimed more than $1 seconds ago and held under no
+/// live lease: their lease ended and no claim took them over (no poller
+/// runs), or an older build claimed them without one. A live lease is
+/// never swept, however old its claim.
+pub(super) const STUCK: &str = formatcp!(
+    "status = {PROCESSING} AND locked_at < now() - make_interval(secs => $1) \
+     AND NOT EXISTS (SELECT 1 FROM outbox_leases l WHERE l.id = lease_id AND l.expires_at >= now())"
+);
+
 const RESET_STUCK: &str = formatcp!(
     "WITH stuck AS ( \
          SELECT id, locked_by AS previous_worker, locked_at AS previous_lock FROM outbox_events \
-         WHERE status = {PROCESSING} AND locked_at < now() - make_interval(secs => $1) \
+         WHERE {STUCK} \
          ORDER BY locked_at LIMIT $3 FOR UPDATE SKIP LOCKED) \
      UPDATE outbox_events o \
         SET status = CASE WHEN o.attempts >= $2 THEN {DEAD} ELSE {PENDING} END, \
@@ -156,8 +164,7 @@ const RESET_STUCK: &str = formatcp!(
 
 const PREVIEW_RESET_STUCK: &str = formatcp!(
     "SELECT id, attempts, locked_by, CASE WHEN attempts >= $2 THEN {DEAD} ELSE {PENDING} END AS status \
-       FROM outbox_events \
-      WHERE status = {PROCESSING} AND locked_at < now() - make_interval(secs => $1) \
+       FROM outbox_events WHERE {STUCK} \
       ORDER BY locked_at LIMIT $3"
 );
 

@@ -1,0 +1,123 @@
+//! `outbox_leases`: the lease a poller's run holds its events under, and
+//! the fence every later write about those events goes through.
+//!
+//! A lease is a row with an end (`expires_at`), a few seconds ahead, that
+//! its holder renews while it works ([`renew`]) and ends when its run ends
+//! ([`end`]). Each event the run claims names the lease
+//! (`outbox_events.lease_id`). Once a lease has ended unrenewed, the next
+//! claim takes its events over ([`super::claim`]), each under the new
+//! claimant's lease: that is the take-over's new token.
+//!
+//! The fence: a write of a holder about an event (a send's claim, an
+//! outcome, an orphan's UNKNOWN, DONE, a retry, a requeue, a dead letter)
+//! changes a row only while the event is PROCESSING under the holder's own
+//! lease, checked in the same statement ([`HELD`] for the tables of the
+//! layers above, `outbox_events_held` in SQL). A holder that lost an event
+//! writes nothing about it and learns so from the 0 rows.
+//!
+//! Time: the database's clock alone decides when a lease has ended
+//! (`expires_at < now()`). The holder keeps its own view on its monotonic
+//! clock, from the moment it *sent* each renewal, so it believes in its
+//! lease no longer than the database does, whatever the two clocks say.
+
+use std::time::Duration;
+
+use deadpool_postgres::GenericClient;
+use uuid::Uuid;
+
+use super::status::sql::PROCESSING;
+use crate::db::DbResult;
+
+/// The set-returning SQL function of the fence (migration V36): of an
+/// array of event ids and a lease, the events PROCESSING under that lease.
+/// Call it in the statement that writes, e.g.
+/// `… AND s.outbox_event_id IN (SELECT outbox_events_held($1, $2))`.
+pub const HELD: &str = "outbox_events_held";
+
+/// Takes a new lease for `holder`, ending `ttl` from now.
+pub async fn take(client: &impl GenericClient, holder: &str, ttl: Duration) -> DbResult<Uuid> {
+    let id = Uuid::now_v7();
+    client
+        .execute(
+            &client
+                .prepare_cached(
+                    "INSERT INTO outbox_leases (id, holder, expires_at) \
+                     VALUES ($1, $2, now() + make_interval(secs => $3))",
+                )
+                .await?,
+            &[&id, &holder, &ttl.as_secs_f64()],
+        )
+        .await?;
+    Ok(id)
+}
+
+/// Moves the lease's end to `ttl` from now, if it has not ended: false
+/// when it has (its events may have been taken over already; the holder is
+/// fenced and must stop) or is gone.
+pub async fn renew(client: &impl GenericClient, lease: Uuid, ttl: Duration) -> DbResult<bool> {
+    let sql = "UPDATE outbox_leases SET expires_at = now() + make_interval(secs => $2) \
+               WHERE id = $1 AND expires_at >= now()";
+    Ok(client.execute(&client.prepare_cached(sql).await?, &[&lease, &ttl.as_secs_f64()]).await? == 1)
+}
+
+/// Ends the lease now: deleted when nothing is held under it any more,
+/// otherwise ended, so the next claim takes what it still holds over at
+/// once (a batch left PROCESSING by a database that kept failing).
+pub async fn end(client: &impl GenericClient, lease: Uuid) -> DbResult<()> {
+    let sql = const_format::formatcp!(
+        "WITH held AS (SELECT 1 FROM outbox_events WHERE lease_id = $1 AND status = {PROCESSING} LIMIT 1), \
+              gone AS (DELETE FROM outbox_leases WHERE id = $1 AND NOT EXISTS (SELECT 1 FROM held) RETURNING 1) \
+         UPDATE outbox_leases SET expires_at = least(expires_at, now()) \
+          WHERE id = $1 AND EXISTS (SELECT 1 FROM held)"
+    );
+    client.execute(&client.prepare_cached(sql).await?, &[&lease]).await?;
+    Ok(())
+}
+
+/// Retention: deletes up to `limit` leases that ended more than `after`
+/// ago and hold nothing (their runs died, or their events were taken over
+/// or swept). Returns how many.
+pub async fn purge_ended(client: &impl GenericClient, after: Duration, limit: i64) -> DbResult<u64> {
+    let sql = const_format::formatcp!(
+        "DELETE FROM outbox_leases WHERE id IN ( \
+             SELECT l.id FROM outbox_leases l \
+              WHERE l.expires_at < now() - make_interval(secs => $1) \
+                AND NOT EXISTS (SELECT 1 FROM outbox_events e \
+                                 WHERE e.lease_id = l.id AND e.status = {PROCESSING}) \
+              LIMIT $2)"
+    );
+    Ok(client.execute(sql, &[&after.as_secs_f64(), &limit]).await?)
+}
+
+/// A lease as stored, for operators and tests.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct StoredLease {
+    pub id: Uuid,
+    pub holder: String,
+    pub expires_at: chrono::DateTime<chrono::Utc>,
+    /// Whether it has ended (by the database's clock).
+    pub ended: bool,
+    /// Events PROCESSING under it.
+    pub holds: i64,
+}
+
+/// Every lease, the newest first.
+pub async fn list(client: &impl GenericClient) -> DbResult<Vec<StoredLease>> {
+    let sql = const_format::formatcp!(
+        "SELECT l.id, l.holder, l.expires_at, l.expires_at < now() AS ended, \
+                (SELECT count(*) FROM outbox_events e WHERE e.lease_id = l.id AND e.status = {PROCESSING}) AS holds \
+           FROM outbox_leases l ORDER BY l.id DESC"
+    );
+    Ok(client
+        .query(sql, &[])
+        .await?
+        .iter()
+        .map(|r| StoredLease {
+            id: r.get(0),
+            holder: r.get(1),
+            expires_at: r.get(2),
+            ended: r.get(3),
+            holds: r.get(4),
+        })
+        .collect())
+}
