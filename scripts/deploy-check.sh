@@ -115,10 +115,18 @@ worst = (default("SES_CONNECT_TIMEOUT_MS") + default("SES_READ_TIMEOUT_MS")) / 1
 schedule = fns["OutboxPollerFunction"]["Properties"]["Events"]["Every1Minute"]["Properties"]["ScheduleExpression"]
 assert schedule == "rate(1 minute)" and int(env["POLLER_SCHEDULE_SECS"]) == 60, (schedule, env["POLLER_SCHEDULE_SECS"])
 polls = poller - worst - margin
-assert polls >= 60 + 5, f"a run polls {polls:.0f}s, not past the next run's start (60s) with 5s to spare"
+# A take-over in seconds needs a second live poller at every moment: each
+# run polls past the start of the run after next.
+assert polls >= 2 * 60 + 5, f"a run polls {polls:.0f}s: not two runs claiming at every moment (120s + 5s)"
 reserved = int(p["PollerReservedConcurrency"]["Default"])
-assert reserved >= 2 and int(p["PollerReservedConcurrency"]["MinValue"]) >= 2, "two runs must be allowed at once"
-print(f"    a run polls {polls:.0f}s of each 60s period: {polls - 60:.0f}s of overlap, {reserved} runs at once")
+runs_at_once = int(-(-(poller) // 60))
+assert reserved >= runs_at_once, f"PollerReservedConcurrency ({reserved}) must let {runs_at_once} runs of {poller}s live at once"
+assert int(p["PollerReservedConcurrency"]["MinValue"]) >= 2, "two runs must be allowed at once"
+assert env["POLLER_LEASE_SECS"] == {"Ref": "PollerLeaseSeconds"}, env["POLLER_LEASE_SECS"]
+lease = int(p["PollerLeaseSeconds"]["Default"])
+assert lease == default("POLLER_LEASE_SECS"), f"PollerLeaseSeconds ({lease}) is not the setting's default"
+print(f"    a run polls {polls:.0f}s of each 60s period: two runs claim at every moment, {reserved} may live at once; "
+      f"lease {lease}s")
 # A queue policy that lets an AWS service send names whose behalf: its
 # source (aws:SourceArn) or at least this account (aws:SourceAccount).
 for name, r in fns.items():

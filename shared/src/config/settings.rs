@@ -132,7 +132,7 @@ settings! {
     /// optional cap on one invocation's polling, also the run time when the runtime reports no usable deadline (`make dev` sets 15); 0 or unset: none
     POLLER_MAX_RUN_SECS = None, &[Poller];
     /// the poller's Lambda timeout: the sweeper and outboxctl judge stuck rows by it; the poller's cold start (only when it is set) refuses SES timeouts that, with the safety margin, do not fit in it
-    POLLER_TIMEOUT_SECS = Some("100"), &[Poller, Sweeper, Outboxctl];
+    POLLER_TIMEOUT_SECS = Some("160"), &[Poller, Sweeper, Outboxctl];
     /// the period of the poller's schedule; when set, the cold start warns if one run's polling would not outlast it (a gap with no poller)
     POLLER_SCHEDULE_SECS = None, &[Poller];
     /// attempts of an event before it is dead-lettered

@@ -234,6 +234,15 @@ impl PollerConfig {
                     period.as_secs(),
                     (period + COLD_START_ALLOWANCE + worst_case + self.safety_margin).as_secs_f64().ceil()
                 );
+            } else if polls < 2 * period + COLD_START_ALLOWANCE {
+                tracing::warn!(
+                    polls_secs = polls.as_secs(),
+                    period_secs = period.as_secs(),
+                    "most of the time one run claims alone: when it dies, its events wait for the next run's \
+                     start instead of a live poller's take-over once its lease ends; raise the poller's timeout \
+                     to at least {}s, with reserved concurrency for three runs",
+                    (2 * period + COLD_START_ALLOWANCE + worst_case + self.safety_margin).as_secs_f64().ceil()
+                );
             }
         }
         if worst_case + self.safety_margin >= timeout {

@@ -361,7 +361,7 @@ async fn fault_run(s: &Stack, stream: Stream) -> FaultRun {
     assert_eq!(by_recipient.len() as i64, all, "every recipient of every event reached SES, exactly once");
 
     let client = s.db.pool.get().await.unwrap();
-    let orphaned = "claimed by an attempt that died before recording the outcome";
+    let orphaned = shared::notify::sends::outcome::ORPHANED;
     let orphan_ids: Vec<Uuid> = client
         .query(
             "SELECT id FROM booking_notification_sends WHERE last_error = $1 \

@@ -66,6 +66,9 @@ pub async fn record(client: &impl GenericClient, outcomes: &[(Uuid, Outcome)], l
     Ok(())
 }
 
+/// The `last_error` of an orphan marked UNKNOWN ([`mark_orphans_unknown`]).
+pub const ORPHANED: &str = "claimed by an attempt that died or lost its event before recording the outcome";
+
 /// Claims left CLAIMED by an earlier attempt that died, or lost its event,
 /// between claim and outcome: the email may or may not have gone out, so
 /// each becomes UNKNOWN and is never re-sent on a guess (SES's evidence
@@ -76,13 +79,12 @@ pub async fn mark_orphans_unknown(client: &impl GenericClient, ids: &[Uuid], lea
         return Ok(0);
     }
     let sql = formatcp!(
-        "UPDATE booking_notification_sends s SET status = {UNKNOWN}, \
-             last_error = 'claimed by an attempt that died or lost its event before recording the outcome', \
+        "UPDATE booking_notification_sends s SET status = {UNKNOWN}, last_error = $3, \
              completed_at = now(), updated_at = now() \
          WHERE id = ANY($1) AND status = {CLAIMED} \
            AND EXISTS (SELECT 1 FROM outbox_events_held(ARRAY[s.outbox_event_id], $2))"
     );
-    Ok(client.execute(&client.prepare_cached(sql).await?, &[&ids, &lease]).await?)
+    Ok(client.execute(&client.prepare_cached(sql).await?, &[&ids, &lease, &ORPHANED]).await?)
 }
 
 /// SES's own event says it refused the message after the call (`Reject`,
