@@ -367,3 +367,60 @@ async fn a_renewal_stalled_past_the_lease_stops_the_run_and_its_events_are_taken
     assert_eq!(sends[&SendStatus::Sent] + sends[&SendStatus::Unknown], 8, "every recipient: {sends:?}");
     assert_eq!(event_status(&db, event).await.0, EventStatus::Done);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_take_over_never_lets_a_later_event_of_the_booking_overtake_the_held_one() {
+    let db = TestDb::create().await;
+    let booking = create_booking(&db, 3, &["alice@example.com"]).await;
+    let worker = Worker::new(env!("CARGO_BIN_EXE_outbox-worker"));
+    let short = [("POLLER_LEASE_SECS", "2")];
+    assert!(killed(worker.run(&db, &kill_at(FAULT_AFTER_CLAIM), &short).await));
+    // The booking is cancelled while its invitation is held by the dead poller.
+    let service = shared::booking::service::BookingService::new(
+        db.pool.clone(),
+        shared::fault::Faults::none(),
+        shared::booking::limits::Limits::UNLIMITED,
+    );
+    service.cancel(&organizer(), booking.id, None).await.unwrap();
+    let events = events_of(&db, booking.id).await;
+    let (invite, cancel) = (events[0].id, events[1].id);
+
+    let mailer = Arc::new(RecordingMailer::new());
+    let mut config = PollerConfig::for_tests("next");
+    // Both mails go, so their order shows.
+    config.skip_superseded = false;
+    let next = poller(&db, mailer.clone(), config);
+    let early = next.poll_once().await.unwrap();
+    assert_eq!(early.claimed, 0, "the cancel waits behind its invitation, held while the lease lasts: {early:?}");
+    let (_, taken) = poll_until_taken_over(&next, Duration::from_secs(10)).await;
+    assert_eq!(taken.claimed, 1, "the take-over claims the invitation alone, not the cancel behind it: {taken:?}");
+    assert_eq!(event_status(&db, invite).await.0, EventStatus::Done);
+    next.drain().await.unwrap();
+    assert_eq!(event_status(&db, cancel).await.0, EventStatus::Done);
+    let order: Vec<uuid::Uuid> = mailer.deliveries().iter().map(|d| d.event_id).collect();
+    assert_eq!(order, vec![invite, cancel], "the invitation, then its cancellation");
+}
+
+#[tokio::test]
+async fn a_poison_event_that_kills_every_poller_ends_dead_at_its_take_over() {
+    let db = TestDb::create().await;
+    create_booking(&db, 4, &["alice@example.com"]).await;
+    let event = only_event_id(&db).await;
+    let worker = Worker::new(env!("CARGO_BIN_EXE_outbox-worker"));
+    let max = [("OUTBOX_MAX_ATTEMPTS", "2")];
+    for attempt in 1..=2 {
+        assert!(killed(worker.run(&db, &kill_at(FAULT_AFTER_CLAIM), &max).await));
+        assert_eq!(event_status(&db, event).await, (EventStatus::Processing, attempt, event_status(&db, event).await.2));
+        end_leases(&db).await;
+    }
+    // The third claim finds it out of attempts: the dead letter, not a third run.
+    assert!(worker.run(&db, &kill_at(FAULT_AFTER_CLAIM), &max).await.success(), "nothing was claimed to die on");
+    let (status, attempts, last_error) = event_status(&db, event).await;
+    assert_eq!((status, attempts), (EventStatus::Dead, 2));
+    let last_error = last_error.unwrap();
+    assert!(
+        last_error.starts_with("attempts exhausted (2): its lease ended while child-") && last_error.ends_with("held it"),
+        "{last_error}"
+    );
+    assert!(worker.sent().is_empty());
+}
