@@ -5,8 +5,9 @@
 //!
 //! Usage: `outbox-worker drain|invoke JOURNAL` (env: DATABASE_URL,
 //! OUTBOX_FAULT_POINTS, OUTBOX_MAX_ATTEMPTS, POLLER_CLAIM_GROUP,
-//! POLLER_BATCHES_IN_FLIGHT, POLLER_LEASE_SECS, and
-//! OUTBOX_WORKER_SEND_DELAY_MS: how long each recording send takes). `invoke` runs one scheduled
+//! POLLER_BATCHES_IN_FLIGHT, POLLER_LEASE_SECS, POLLER_IDLE_WAIT_MS,
+//! OUTBOX_WORKER_SEND_DELAY_MS: how long each recording send takes, and
+//! OUTBOX_WORKER_RUN_SECS: how long `invoke` runs, 2 by default). `invoke` runs one scheduled
 //! invocation with a 2 s deadline, as the poller Lambda does (EMF metrics
 //! and the health summary on stdout).
 //!
@@ -62,6 +63,9 @@ async fn main() {
     if let Ok(batches) = std::env::var("POLLER_BATCHES_IN_FLIGHT") {
         config.batches_in_flight = batches.parse().expect("POLLER_BATCHES_IN_FLIGHT");
     }
+    if let Ok(ms) = std::env::var("POLLER_IDLE_WAIT_MS") {
+        config.idle_wait = Duration::from_millis(ms.parse().expect("POLLER_IDLE_WAIT_MS"));
+    }
     if let Ok(secs) = std::env::var("POLLER_LEASE_SECS") {
         config.lease = Duration::from_secs_f64(secs.parse().expect("POLLER_LEASE_SECS"));
     }
@@ -105,7 +109,8 @@ async fn run<M: Mailer + 'static>(poller: Poller<M>, cmd: &str) {
             println!("{}", serde_json::to_string(&summary).unwrap());
         }
         "invoke" => {
-            let deadline = std::time::Instant::now() + Duration::from_secs(2);
+            let secs = std::env::var("OUTBOX_WORKER_RUN_SECS").map_or(2.0, |s| s.parse().expect("OUTBOX_WORKER_RUN_SECS"));
+            let deadline = std::time::Instant::now() + Duration::from_secs_f64(secs);
             let health = poller.invoke(deadline).await.expect("invoke");
             println!("{}", serde_json::to_string(&health).unwrap());
         }

@@ -84,10 +84,66 @@ impl Stack {
         sent_mail(&moto_endpoint(), &self.sender).len()
     }
 
+    /// A poller process (`outbox-worker CMD`) sending through `endpoint`
+    /// with the real SES client, paced as the poller Lambda is, with
+    /// [`IN_FLIGHT`] sends in flight and canaries every second.
+    fn worker(&self, endpoint: &str, cmd: &str) -> tokio::process::Command {
+        let mut c = tokio::process::Command::new(env!("CARGO_BIN_EXE_outbox-worker"));
+        c.args([cmd, "/dev/null"])
+            .env("DATABASE_URL", &self.db.url)
+            .env("OUTBOX_WORKER_MAILER", "ses")
+            .env("SES_ENDPOINT_URL", endpoint)
+            .env("SES_FROM_ADDRESS", format!("Bookings <{}>", self.sender))
+            .env("SES_CONFIGURATION_SET", &self.config_set)
+            .env("SES_CANARY_ADDRESS", CANARY_TO)
+            .env("SES_CANARY_EVERY_SECS", "1")
+            .env("SES_MAX_SEND_RATE", "1000")
+            .env("POLLER_CONCURRENCY", IN_FLIGHT.to_string())
+            .env("SES_CONNECT_TIMEOUT_MS", "1000")
+            .env("SES_READ_TIMEOUT_MS", "1500")
+            .env("AWS_REGION", "us-east-1")
+            .env("AWS_ACCESS_KEY_ID", "test")
+            .env("AWS_SECRET_ACCESS_KEY", "test")
+            .env("AWS_EC2_METADATA_DISABLED", "true")
+            .env("RUST_LOG", "error")
+            .kill_on_drop(true);
+        c
+    }
+
     /// The Send events the publisher wrote for claims (not canaries).
     fn accepted_sends(&self) -> Vec<Value> {
         self.publisher.events().into_iter().filter(|e| kind_of(e) == "Send" && claim_of(e).is_some()).collect()
     }
+
+    /// From SES's own log (the Send events of claims): asserts that no
+    /// claim and no recipient of an event was accepted twice, and returns
+    /// how often each claim was (once).
+    fn accepted_once(&self) -> BTreeMap<Uuid, usize> {
+        let mut by_claim: BTreeMap<Uuid, usize> = BTreeMap::new();
+        let mut by_recipient: BTreeMap<(String, String), usize> = BTreeMap::new();
+        for e in &self.accepted_sends() {
+            *by_claim.entry(claim_of(e).unwrap()).or_default() += 1;
+            *by_recipient.entry((event_of(e), recipient_of(e))).or_default() += 1;
+        }
+        let dup_claims: Vec<_> = by_claim.iter().filter(|(_, n)| **n > 1).collect();
+        let dup_recipients: Vec<_> = by_recipient.iter().filter(|(_, n)| **n > 1).collect();
+        assert!(dup_claims.is_empty(), "a claim accepted twice: {dup_claims:?}");
+        assert!(dup_recipients.is_empty(), "a recipient of an event got it twice: {dup_recipients:?}");
+        by_claim
+    }
+
+    /// How many `(event, recipient)` SES accepted.
+    fn recipients_reached(&self) -> usize {
+        self.accepted_sends().iter().map(|e| (event_of(e), recipient_of(e))).collect::<BTreeSet<_>>().len()
+    }
+}
+
+fn event_of(send: &Value) -> String {
+    send["detail"]["mail"]["tags"]["event_id"][0].as_str().unwrap().to_string()
+}
+
+fn recipient_of(send: &Value) -> String {
+    send["detail"]["mail"]["destination"][0].as_str().unwrap().to_string()
 }
 
 async fn send_row(db: &TestDb) -> (Uuid, SendStatus, Option<ConfirmedBy>) {
@@ -300,29 +356,7 @@ async fn fault_run(s: &Stack, stream: Stream) -> FaultRun {
         })
     };
 
-    let worker_bin = env!("CARGO_BIN_EXE_outbox-worker");
-    let worker = |endpoint: &str| {
-        let mut cmd = tokio::process::Command::new(worker_bin);
-        cmd.args(["drain", "/dev/null"])
-            .env("DATABASE_URL", &s.db.url)
-            .env("OUTBOX_WORKER_MAILER", "ses")
-            .env("SES_ENDPOINT_URL", endpoint)
-            .env("SES_FROM_ADDRESS", format!("Bookings <{}>", s.sender))
-            .env("SES_CONFIGURATION_SET", &s.config_set)
-            .env("SES_CANARY_ADDRESS", CANARY_TO)
-            .env("SES_CANARY_EVERY_SECS", "1")
-            .env("SES_MAX_SEND_RATE", "1000")
-            .env("POLLER_CONCURRENCY", IN_FLIGHT.to_string())
-            .env("SES_CONNECT_TIMEOUT_MS", "1000")
-            .env("SES_READ_TIMEOUT_MS", "1500")
-            .env("AWS_REGION", "us-east-1")
-            .env("AWS_ACCESS_KEY_ID", "test")
-            .env("AWS_SECRET_ACCESS_KEY", "test")
-            .env("AWS_EC2_METADATA_DISABLED", "true")
-            .env("RUST_LOG", "error")
-            .kill_on_drop(true);
-        cmd
-    };
+    let worker = |endpoint: &str| s.worker(endpoint, "drain");
     run.kills = kill_then_drain(&s.db, &mut rng, || worker(&proxy.endpoint)).await;
 
     // Then until every recipient is settled: resends run, canaries go out.
@@ -338,27 +372,14 @@ async fn fault_run(s: &Stack, stream: Stream) -> FaultRun {
     done.store(true, std::sync::atomic::Ordering::SeqCst);
     run.alarm = sweeping.await.unwrap();
 
-    // From SES's own log: every Send event the publisher wrote for a claim.
-    let sends = s.accepted_sends();
-    let mut by_claim: BTreeMap<Uuid, usize> = BTreeMap::new();
-    let mut by_recipient: BTreeMap<(String, String), usize> = BTreeMap::new();
-    for e in &sends {
-        *by_claim.entry(claim_of(e).unwrap()).or_default() += 1;
-        let event_id = e["detail"]["mail"]["tags"]["event_id"][0].as_str().unwrap().to_string();
-        let to = e["detail"]["mail"]["destination"][0].as_str().unwrap().to_string();
-        *by_recipient.entry((event_id, to)).or_default() += 1;
-    }
-    let dup_claims: Vec<_> = by_claim.iter().filter(|(_, n)| **n > 1).collect();
-    let dup_recipients: Vec<_> = by_recipient.iter().filter(|(_, n)| **n > 1).collect();
-    assert!(dup_claims.is_empty(), "a claim accepted twice: {dup_claims:?}");
-    assert!(dup_recipients.is_empty(), "a recipient of an event got it twice: {dup_recipients:?}");
+    let by_claim = s.accepted_once();
     assert!(
         settled,
         "every recipient settled: sends {:?}, events {:?}",
         send_counts(&s.db).await,
         event_counts(&s.db).await
     );
-    assert_eq!(by_recipient.len() as i64, all, "every recipient of every event reached SES, exactly once");
+    assert_eq!(s.recipients_reached(), all as usize, "every recipient of every event reached SES, exactly once");
 
     let client = s.db.pool.get().await.unwrap();
     let orphaned = shared::notify::sends::outcome::ORPHANED;
@@ -454,4 +475,212 @@ async fn fault_run_with_a_late_event_stream_sends_no_duplicate() {
     let s = stack().await;
     let run = fault_run(&s, Stream::Late(GRACE * 3)).await;
     assert!(run.alarm > 0, "the stream's lag was reported (SesEventsBehind)");
+}
+
+/// What one kill in the take-over fault run cost.
+#[derive(Debug)]
+struct Kill {
+    worker: String,
+    at: std::time::Instant,
+    /// The events it held (PROCESSING under its lease) when it died.
+    held: Vec<Uuid>,
+    /// When the last of them was claimed again (or settled) since.
+    next_claim: Option<std::time::Instant>,
+}
+
+/// Records, for each kill, when every event the dead poller held has been
+/// claimed by another (it left the dead one's hands).
+async fn watch_take_overs(db: &TestDb, kills: &mut [Kill]) {
+    let client = db.pool.get().await.unwrap();
+    for k in kills.iter_mut().filter(|k| k.next_claim.is_none()) {
+        let still: i64 = client
+            .query_one(
+                "SELECT count(*) FROM outbox_events WHERE id = ANY($1) AND status = 'PROCESSING' AND locked_by = $2",
+                &[&k.held, &k.worker],
+            )
+            .await
+            .unwrap()
+            .get(0);
+        if still == 0 {
+            k.next_claim = Some(std::time::Instant::now());
+        }
+    }
+}
+
+/// The fault run with **no sweeper at all** (issue 51), at the template's
+/// lease (4 s, renewed every second) and idle wait (200 ms): 120 bookings
+/// of 3 recipients, 40 of them rescheduled at once (a later event waits
+/// behind each), through the same faulty SES proxy at 40 sends a second
+/// (so the run lasts its kills); two poller processes
+/// live at every moment (the deployed shape: each minute's run starts
+/// while the two before it poll), one of them SIGKILLed every 0.4–1.6 s
+/// and replaced at once, 12 kills. Every event must end DONE through
+/// take-overs alone; then SES's evidence (the events the publisher writes,
+/// and the resends it justifies, called directly: no sweep of stuck rows)
+/// settles the sends the kills left ambiguous. Prints the time from each
+/// kill to the next claim of the events it held.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fault_run_with_no_sweeper_takes_each_killed_pollers_events_over_within_seconds() {
+    let s = stack().await;
+    let mix = [
+        (Fault::Throttle, 50),
+        (Fault::ServerError, 20),
+        (Fault::DropAfterForward, 20),
+        (Fault::DelayAfterForward, 20),
+    ];
+    let (mut rng, seed) = Rng::from_clock();
+    println!("take-over fault run seed {seed}");
+    let proxy = FaultProxy::start_random(&s.publisher.endpoint, &mix, seed).await;
+    let recipients = ["alice@example.com", "carol@example.com", "dave@example.com"];
+    let service = shared::booking::service::BookingService::new(
+        s.db.pool.clone(),
+        Faults::none(),
+        shared::booking::limits::Limits::UNLIMITED,
+    );
+    let moved = shared::booking::domain::BookingChanges {
+        title: Some(shared::booking::domain::Title::parse("Moved").unwrap()),
+        ..Default::default()
+    };
+    let bookings = 120;
+    for slot in 0..bookings {
+        let booking = create_booking(&s.db, slot, &recipients).await;
+        if slot % 3 == 0 {
+            service.update(&organizer(), booking.id, &moved, 1).await.unwrap();
+        }
+    }
+    let events = EventStream::start(s.publisher.events_path(), s.db.pool.clone(), Delivery::default());
+    let lease = shared::relay::PollerConfig::for_tests("-").lease;
+    let run = |s: &Stack| {
+        let mut c = s.worker(&proxy.endpoint, "invoke");
+        // At 40 sends a second the run lasts the 12 kills, so each finds
+        // work in flight.
+        c.env("OUTBOX_WORKER_RUN_SECS", "8").env("POLLER_IDLE_WAIT_MS", "200").env("SES_MAX_SEND_RATE", "40");
+        c.spawn().unwrap()
+    };
+    let mut live: Vec<(tokio::process::Child, std::time::Instant)> = Vec::new();
+    let mut kills: Vec<Kill> = Vec::new();
+    let started = std::time::Instant::now();
+    let mut next_kill = started + Duration::from_millis(400 + rng.below(1200));
+    loop {
+        assert!(started.elapsed() < Duration::from_secs(150), "every event ends DONE through take-overs alone");
+        // Two pollers live at every moment: one that ended is replaced.
+        live.retain_mut(|(c, _)| c.try_wait().unwrap().is_none());
+        while live.len() < 2 {
+            live.push((run(&s), std::time::Instant::now()));
+        }
+        if kills.len() < 12 && std::time::Instant::now() >= next_kill {
+            // The older of the two, so a kill always finds one at work.
+            let (mut child, _) = live.remove(0);
+            let worker = format!("child-{}", child.id().unwrap());
+            child.start_kill().unwrap(); // SIGKILL
+            child.wait().await.unwrap();
+            let at = std::time::Instant::now();
+            let held: Vec<Uuid> = s
+                .db
+                .pool
+                .get()
+                .await
+                .unwrap()
+                .query("SELECT id FROM outbox_events WHERE status = 'PROCESSING' AND locked_by = $1", &[&worker])
+                .await
+                .unwrap()
+                .iter()
+                .map(|r| r.get(0))
+                .collect();
+            kills.push(Kill { worker, at, held, next_claim: None });
+            next_kill = at + Duration::from_millis(400 + rng.below(1200));
+        }
+        watch_take_overs(&s.db, &mut kills).await;
+        let counts = event_counts(&s.db).await;
+        if kills.len() == 12 && counts[&EventStatus::Pending] + counts[&EventStatus::Processing] == 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    for (mut c, _) in live {
+        c.start_kill().unwrap();
+        c.wait().await.unwrap();
+    }
+    let counts = event_counts(&s.db).await;
+    assert_eq!(counts[&EventStatus::Done], bookings as i64 + 40, "every event DONE, none dead: {counts:?}");
+
+    let mut worst = Duration::ZERO;
+    let mut held = 0;
+    for k in &kills {
+        let took = k.next_claim.map(|t| t.duration_since(k.at));
+        println!("kill of {}: held {} events, kill -> next claim {took:?}", k.worker, k.held.len());
+        held += k.held.len();
+        if !k.held.is_empty() {
+            worst = worst.max(took.expect("taken over"));
+        }
+    }
+    println!(
+        "take-over fault run (no sweeper, lease {lease:?}): {} kills holding {held} events; kill -> next claim max \
+         {:.2} s",
+        kills.len(),
+        worst.as_secs_f64()
+    );
+    assert!(held > 0, "the kills found pollers at work");
+    assert!(worst <= Duration::from_secs(5), "a dead poller's events waited {worst:?} for a take-over");
+
+    // SES's evidence settles what the kills left ambiguous: its events
+    // confirm what it accepted, and what it never saw is resent once its
+    // stream moved past it (the step the sweeper runs, called alone).
+    let all = (bookings as usize + 40) * recipients.len();
+    let settled = wait_until(Duration::from_secs(120), async || {
+        let mut client = s.db.pool.get().await.unwrap();
+        shared::notify::unknown::settle_on_evidence(&mut client, GRACE, 3, 500).await.unwrap();
+        assert!(s.worker(&proxy.endpoint, "drain").status().await.unwrap().success());
+        let sends = send_counts(&s.db).await;
+        sends[&SendStatus::Unknown] + sends[&SendStatus::Claimed] == 0
+            && event_counts(&s.db).await[&EventStatus::Done] == bookings as i64 + 40
+    })
+    .await;
+    drop(events);
+    assert!(settled, "every send settled: {:?}", send_counts(&s.db).await);
+    s.accepted_once();
+    // Every recipient told of each booking's final state; an invitation a
+    // later update superseded may never go (the update told them).
+    let superseded = send_counts(&s.db).await[&SendStatus::Superseded] as usize;
+    assert_eq!(s.recipients_reached() + superseded, all, "every recipient reached");
+
+    // Order: per booking and recipient, what SES accepted, in the order it
+    // accepted it, is in version order.
+    let client = s.db.pool.get().await.unwrap();
+    let versions: BTreeMap<String, (Uuid, i32)> = client
+        .query("SELECT id::text, aggregate_id, aggregate_version FROM outbox_events", &[])
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), (r.get(1), r.get(2))))
+        .collect();
+    let mut seen: BTreeMap<(Uuid, String), (chrono::DateTime<chrono::FixedOffset>, i32)> = BTreeMap::new();
+    let accepted_at =
+        |e: &Value| chrono::DateTime::parse_from_rfc3339(e["detail"]["mail"]["timestamp"].as_str().unwrap()).unwrap();
+    let mut sends = s.accepted_sends();
+    sends.sort_by_key(accepted_at);
+    for e in &sends {
+        let (booking, version) = versions[&event_of(e)];
+        let at = accepted_at(e);
+        if let Some((before, v)) = seen.insert((booking, recipient_of(e)), (at, version)) {
+            assert!(v < version, "version {version} accepted at {at} after version {v} at {before}: order violated");
+        }
+    }
+    let orphans: i64 = client
+        .query_one(
+            "SELECT (SELECT count(*) FROM booking_notification_sends WHERE last_error = $1) \
+                  + (SELECT count(*) FROM notification_resends WHERE previous_error = $1)",
+            &[&shared::notify::sends::outcome::ORPHANED],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    let busy = kills.iter().filter(|k| !k.held.is_empty()).count();
+    println!(
+        "take-over fault run: {all} notifications, duplicates 0, order violations 0, every recipient reached; \
+         the {busy} kills of busy pollers cost {orphans} sends left ambiguous ({:.1} a kill, at most {IN_FLIGHT} in \
+         flight each), each settled by SES's evidence",
+        orphans as f64 / busy.max(1) as f64
+    );
+    assert!(orphans as usize <= busy * 2 * IN_FLIGHT, "a kill cost at most its sends in flight: {orphans}");
 }
