@@ -5,7 +5,7 @@
 # stand-in (the account's MaxSendRate, GetAccount, 80 ms ± 20 ms a call).
 # The driver is tests/src/bin/bench-production.rs; its header says what is
 # measured and which variables change it (BENCH_SCALE, BENCH_QUOTAS,
-# BENCH_STREAMS, BENCH_FULL, BENCH_ONLY=trickle|burst|reminders, BENCH_KEEP,
+# BENCH_STREAMS, BENCH_FULL, BENCH_ONLY=trickle|burst|reminders|crash, BENCH_KEEP,
 # BENCH_REMINDER_QUOTA).
 # Postgres: a throwaway cluster with durable settings (fsync on, as in
 # production), unless DATABASE_URL is set. Loopback only; every run ends by

@@ -7,8 +7,10 @@
 # with its own perf method (BENCH_PEERS=0 skips it, BENCH_PEERS=required
 # fails without node/npm) and the SQL of POST /bookings with pgbench; see
 # scripts/lib/bench-peers.sh. The 1-poller drain and graphile-worker's
-# batched 1 x 4 preset run again, interleaved (BENCH_ROUNDS rounds in all,
-# default 2), and each side's best round counts; BENCH_ONLY=comparison runs
+# batched 1 x 4 presets (no-op jobs, and equal work: a claim row committed
+# before each recipient's no-op send and its outcome after) run again,
+# interleaved (BENCH_ROUNDS rounds in all, default 2), and each side's best
+# round counts; BENCH_ONLY=comparison runs
 # only those rounds. Then GET /bookings with BENCH_LISTING_BOOKINGS (default
 # 100,000) bookings in the table (tests/benches/listing.rs): p50/p99 of the
 # organizer's first and next page and the attendee's first page, beside
@@ -112,12 +114,12 @@ project_drain() {
     cargo bench --locked -p outbox-tests --bench poller
 }
 for round in $(seq "$first_round" "${BENCH_ROUNDS:-2}"); do
-  echo "==> round $round, interleaved: the project's 1-poller drain and graphile-worker batched 1 x 4" >&2
+  echo "==> round $round, interleaved: the project's 1-poller drain and graphile-worker batched 1 x 4 (no-op jobs, then equal work)" >&2
   if [ $((round % 2)) -eq 1 ]; then
     project_drain
-    BENCH_PEER_PRESETS=batched.p1c4 bench_peers
+    BENCH_PEER_PRESETS=batched.p1c4,equalwork.p1c4 bench_peers
   else
-    BENCH_PEER_PRESETS=batched.p1c4 bench_peers
+    BENCH_PEER_PRESETS=batched.p1c4,equalwork.p1c4 bench_peers
     project_drain
   fi
 done

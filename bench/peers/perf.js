@@ -19,6 +19,15 @@
 // Latency, as latencyTest.js: one worker (concurrency 1, LISTEN/NOTIFY),
 // add a job, wait until its task starts, repeat; reports p50/p99.
 //
+// Equal work (preset equalwork.p1c4, the batched 1 x 4 configuration): each
+// job is an event of RECIPIENTS (3) recipients, as the project's bench
+// events are, and its task does, per recipient, what the project does
+// durably per notification: commits a claim row (INSERT ... ON CONFLICT DO
+// NOTHING on the (event, recipient, type) key, in a table shaped like
+// booking_notification_sends: a uuid key and that unique key), makes a
+// no-op send, then commits its outcome (UPDATE to SENT with a message id).
+// Its figures are per notification (N jobs x RECIPIENTS), like the project's.
+//
 // Env: BENCH_PEER_JOBS (450000), BENCH_PEER_LATENCY_SAMPLES (1000, as
 // latencyTest.js), BENCH_PEER_TIMEOUT_S (600: the whole run, and each worker
 // process, is killed past it), BENCH_PEER_PRESETS (comma list, default all).
@@ -47,22 +56,48 @@ const BATCHED = {
   completeJobBatchDelay: 0,
   failJobBatchDelay: 0,
 };
+const RECIPIENTS = 3;
 const PRESETS = {
   "perjob.c4": { procs: 1, concurrency: 4, worker: PER_JOB },
   "batched.p1c4": { procs: 1, concurrency: 4, worker: BATCHED },
+  "equalwork.p1c4": { procs: 1, concurrency: 4, worker: BATCHED, task: "notify", recipients: RECIPIENTS },
   "batched.p4c24": { procs: 4, concurrency: 24, worker: BATCHED },
 };
 
-const log = (...args) => console.error("[peers]", ...args);
-const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
-// Warnings and errors only (the default logger prints every job).
-const quietLogger = new Logger(() => (level, message) => {
-  if (level === "error" || level === "warning") console.error(`[graphile-worker ${level}] ${message}`);
-});
+// The equal-work task's table: booking_notification_sends' shape, as far as
+// the claim and the outcome write it (V1, V11).
+const SENDS_TABLE = `create table if not exists bench_sends (
+  id uuid primary key,
+  event_id bigint not null,
+  recipient text not null,
+  event_type text not null,
+  status text not null,
+  provider_message_id text,
+  claimed_at timestamptz not null default now(),
+  completed_at timestamptz,
+  unique (event_id, recipient, event_type))`;
 
-// The same rank as the project's bench (tests/benches/poller.rs).
-function percentile(sorted, p) {
-  return sorted[Math.round((sorted.length - 1) * p)];
+// Per recipient: the claim committed, a no-op send, the outcome committed,
+// on one connection of the worker's pool for the whole job (each statement
+// its own transaction, as the project's claim and outcome are).
+async function notify(payload, helpers) {
+  await helpers.withPgClient(async (c) => {
+    for (const recipient of payload.recipients) {
+      const claimed = await c.query(
+        `insert into bench_sends (id, event_id, recipient, event_type, status)
+         values (gen_random_uuid(), $1, $2, 'BOOKING_CONFIRMED', 'CLAIMED')
+         on conflict (event_id, recipient, event_type) do nothing returning id`,
+        [payload.id, recipient],
+      );
+      if (claimed.rowCount !== 1) continue; // claimed before: never sent again
+      const messageId = `noop-${payload.id}-${recipient}`;
+      await c.query(
+        `update bench_sends set status = 'SENT', provider_message_id = $2, completed_at = now()
+          where id = $1 and status = 'CLAIMED'`,
+        [claimed.rows[0].id, messageId],
+      );
+    }
+  });
 }
 
 // ---- child: one worker process, `--once` semantics -----------------------
@@ -79,7 +114,13 @@ async function drain(name) {
   await runOnce({
     noHandleSignals: true,
     logger: quietLogger,
-    taskList: { noop: async () => void executed++ },
+    taskList: {
+      noop: async () => void executed++,
+      notify: async (payload, helpers) => {
+        await notify(payload, helpers);
+        executed++;
+      },
+    },
     preset: {
       worker: {
         connectionString: DATABASE_URL,
@@ -150,17 +191,29 @@ async function dbWork(pool) {
   }
 }
 
-async function throughput(pool, name, jobs = JOBS) {
+// `units` of work (notifications for the equal-work preset, jobs
+// otherwise): JOBS / RECIPIENTS jobs of RECIPIENTS recipients each for the
+// equal-work preset, so both sides do as many notifications.
+async function throughput(pool, name, units = JOBS) {
   const preset = PRESETS[name];
+  const per = preset.recipients || 1;
+  const jobs = Math.floor(units / per);
+  units = jobs * per;
   if ((await remainingJobs(pool)) !== 0) throw new Error("queue not empty before the run");
   const [startupMs] = await timed(() => spawnDrain(name));
+  if (preset.task === "notify") {
+    await pool.query(SENDS_TABLE);
+    await pool.query("truncate bench_sends");
+  }
   const [addMs] = await timed(() =>
     pool.query(
       `select count(*) from graphile_worker.add_jobs(array(
          select json_populate_record(null::graphile_worker.job_spec,
-                  json_build_object('identifier', 'noop', 'payload', json_build_object('id', i)))
+                  json_build_object('identifier', $2::text, 'payload',
+                    json_build_object('id', i, 'recipients',
+                      (select json_agg('r' || r || '-' || i || '@example.com') from generate_series(1, $3::int) r))))
            from generate_series(1, $1::int) i))`,
-      [jobs],
+      [jobs, preset.task || "noop", per],
     ),
   );
   // As the project's bench does after seeding its outbox.
@@ -175,16 +228,21 @@ async function throughput(pool, name, jobs = JOBS) {
   if (executed !== jobs || left !== 0) {
     throw new Error(`${name}: executed ${executed} of ${jobs} jobs, ${left} left in the queue`);
   }
-  const rate = (1000 * jobs) / (drainMs - startupMs);
+  if (preset.task === "notify") {
+    const { rows } = await pool.query("select count(*)::int as n from bench_sends where status = 'SENT'");
+    if (rows[0].n !== units) throw new Error(`${name}: ${rows[0].n} of ${units} sends recorded SENT`);
+  }
+  const rate = (1000 * units) / (drainMs - startupMs);
+  const unit = per > 1 ? `notifications/s (${jobs} jobs x ${per})` : "jobs/s";
   log(
     `${name}: ${preset.procs} process(es) x concurrency ${preset.concurrency}: add ${addMs.toFixed(0)} ms, ` +
-      `drain ${drainMs.toFixed(0)} ms - startup ${startupMs.toFixed(0)} ms => ${rate.toFixed(0)} jobs/s`,
+      `drain ${drainMs.toFixed(0)} ms - startup ${startupMs.toFixed(0)} ms => ${rate.toFixed(0)} ${unit}`,
   );
-  // Per job: what the drain cost the database (its workers' statements).
+  // Per unit: what the drain cost the database (its workers' statements).
   const work = after && {
-    statements: (after.statements - before.statements) / jobs,
-    records: (after.records - before.records) / jobs,
-    bytes: (after.bytes - before.bytes) / jobs,
+    statements: (after.statements - before.statements) / units,
+    records: (after.records - before.records) / units,
+    bytes: (after.bytes - before.bytes) / units,
   };
   return [rate, (drainMs - startupMs) / 1000, work];
 }
@@ -306,7 +364,8 @@ async function main() {
       emit(`graphile.${name}`, rate.toFixed(0));
       emit(`graphile.${name}.drain_s`, drainS.toFixed(2));
       if (work) {
-        log(`${name}: per job ${work.statements.toFixed(3)} statements, ${work.records.toFixed(2)} WAL records, ` +
+        const unit = PRESETS[name].recipients ? "notification" : "job";
+        log(`${name}: per ${unit} ${work.statements.toFixed(3)} statements, ${work.records.toFixed(2)} WAL records, ` +
           `${work.bytes.toFixed(0)} WAL bytes`);
         emit(`graphile.${name}.statements_each`, work.statements.toFixed(3));
         emit(`graphile.${name}.wal_records_each`, work.records.toFixed(3));

@@ -217,6 +217,10 @@ class Fleet:
                 self.say(f"environment {env.n}: the process exited ({env.proc.returncode})")
                 with env.lock:
                     env.dead = True
+                    inv, env.current = env.current, None
+                # As Lambda reports a runtime that died mid-invocation.
+                if inv is not None:
+                    self.ended(env, inv, "error", f"Runtime exited ({env.proc.returncode})", now)
 
     def busy(self):
         with self.lock:

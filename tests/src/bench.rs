@@ -132,6 +132,49 @@ impl DbWork {
     }
 }
 
+/// Each statement's WAL records so far (pg_stat_statements, this
+/// database), by query id: `(the query's first words, WAL records)`.
+pub async fn wal_by_statement(db: &TestDb) -> Option<std::collections::HashMap<i64, (String, f64)>> {
+    let client = db.pool.get().await.unwrap();
+    let rows = client
+        .query(
+            "SELECT queryid, left(regexp_replace(query, '\\s+', ' ', 'g'), 90), wal_records::float8 \
+               FROM pg_stat_statements \
+              WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database()) AND toplevel",
+            &[],
+        )
+        .await
+        .ok()?;
+    Some(rows.iter().map(|r| (r.get(0), (r.get(1), r.get(2)))).collect())
+}
+
+/// Prints where a drain's WAL records went, per one of `units`, the
+/// largest first (statements of under 0.05 a unit together).
+pub fn print_wal_breakdown(
+    before: &std::collections::HashMap<i64, (String, f64)>,
+    after: &std::collections::HashMap<i64, (String, f64)>,
+    units: usize,
+) {
+    let mut rows: Vec<(f64, &str)> = after
+        .iter()
+        .map(|(id, (query, wal))| (wal - before.get(id).map_or(0.0, |b| b.1), query.as_str()))
+        .filter(|(wal, _)| *wal > 0.0)
+        .map(|(wal, q)| (wal / units as f64, q))
+        .collect();
+    rows.sort_by(|a, b| b.0.total_cmp(&a.0));
+    let total: f64 = rows.iter().map(|r| r.0).sum();
+    println!("    WAL records per notification, by statement ({total:.2} in all):");
+    let mut rest = 0.0;
+    for (each, query) in rows {
+        if each < 0.05 {
+            rest += each;
+        } else {
+            println!("      {each:>6.2}  {query}");
+        }
+    }
+    println!("      {rest:>6.2}  (the others)");
+}
+
 pub fn percentile(sorted: &[Duration], p: f64) -> Duration {
     sorted[((sorted.len() as f64 - 1.0) * p).round() as usize]
 }

@@ -49,8 +49,8 @@ pub struct Claimed {
 ///
 /// - **events whose lease ended** (their holder stopped renewing it: dead,
 ///   frozen or cut off), first: found through the ended leases
-///   (`outbox_leases`, a handful of rows) and `outbox_events_processing`,
-///   so a claim with no ended lease reads nothing more. Each is taken over
+///   (`outbox_leases`, a handful of rows) and `outbox_events_processing`
+///   ([`OVER`]), so a claim with no ended lease reads nothing more. Each is taken over
 ///   under the claimant's lease, the take-over's new token (see
 ///   [`super::lease`]); one out of attempts goes to DEAD instead, so a
 ///   poison event that kills its pollers ends in the dead letter;
@@ -81,13 +81,19 @@ const IN_ORDER: &str = formatcp!(
         OFFSET 0)"
 );
 
+/// The ended leases are read once (an InitPlan: `outbox_leases` is a row
+/// per poller run), and their events found by `outbox_events_processing`
+/// (lease_id): with none ended, an index scan of an empty array, so the
+/// ordering probe runs for no row. (A join let the planner scan every
+/// PROCESSING row, and probe its booking, at each claim.)
 const OVER: &str = formatcp!(
-    "WITH ended AS MATERIALIZED (SELECT id FROM outbox_leases WHERE expires_at < now()), \
-     over AS ( \
-         SELECT e.ctid, e.id FROM ended JOIN outbox_events e ON e.lease_id = ended.id \
-         WHERE e.status = {PROCESSING} AND {IN_ORDER} \
+    "WITH over AS ( \
+         SELECT e.ctid, e.id FROM outbox_events e \
+         WHERE e.status = {PROCESSING} \
+           AND e.lease_id = ANY (ARRAY(SELECT id FROM outbox_leases WHERE expires_at < now())) \
+           AND {IN_ORDER} \
          LIMIT $1 \
-         FOR UPDATE OF e SKIP LOCKED), "
+         FOR UPDATE SKIP LOCKED), "
 );
 
 const DUE_HEAD: &str = formatcp!(
