@@ -33,10 +33,17 @@ CREATE INDEX outbox_events_processing ON outbox_events (lease_id) WHERE status =
 -- events/lease.rs): of `events`, those PROCESSING under `lease`. A send's
 -- claim, its outcome and an orphan's UNKNOWN are written only for these,
 -- in the same statement, so a holder that lost an event changes nothing
--- of it. A plain SQL function: the planner inlines it.
+-- of it. A plain SQL function: the planner inlines it. The events are found
+-- by their primary key and their lease compared on the row: `IS NOT
+-- DISTINCT FROM` is no index condition, so a plan never reads the lease's
+-- index instead (with statistics from before the lease's claims, the
+-- planner took it for one row, and read every event a run held for each
+-- outcome: 285 µs a notification). A NULL lease holds nothing.
 CREATE FUNCTION outbox_events_held(events uuid[], lease uuid) RETURNS SETOF uuid
     LANGUAGE sql STABLE PARALLEL SAFE
-    AS $$ SELECT id FROM outbox_events WHERE id = ANY(events) AND lease_id = lease AND status = 'PROCESSING' $$;
+    AS $$ SELECT id FROM outbox_events
+           WHERE id = ANY(events) AND status = 'PROCESSING' AND lease IS NOT NULL
+             AND lease_id IS NOT DISTINCT FROM lease $$;
 REVOKE ALL ON FUNCTION outbox_events_held(uuid[], uuid) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION outbox_events_held(uuid[], uuid) TO booking_app, outbox_poller;
 

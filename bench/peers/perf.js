@@ -100,6 +100,18 @@ async function notify(payload, helpers) {
   });
 }
 
+const log = (...args) => console.error("[peers]", ...args);
+const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+// Warnings and errors only (the default logger prints every job).
+const quietLogger = new Logger(() => (level, message) => {
+  if (level === "error" || level === "warning") console.error(`[graphile-worker ${level}] ${message}`);
+});
+
+// The same rank as the project's bench (tests/benches/poller.rs).
+function percentile(sorted, p) {
+  return sorted[Math.round((sorted.length - 1) * p)];
+}
+
 // ---- child: one worker process, `--once` semantics -----------------------
 
 async function drain(name) {

@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 
 use outbox_tests::api::{gateway_event, test_config};
 use outbox_tests::bench::{
-    drain, drain_through, env_usize, ms, percentile, print_wal_breakdown, record, wal_by_statement, DbWork, Shape,
+    drain, drain_through, env_usize, ms, percentile, print_work_breakdown, record, work_by_statement, DbWork, Shape,
 };
 use outbox_tests::outbox::{create_booking_at, seed_events};
 use outbox_tests::TestDb;
@@ -75,14 +75,14 @@ async fn throughput(shape: Shape, events: usize, recipients: usize) -> (f64, f64
     let client = db.pool.get().await.unwrap();
     client.batch_execute("VACUUM ANALYZE outbox_events").await.unwrap();
     let before = DbWork::so_far(&db).await;
-    let statements = wal_by_statement(&db).await;
+    let statements = work_by_statement(&db).await;
     let elapsed = drain(&db, shape, events * recipients).await;
     let work = match (before, DbWork::so_far(&db).await) {
         (Some(before), Some(after)) => Some(after.per(before, events * recipients)),
         _ => None,
     };
-    if let (Some(before), Some(after)) = (statements, wal_by_statement(&db).await) {
-        print_wal_breakdown(&before, &after, events * recipients);
+    if let (Some(before), Some(after)) = (statements, work_by_statement(&db).await) {
+        print_work_breakdown(&before, &after, events * recipients);
     }
     ((events * recipients) as f64 / elapsed, elapsed, base, work)
 }

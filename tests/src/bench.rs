@@ -132,47 +132,51 @@ impl DbWork {
     }
 }
 
-/// Each statement's WAL records so far (pg_stat_statements, this
-/// database), by query id: `(the query's first words, WAL records)`.
-pub async fn wal_by_statement(db: &TestDb) -> Option<std::collections::HashMap<i64, (String, f64)>> {
+/// Each statement's cost so far (pg_stat_statements, this database), by
+/// query id: `(the query's first words, WAL records, milliseconds run)`.
+pub async fn work_by_statement(db: &TestDb) -> Option<std::collections::HashMap<i64, (String, f64, f64)>> {
     let client = db.pool.get().await.unwrap();
     let rows = client
         .query(
-            "SELECT queryid, left(regexp_replace(query, '\\s+', ' ', 'g'), 90), wal_records::float8 \
+            "SELECT queryid, left(regexp_replace(query, '\\s+', ' ', 'g'), 80), wal_records::float8, total_exec_time \
                FROM pg_stat_statements \
               WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database()) AND toplevel",
             &[],
         )
         .await
         .ok()?;
-    Some(rows.iter().map(|r| (r.get(0), (r.get(1), r.get(2)))).collect())
+    Some(rows.iter().map(|r| (r.get(0), (r.get(1), r.get(2), r.get(3)))).collect())
 }
 
-/// Prints where a drain's WAL records went, per one of `units`, the
-/// largest first (statements of under 0.05 a unit together).
-pub fn print_wal_breakdown(
-    before: &std::collections::HashMap<i64, (String, f64)>,
-    after: &std::collections::HashMap<i64, (String, f64)>,
+/// Prints where a drain's WAL records and database time went, per one of
+/// `units`, by statement, the most WAL first (statements of under 0.05
+/// records and 1 µs a unit together).
+pub fn print_work_breakdown(
+    before: &std::collections::HashMap<i64, (String, f64, f64)>,
+    after: &std::collections::HashMap<i64, (String, f64, f64)>,
     units: usize,
 ) {
-    let mut rows: Vec<(f64, &str)> = after
+    let n = units as f64;
+    let mut rows: Vec<(f64, f64, &str)> = after
         .iter()
-        .map(|(id, (query, wal))| (wal - before.get(id).map_or(0.0, |b| b.1), query.as_str()))
-        .filter(|(wal, _)| *wal > 0.0)
-        .map(|(wal, q)| (wal / units as f64, q))
+        .map(|(id, (query, wal, ms))| {
+            let (wal0, ms0) = before.get(id).map_or((0.0, 0.0), |b| (b.1, b.2));
+            ((wal - wal0) / n, (ms - ms0) * 1000.0 / n, query.as_str())
+        })
+        .filter(|(wal, us, _)| *wal > 0.0 || *us > 0.0)
         .collect();
-    rows.sort_by(|a, b| b.0.total_cmp(&a.0));
-    let total: f64 = rows.iter().map(|r| r.0).sum();
-    println!("    WAL records per notification, by statement ({total:.2} in all):");
-    let mut rest = 0.0;
-    for (each, query) in rows {
-        if each < 0.05 {
-            rest += each;
+    rows.sort_by(|a, b| b.0.total_cmp(&a.0).then(b.1.total_cmp(&a.1)));
+    let (wal, us): (f64, f64) = rows.iter().fold((0.0, 0.0), |t, r| (t.0 + r.0, t.1 + r.1));
+    println!("    per notification, by statement: WAL records ({wal:.2} in all), µs run ({us:.1} in all)");
+    let (mut rest_wal, mut rest_us) = (0.0, 0.0);
+    for (w, u, query) in rows {
+        if w < 0.05 && u < 1.0 {
+            (rest_wal, rest_us) = (rest_wal + w, rest_us + u);
         } else {
-            println!("      {each:>6.2}  {query}");
+            println!("      {w:>6.2} {u:>7.1}  {query}");
         }
     }
-    println!("      {rest:>6.2}  (the others)");
+    println!("      {rest_wal:>6.2} {rest_us:>7.1}  (the others)");
 }
 
 pub fn percentile(sorted: &[Duration], p: f64) -> Duration {

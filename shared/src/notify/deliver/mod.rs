@@ -23,6 +23,7 @@ use super::mailer::{Mailer, SendOutcome};
 use super::pace::Pacer;
 use super::plan::Planned;
 use super::recipient_limit::{self, Invitation, RecipientLimits};
+use super::sends::outcome::Fence;
 use super::sends::{self, Claimant, Outcome, Settled};
 use crate::db::DbError;
 use crate::fault::{FaultError, Faults};
@@ -203,6 +204,7 @@ pub async fn deliver(
     // while the previous one ran (a group commit): the sends go on
     // meanwhile, and a fast mailer costs a few writes, not one per send.
     let mut ended: Vec<(Uuid, Outcome)> = Vec::new();
+    let mut ended_events: Vec<Uuid> = Vec::new();
     let mut writing: Option<BoxFuture<'_, Result<(), DbError>>> = None;
     loop {
         if admitting.is_none() && failed.is_none() && !pending.is_empty() {
@@ -216,8 +218,11 @@ pub async fn deliver(
         }
         if writing.is_none() && !ended.is_empty() {
             let outcomes = std::mem::take(&mut ended);
+            let events = std::mem::take(&mut ended_events);
             let client = &client;
-            writing = Some(Box::pin(async move { record_durably(pool, Some(client), &outcomes, lease).await }));
+            writing = Some(Box::pin(async move {
+                record_durably(pool, Some(client), &outcomes, &Fence { lease, events }).await
+            }));
         }
         if admitting.is_none() && writing.is_none() && in_flight.is_empty() {
             break;
@@ -249,6 +254,7 @@ pub async fn deliver(
             next = in_flight.next(), if !in_flight.is_empty() => match next {
                 Some(Ok((i, id, outcome, delivery))) => {
                     ended.push((id, outcome));
+                    ended_events.push(items[i].notification().event_id);
                     out[i] = Some(delivery);
                 }
                 // As a crash there would: nothing more is recorded.
@@ -302,9 +308,9 @@ async fn give_back_unsent(pool: &Pool, items: &[Planned], counted: &[usize], out
 /// released on a fresh connection ([`RECORD_RETRIES`]), so the batch's retry
 /// sends them instead of finding them CLAIMED and marking them UNKNOWN. A
 /// release deletes only CLAIMED rows with this call's own new ids.
-async fn release_unsent(pool: &Pool, ids: &[Uuid], lease: Uuid, cause: &DbError) {
+async fn release_unsent(pool: &Pool, ids: &[Uuid], fence: &Fence, cause: &DbError) {
     let released: Vec<(Uuid, Outcome)> = ids.iter().map(|id| (*id, Outcome::Released)).collect();
-    match record_durably(pool, None, &released, lease).await {
+    match record_durably(pool, None, &released, fence).await {
         Ok(()) => {
             tracing::warn!(error = %cause, count = ids.len(), "claiming a group failed; its claims were released unsent")
         }
@@ -320,13 +326,13 @@ async fn record_durably(
     pool: &Pool,
     mut first: Option<&deadpool_postgres::Client>,
     outcomes: &[(Uuid, Outcome)],
-    lease: Uuid,
+    fence: &Fence,
 ) -> Result<(), DbError> {
     let mut pauses = RECORD_RETRIES.iter();
     loop {
         let attempt = match first.take() {
-            Some(client) => sends::outcome::record(client, outcomes, lease).await,
-            None => async { sends::outcome::record(&pool.get().await?, outcomes, lease).await }.await,
+            Some(client) => sends::outcome::record(client, outcomes, fence).await,
+            None => async { sends::outcome::record(&pool.get().await?, outcomes, fence).await }.await,
         };
         match (attempt, pauses.next()) {
             (Ok(()), _) => return Ok(()),
