@@ -77,27 +77,30 @@ const SENDS_TABLE = `create table if not exists bench_sends (
   completed_at timestamptz,
   unique (event_id, recipient, event_type))`;
 
-// Per recipient: the claim committed, a no-op send, the outcome committed,
-// on one connection of the worker's pool for the whole job (each statement
-// its own transaction, as the project's claim and outcome are).
+// Per recipient, the recipients of a job at once (as the project sends an
+// event's recipients concurrently), each on a connection of the worker's
+// pool: the claim committed, a no-op send, the outcome committed (each
+// statement its own transaction, as the project's claim and outcome are).
 async function notify(payload, helpers) {
-  await helpers.withPgClient(async (c) => {
-    for (const recipient of payload.recipients) {
-      const claimed = await c.query(
-        `insert into bench_sends (id, event_id, recipient, event_type, status)
-         values (gen_random_uuid(), $1, $2, 'BOOKING_CONFIRMED', 'CLAIMED')
-         on conflict (event_id, recipient, event_type) do nothing returning id`,
-        [payload.id, recipient],
-      );
-      if (claimed.rowCount !== 1) continue; // claimed before: never sent again
-      const messageId = `noop-${payload.id}-${recipient}`;
-      await c.query(
-        `update bench_sends set status = 'SENT', provider_message_id = $2, completed_at = now()
-          where id = $1 and status = 'CLAIMED'`,
-        [claimed.rows[0].id, messageId],
-      );
-    }
-  });
+  await Promise.all(
+    payload.recipients.map((recipient) =>
+      helpers.withPgClient(async (c) => {
+        const claimed = await c.query(
+          `insert into bench_sends (id, event_id, recipient, event_type, status)
+           values (gen_random_uuid(), $1, $2, 'BOOKING_CONFIRMED', 'CLAIMED')
+           on conflict (event_id, recipient, event_type) do nothing returning id`,
+          [payload.id, recipient],
+        );
+        if (claimed.rowCount !== 1) return; // claimed before: never sent again
+        const messageId = `noop-${payload.id}-${recipient}`;
+        await c.query(
+          `update bench_sends set status = 'SENT', provider_message_id = $2, completed_at = now()
+            where id = $1 and status = 'CLAIMED'`,
+          [claimed.rows[0].id, messageId],
+        );
+      }),
+    ),
+  );
 }
 
 const log = (...args) => console.error("[peers]", ...args);
@@ -137,7 +140,9 @@ async function drain(name) {
       worker: {
         connectionString: DATABASE_URL,
         concurrentJobs: preset.concurrency,
-        maxPoolSize: preset.concurrency + 1, // as perfTest: -m CONCURRENCY + 1
+        // As perfTest: -m CONCURRENCY + 1; the equal-work task holds a
+        // connection per recipient at once.
+        maxPoolSize: preset.concurrency * (preset.recipients || 1) + 1,
         ...preset.worker,
       },
     },

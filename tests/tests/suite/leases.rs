@@ -70,13 +70,20 @@ fn recipients(n: usize, tag: &str) -> Vec<String> {
     (0..n).map(|i| format!("{tag}{i}@example.com")).collect()
 }
 
+/// A booking at `slot` for `n` attendees of its own (`{tag}0@example.com`
+/// ...); returns its event.
+async fn booking_for(db: &TestDb, slot: u32, n: usize, tag: &str) -> uuid::Uuid {
+    let people = recipients(n, tag);
+    let people: Vec<&str> = people.iter().map(String::as_str).collect();
+    create_booking(db, slot, &people).await;
+    db.scalar("SELECT id FROM outbox_events ORDER BY id DESC LIMIT 1").await
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn killed_after_claiming_before_any_send_its_events_are_taken_over_within_the_lease() {
     let db = TestDb::create().await;
-    let people = recipients(2, "k");
-    let people: Vec<&str> = people.iter().map(String::as_str).collect();
     for slot in 0..3 {
-        create_booking(&db, slot, &people).await;
+        booking_for(&db, slot, 2, "k").await;
     }
     let worker = Worker::new(env!("CARGO_BIN_EXE_outbox-worker"));
     assert!(killed(worker.run(&db, &kill_at(FAULT_AFTER_CLAIM), &[]).await));
@@ -112,10 +119,8 @@ async fn only_event_of_slot(db: &TestDb, slot: usize) -> uuid::Uuid {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn killed_mid_batch_with_sends_in_flight_costs_only_those_sends_and_seconds() {
     let db = TestDb::create().await;
-    let people = recipients(3, "m");
-    let people: Vec<&str> = people.iter().map(String::as_str).collect();
-    create_booking(&db, 1, &people).await;
-    create_booking(&db, 2, &people).await;
+    booking_for(&db, 1, 3, "m").await;
+    booking_for(&db, 2, 3, "m").await;
     let worker = Worker::new(env!("CARGO_BIN_EXE_outbox-worker"));
     let shape = [("POLLER_CONCURRENCY", "2"), ("POLLER_BATCHES_IN_FLIGHT", "1")];
     // The first send accepted kills it: its outcome unrecorded, the send
@@ -163,10 +168,7 @@ fn signal(child: &tokio::process::Child, sig: &str) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stopped_past_its_lease_and_resumed_it_changes_nothing_it_no_longer_holds() {
     let db = TestDb::create().await;
-    let people = recipients(4, "z");
-    let people: Vec<&str> = people.iter().map(String::as_str).collect();
-    create_booking(&db, 1, &people).await;
-    let event = only_event_id(&db).await;
+    let event = booking_for(&db, 1, 4, "z").await;
     let worker = Worker::new(env!("CARGO_BIN_EXE_outbox-worker"));
     // Two sends of 1.5 s in flight at a time, under the shortest lease.
     let shape = [
@@ -287,7 +289,8 @@ async fn renewal_in_flight(db: &TestDb) -> i32 {
         let pid: Option<i32> = db
             .scalar(
                 "SELECT max(pid) FROM pg_stat_activity \
-                  WHERE query LIKE 'UPDATE outbox_leases SET expires_at%' AND wait_event_type = 'Lock'",
+                  WHERE datname = current_database() \
+                    AND query LIKE 'UPDATE outbox_leases SET expires_at%' AND wait_event_type = 'Lock'",
             )
             .await;
         if let Some(pid) = pid {
@@ -311,9 +314,7 @@ fn slow_run(db: &TestDb, holder: &str) -> (shared::relay::Poller<RecordingMailer
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_connection_cut_while_renewing_is_renewed_on_a_fresh_one_and_nothing_is_taken_over() {
     let db = TestDb::create().await;
-    let people = recipients(8, "c");
-    let people: Vec<&str> = people.iter().map(String::as_str).collect();
-    create_booking(&db, 1, &people).await;
+    booking_for(&db, 1, 8, "c").await;
     let (run, mailer) = slow_run(&db, "cut");
     let drained = tokio::spawn(async move { run.drain().await.unwrap() });
     let lock = hold_the_lease_row(&db, "cut").await;
@@ -331,10 +332,7 @@ async fn a_connection_cut_while_renewing_is_renewed_on_a_fresh_one_and_nothing_i
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_renewal_stalled_past_the_lease_stops_the_run_and_its_events_are_taken_over() {
     let db = TestDb::create().await;
-    let people = recipients(8, "s");
-    let people: Vec<&str> = people.iter().map(String::as_str).collect();
-    create_booking(&db, 1, &people).await;
-    let event = only_event_id(&db).await;
+    let event = booking_for(&db, 1, 8, "s").await;
     let (run, first_mailer) = slow_run(&db, "stalled");
     let drained = tokio::spawn(async move { run.drain().await.unwrap() });
     // Its renewals wait on the row (a database that stopped answering

@@ -297,6 +297,22 @@ const GRACE: Duration = Duration::from_secs(2);
 /// crash may leave UNKNOWN.
 const IN_FLIGHT: usize = 4;
 
+/// The fault runs' proxy in front of the publisher: it throttles 5 % of the
+/// SES calls, answers 500 without forwarding for 2 %, forwards then drops
+/// the connection for 2 % and forwards then answers past the read timeout
+/// for 2 %, by a seed from the clock (printed), which also seeds the run.
+async fn faulty_proxy(s: &Stack, run: &str) -> (FaultProxy, Rng) {
+    let mix = [
+        (Fault::Throttle, 50),
+        (Fault::ServerError, 20),
+        (Fault::DropAfterForward, 20),
+        (Fault::DelayAfterForward, 20),
+    ];
+    let (rng, seed) = Rng::from_clock();
+    println!("{run} seed {seed}");
+    (FaultProxy::start_random(&s.publisher.endpoint, &mix, seed).await, rng)
+}
+
 /// The fault run, bounded: 150 bookings of 3 recipients, SES calls through
 /// a proxy that throttles 5 %, answers 500 without forwarding for 2 %,
 /// forwards then drops the connection for 2 % and forwards then answers
@@ -305,15 +321,7 @@ const IN_FLIGHT: usize = 4;
 /// every 200 ms with a grace of 2 s, then on until every recipient is
 /// settled. Asserts 0 duplicates and every recipient delivered exactly once.
 async fn fault_run(s: &Stack, stream: Stream) -> FaultRun {
-    let mix = [
-        (Fault::Throttle, 50),
-        (Fault::ServerError, 20),
-        (Fault::DropAfterForward, 20),
-        (Fault::DelayAfterForward, 20),
-    ];
-    let (mut rng, seed) = Rng::from_clock();
-    println!("fault run seed {seed}");
-    let proxy = FaultProxy::start_random(&s.publisher.endpoint, &mix, seed).await;
+    let (proxy, mut rng) = faulty_proxy(s, "fault run").await;
     let recipients = ["alice@example.com", "carol@example.com", "dave@example.com"];
     let bookings = 150;
     for slot in 0..bookings {
@@ -522,15 +530,7 @@ async fn watch_take_overs(db: &TestDb, kills: &mut [Kill]) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fault_run_with_no_sweeper_takes_each_killed_pollers_events_over_within_seconds() {
     let s = stack().await;
-    let mix = [
-        (Fault::Throttle, 50),
-        (Fault::ServerError, 20),
-        (Fault::DropAfterForward, 20),
-        (Fault::DelayAfterForward, 20),
-    ];
-    let (mut rng, seed) = Rng::from_clock();
-    println!("take-over fault run seed {seed}");
-    let proxy = FaultProxy::start_random(&s.publisher.endpoint, &mix, seed).await;
+    let (proxy, mut rng) = faulty_proxy(&s, "take-over fault run").await;
     let recipients = ["alice@example.com", "carol@example.com", "dave@example.com"];
     let service = shared::booking::service::BookingService::new(
         s.db.pool.clone(),

@@ -23,7 +23,6 @@ use super::mailer::{Mailer, SendOutcome};
 use super::pace::Pacer;
 use super::plan::Planned;
 use super::recipient_limit::{self, Invitation, RecipientLimits};
-use super::sends::outcome::Fence;
 use super::sends::{self, Claimant, Outcome, Settled};
 use crate::db::DbError;
 use crate::fault::{FaultError, Faults};
@@ -204,7 +203,6 @@ pub async fn deliver(
     // while the previous one ran (a group commit): the sends go on
     // meanwhile, and a fast mailer costs a few writes, not one per send.
     let mut ended: Vec<(Uuid, Outcome)> = Vec::new();
-    let mut ended_events: Vec<Uuid> = Vec::new();
     let mut writing: Option<BoxFuture<'_, Result<(), DbError>>> = None;
     loop {
         if admitting.is_none() && failed.is_none() && !pending.is_empty() {
@@ -218,11 +216,8 @@ pub async fn deliver(
         }
         if writing.is_none() && !ended.is_empty() {
             let outcomes = std::mem::take(&mut ended);
-            let events = std::mem::take(&mut ended_events);
             let client = &client;
-            writing = Some(Box::pin(async move {
-                record_durably(pool, Some(client), &outcomes, &Fence { lease, events }).await
-            }));
+            writing = Some(Box::pin(async move { record_durably(pool, Some(client), &outcomes, lease).await }));
         }
         if admitting.is_none() && writing.is_none() && in_flight.is_empty() {
             break;
@@ -254,7 +249,6 @@ pub async fn deliver(
             next = in_flight.next(), if !in_flight.is_empty() => match next {
                 Some(Ok((i, id, outcome, delivery))) => {
                     ended.push((id, outcome));
-                    ended_events.push(items[i].notification().event_id);
                     out[i] = Some(delivery);
                 }
                 // As a crash there would: nothing more is recorded.
@@ -308,9 +302,9 @@ async fn give_back_unsent(pool: &Pool, items: &[Planned], counted: &[usize], out
 /// released on a fresh connection ([`RECORD_RETRIES`]), so the batch's retry
 /// sends them instead of finding them CLAIMED and marking them UNKNOWN. A
 /// release deletes only CLAIMED rows with this call's own new ids.
-async fn release_unsent(pool: &Pool, ids: &[Uuid], fence: &Fence, cause: &DbError) {
+async fn release_unsent(pool: &Pool, ids: &[Uuid], lease: Uuid, cause: &DbError) {
     let released: Vec<(Uuid, Outcome)> = ids.iter().map(|id| (*id, Outcome::Released)).collect();
-    match record_durably(pool, None, &released, fence).await {
+    match record_durably(pool, None, &released, lease).await {
         Ok(()) => {
             tracing::warn!(error = %cause, count = ids.len(), "claiming a group failed; its claims were released unsent")
         }
@@ -326,13 +320,13 @@ async fn record_durably(
     pool: &Pool,
     mut first: Option<&deadpool_postgres::Client>,
     outcomes: &[(Uuid, Outcome)],
-    fence: &Fence,
+    lease: Uuid,
 ) -> Result<(), DbError> {
     let mut pauses = RECORD_RETRIES.iter();
     loop {
         let attempt = match first.take() {
-            Some(client) => sends::outcome::record(client, outcomes, fence).await,
-            None => async { sends::outcome::record(&pool.get().await?, outcomes, fence).await }.await,
+            Some(client) => sends::outcome::record(client, outcomes, lease).await,
+            None => async { sends::outcome::record(&pool.get().await?, outcomes, lease).await }.await,
         };
         match (attempt, pauses.next()) {
             (Ok(()), _) => return Ok(()),

@@ -18,7 +18,6 @@ use crate::notify::mailer::{Mailer, SendOutcome};
 use crate::notify::pace::{Admitted, LATE};
 use crate::notify::plan::Planned;
 use crate::notify::recipient_limit::{self, Invitation, Verdict};
-use crate::notify::sends::outcome::Fence;
 use crate::notify::sends::{self, Claim, Claimant, Decided, GroupClaim, Outcome, SendStatus, Settled};
 use crate::notify::Notification;
 use crate::telemetry::mask_email;
@@ -57,12 +56,6 @@ pub(super) struct Run<'a> {
 impl<'a> Run<'a> {
     fn notification(&self, i: usize) -> &'a Notification {
         self.items[i].notification()
-    }
-
-    /// The fence of a write about `claims`' sends: their events, under
-    /// this run's lease.
-    fn fence(&self, claims: &[GroupClaim<'_>]) -> Fence {
-        Fence { lease: self.claimant.lease, events: claims.iter().map(|c| c.notification.event_id).collect() }
     }
 
     pub fn deferred(&self, what: &str) -> Delivery {
@@ -118,7 +111,7 @@ impl<'a> Run<'a> {
         let claimed = match self.claim(client, &claims, &ids).await {
             Ok(claimed) => claimed,
             Err(e) => {
-                release_unsent(self.pool, &ids, &self.fence(&claims), &e).await;
+                release_unsent(self.pool, &ids, self.claimant.lease, &e).await;
                 return Err(e.into());
             }
         };
@@ -183,7 +176,7 @@ impl<'a> Run<'a> {
         let claimed = self.claim_chunk(&chunk, &claims, &ids, admitted, started).await;
         self.gate.pace.observe_claim(started.elapsed());
         if let Err(e) = &claimed {
-            release_unsent(self.pool, &ids, &self.fence(&claims), e).await;
+            release_unsent(self.pool, &ids, self.claimant.lease, e).await;
         }
         let mut claimed = claimed?;
         claimed.taken = taken;
@@ -276,7 +269,7 @@ impl<'a> Run<'a> {
             }
         }
         recipient_limit::give_back(client, &not_ours).await?;
-        sends::outcome::record(client, &capped, &self.fence(claims)).await?;
+        sends::outcome::record(client, &capped, self.claimant.lease).await?;
         Ok(Chunk { taken: chunk.len(), sends: kept, settled })
     }
 

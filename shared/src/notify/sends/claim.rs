@@ -66,9 +66,9 @@ pub fn new_ids(group: &[GroupClaim<'_>]) -> Vec<Uuid> {
 /// [`Claim`] per item, in order; finding the existing claims costs a second
 /// statement only when some were claimed before.
 ///
-/// Fenced: a send is claimed only while its event is PROCESSING under
-/// `claimant.lease`, checked in the same statement
-/// ([`crate::outbox::events::lease::HELD`]).
+/// Fenced: sends are claimed only while `claimant.lease` lives, checked in
+/// the same statement ([`crate::outbox::events::lease::LIVE`]): while it
+/// does, the events it holds are its holder's.
 pub async fn claim(
     client: &impl GenericClient,
     group: &[GroupClaim<'_>],
@@ -118,7 +118,7 @@ pub async fn claim(
                        FROM unnest($1::uuid[], $2::uuid[], $3::uuid[], $4::text[], $5::text[], $7::text[], \
                                    $8::uuid[], $9::text[]) \
                             AS c(id, event_id, booking_id, recipient, event_type, status, by, reason) \
-                      WHERE c.event_id IN (SELECT h FROM outbox_events_held($2, $12) AS h) \
+                      WHERE EXISTS (SELECT 1 FROM outbox_lease_live($12)) \
                      ON CONFLICT (outbox_event_id, recipient_email, event_type) DO NOTHING RETURNING id",
                 )
                 .await?,
@@ -170,8 +170,9 @@ pub async fn claim(
             let key = (events[i], recipients[i].to_string(), types[i].to_string());
             match existing.get(&key) {
                 Some(Claim::Exists { id, status }) => Claim::Exists { id: *id, status: *status },
-                // Neither inserted nor found: the fence kept it out (only
-                // the event's holder releases its claims, and not meanwhile).
+                // Neither inserted nor found: the fence kept it out (the
+                // lease ended; only the event's holder releases its claims,
+                // and not meanwhile).
                 _ => Claim::Fenced,
             }
         })

@@ -9,15 +9,6 @@ use super::status::send_sql::{CLAIMED, FAILED, SENT, UNKNOWN};
 use super::{ConfirmedBy, SendStatus};
 use crate::db::DbResult;
 
-/// Whose sends a holder's write may change (the fence): those whose event
-/// is one of `events` and PROCESSING under `lease`. `events` may hold more
-/// than the sends' own (they must be among them to change).
-#[derive(Debug, Clone)]
-pub struct Fence {
-    pub lease: Uuid,
-    pub events: Vec<Uuid>,
-}
-
 /// What became of one claimed send, to record with [`record`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Outcome {
@@ -35,11 +26,10 @@ pub enum Outcome {
 /// confirmed while the mailer waited stays SENT); or the claim deleted, so
 /// a retry may send it. Fenced: only sends whose event is still held under
 /// `lease` change; the others stay as they are (a claim left CLAIMED
-/// becomes UNKNOWN at its event's new holder). The events held are found
-/// once per statement (`held`), by their keys from `fence`, and each send
-/// changes only if its own event is among them: a check per row cost 170
-/// µs a notification in `make bench`, one by the sends' rows 25.
-pub async fn record(client: &impl GenericClient, outcomes: &[(Uuid, Outcome)], fence: &Fence) -> DbResult<()> {
+/// becomes UNKNOWN at its event's new holder): the statement changes
+/// nothing once `lease` has ended
+/// ([`crate::outbox::events::lease::LIVE`], checked once).
+pub async fn record(client: &impl GenericClient, outcomes: &[(Uuid, Outcome)], lease: Uuid) -> DbResult<()> {
     if outcomes.is_empty() {
         return Ok(());
     }
@@ -61,20 +51,17 @@ pub async fn record(client: &impl GenericClient, outcomes: &[(Uuid, Outcome)], f
     let sql = formatcp!(
         "WITH o AS (SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[]) \
                       AS o(id, status, message_id, error)), \
-              held AS MATERIALIZED (SELECT h FROM outbox_events_held($6, $5) AS h), \
               released AS (DELETE FROM booking_notification_sends s USING o \
                             WHERE s.id = o.id AND o.status IS NULL AND s.status = {CLAIMED} \
-                              AND s.outbox_event_id IN (SELECT h FROM held) \
+                              AND EXISTS (SELECT 1 FROM outbox_lease_live($5)) \
                             RETURNING s.id) \
          UPDATE booking_notification_sends s \
             SET status = o.status, provider_message_id = coalesce(o.message_id, s.provider_message_id), \
                 last_error = coalesce(o.error, s.last_error), completed_at = now(), updated_at = now() \
            FROM o WHERE s.id = o.id AND o.status IS NOT NULL AND (s.status = {CLAIMED} OR o.status = {SENT}) \
-            AND s.outbox_event_id IN (SELECT h FROM held)"
+            AND EXISTS (SELECT 1 FROM outbox_lease_live($5))"
     );
-    let params: [&(dyn tokio_postgres::types::ToSql + Sync); 6] =
-        [&ids, &statuses, &message_ids, &errors, &fence.lease, &fence.events];
-    client.execute(&client.prepare_cached(sql).await?, &params).await?;
+    client.execute(&client.prepare_cached(sql).await?, &[&ids, &statuses, &message_ids, &errors, &lease]).await?;
     Ok(())
 }
 

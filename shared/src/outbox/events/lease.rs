@@ -10,10 +10,13 @@
 //!
 //! The fence: a write of a holder about an event (a send's claim, an
 //! outcome, an orphan's UNKNOWN, DONE, a retry, a requeue, a dead letter)
-//! changes a row only while the event is PROCESSING under the holder's own
-//! lease, checked in the same statement ([`HELD`] for the tables of the
-//! layers above, `outbox_events_held` in SQL). A holder that lost an event
-//! writes nothing about it and learns so from the 0 rows.
+//! changes a row only while the holder's lease holds it, checked in the
+//! same statement: the event transitions and an orphan's UNKNOWN check the
+//! event itself (its `lease_id`; [`HELD`] for the tables above), the hot
+//! writes of the sends (a claim, an outcome) check once that the lease has
+//! not ended ([`LIVE`]), which keeps every event it holds its own. A holder
+//! that lost an event writes nothing about it and learns so from the 0
+//! rows.
 //!
 //! Time: the database's clock alone decides when a lease has ended
 //! (`expires_at < now()`). The holder keeps its own view on its monotonic
@@ -28,11 +31,18 @@ use uuid::Uuid;
 use super::status::sql::PROCESSING;
 use crate::db::DbResult;
 
-/// The set-returning SQL function of the fence (migration V36): of an
-/// array of event ids and a lease, the events PROCESSING under that lease.
-/// Call it in the statement that writes, e.g.
-/// `… AND s.outbox_event_id IN (SELECT outbox_events_held($1, $2))`.
+/// The fence of one event at a time (migration V36): of an array of event
+/// ids and a lease, the events PROCESSING under that lease, as a
+/// set-returning SQL function to call in the statement that writes:
+/// `… AND EXISTS (SELECT 1 FROM outbox_events_held(ARRAY[s.outbox_event_id], $2))`.
 pub const HELD: &str = "outbox_events_held";
+
+/// The fence of the hot writes, once per statement (migration V36): the
+/// lease if it has not ended, `… AND EXISTS (SELECT 1 FROM
+/// outbox_lease_live($1))`. While a lease lives, every event its holder has
+/// not settled itself is still its own: only an ended lease's events are
+/// taken over or swept, and a renewal never revives an ended lease.
+pub const LIVE: &str = "outbox_lease_live";
 
 /// Takes a new lease for `holder`, ending `ttl` from now.
 pub async fn take(client: &impl GenericClient, holder: &str, ttl: Duration) -> DbResult<Uuid> {
