@@ -174,7 +174,8 @@ def comparison(get, rows):
             if note.startswith("target >= "):
                 note += " ok" if value >= float(note.split()[-1]) else " BELOW TARGET"
         if p and note.startswith("target: project <= "):
-            note += " ok" if p <= float(note.split()[-1]) else " ABOVE TARGET"
+            # The target is quoted to one decimal (13.6): so is the check.
+            note += " ok" if round(p, 1) <= float(note.split()[-1]) else " ABOVE TARGET"
         print(line((what, plabel, fmt(p, unit), qlabel, fmt(q, unit), ratio, note)))
     print()
 
