@@ -124,7 +124,11 @@ impl<M: Mailer + 'static> Poller<M> {
     /// Processes a whole claimed batch (events of distinct bookings); see
     /// the module documentation.
     #[tracing::instrument(skip_all, fields(events = batch.len()))]
-    pub(super) async fn process(&self, batch: Vec<(BookingEvent, i32)>, lease: &Lease) -> Result<RunSummary, RelayError> {
+    pub(super) async fn process(
+        &self,
+        batch: Vec<(BookingEvent, i32)>,
+        lease: &Lease,
+    ) -> Result<RunSummary, RelayError> {
         let mut summary = RunSummary::default();
         let mut client = self.pool.get().await?;
         let tx = client.transaction().await?;
@@ -175,7 +179,8 @@ impl<M: Mailer + 'static> Poller<M> {
             recipient_limits: self.config.recipient_limits,
         };
         let (owners, planned): (Vec<usize>, Vec<Planned>) = items.into_iter().unzip();
-        let delivering = deliver(&self.pool, &*self.mailer, &self.faults, (&self.config.worker_id, lease.id), &gate, &planned);
+        let delivering =
+            deliver(&self.pool, &*self.mailer, &self.faults, (&self.config.worker_id, lease.id), &gate, &planned);
         let deliveries = keep_alive(&tx, lease, delivering).await?;
         for (i, delivery) in owners.into_iter().zip(&deliveries) {
             summary.count(delivery);
@@ -207,8 +212,11 @@ impl<M: Mailer + 'static> Poller<M> {
         tx.commit().await?;
         summary.done += completed.len() as u32;
         if summary.fenced > 0 {
-            tracing::warn!(count = summary.fenced, "events taken over by another claim while this run worked on them; \
-                it wrote nothing more about them");
+            tracing::warn!(
+                count = summary.fenced,
+                "events taken over by another claim while this run worked on them; \
+                it wrote nothing more about them"
+            );
         }
         for (id, attempts, settle) in unfinished {
             self.settle_unfinished(id, attempts, settle, lease, &mut summary).await?;

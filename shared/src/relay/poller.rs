@@ -245,7 +245,8 @@ impl<M: Mailer + 'static> Poller<M> {
     pub async fn run_until(&self, deadline: Instant) -> Result<RunSummary, RelayError> {
         self.paused.store(false, Ordering::SeqCst);
         *self.deadline.lock().expect("deadline lock") = Some(deadline);
-        let summary = self.leased(Some(deadline), move |p, lease| async move { p.poll_loop(deadline, &lease).await }).await;
+        let summary =
+            self.leased(Some(deadline), move |p, lease| async move { p.poll_loop(deadline, &lease).await }).await;
         *self.deadline.lock().expect("deadline lock") = None;
         summary
     }
@@ -352,8 +353,8 @@ impl<M: Mailer + 'static> Poller<M> {
         }
     }
 
-    /// Claims one batch and processes it, under a lease of its own (tests,
-    /// `outboxctl`; a run's batches share the run's).
+    /// Claims one batch and processes it, under a lease of its own (tests; a
+    /// run's batches share the run's).
     pub async fn poll_once(&self) -> Result<RunSummary, RelayError> {
         let lease = Lease::take(&self.pool, &self.config.worker_id, self.config.lease, None).await?;
         let summary = self.poll_batch(&lease).await;
@@ -389,7 +390,10 @@ impl<M: Mailer + 'static> Poller<M> {
         summary.claimed = claimed.len() as u32;
         summary.taken_over = claimed.iter().filter(|e| e.taken_over).count() as u32;
         if summary.taken_over > 0 {
-            tracing::warn!(count = summary.taken_over, "took over events whose lease ended (their poller died or froze)");
+            tracing::warn!(
+                count = summary.taken_over,
+                "took over events whose lease ended (their poller died or froze)"
+            );
         }
         if claimed.is_empty() {
             return Ok(summary);

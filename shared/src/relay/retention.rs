@@ -52,5 +52,14 @@ pub async fn run(client: &impl GenericClient, cfg: &RetentionConfig) -> DbResult
     let usage_counters = in_batches(cfg, |n| limits::purge_old(client, n)).await?
         + in_batches(cfg, |n| recipient_limit::purge_old(client, n)).await?;
     let leases = in_batches(cfg, |n| lease::purge_ended(client, ENDED_LEASES_KEPT, n)).await?;
-    Ok(RetentionReport { events, processed_events, sends, feedback, evidence, idempotency_keys, usage_counters, leases })
+    Ok(RetentionReport {
+        events,
+        processed_events,
+        sends,
+        feedback,
+        evidence,
+        idempotency_keys,
+        usage_counters,
+        leases,
+    })
 }

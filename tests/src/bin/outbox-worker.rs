@@ -109,7 +109,8 @@ async fn run<M: Mailer + 'static>(poller: Poller<M>, cmd: &str) {
             println!("{}", serde_json::to_string(&summary).unwrap());
         }
         "invoke" => {
-            let secs = std::env::var("OUTBOX_WORKER_RUN_SECS").map_or(2.0, |s| s.parse().expect("OUTBOX_WORKER_RUN_SECS"));
+            let secs =
+                std::env::var("OUTBOX_WORKER_RUN_SECS").map_or(2.0, |s| s.parse().expect("OUTBOX_WORKER_RUN_SECS"));
             let deadline = std::time::Instant::now() + Duration::from_secs_f64(secs);
             let health = poller.invoke(deadline).await.expect("invoke");
             println!("{}", serde_json::to_string(&health).unwrap());

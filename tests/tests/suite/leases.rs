@@ -29,7 +29,10 @@ fn kill_at(point: &str) -> String {
 
 /// Polls with `poller` (a claim a batch, as a run's batches do) until
 /// one claim takes events over; returns when, and what the polls did.
-async fn poll_until_taken_over(poller: &shared::relay::Poller<RecordingMailer>, within: Duration) -> (Instant, RunSummary) {
+async fn poll_until_taken_over(
+    poller: &shared::relay::Poller<RecordingMailer>,
+    within: Duration,
+) -> (Instant, RunSummary) {
     let started = Instant::now();
     let mut total = RunSummary::default();
     loop {
@@ -408,7 +411,10 @@ async fn a_poison_event_that_kills_every_poller_ends_dead_at_its_take_over() {
     let max = [("OUTBOX_MAX_ATTEMPTS", "2")];
     for attempt in 1..=2 {
         assert!(killed(worker.run(&db, &kill_at(FAULT_AFTER_CLAIM), &max).await));
-        assert_eq!(event_status(&db, event).await, (EventStatus::Processing, attempt, event_status(&db, event).await.2));
+        assert_eq!(
+            event_status(&db, event).await,
+            (EventStatus::Processing, attempt, event_status(&db, event).await.2)
+        );
         end_leases(&db).await;
     }
     // The third claim finds it out of attempts: the dead letter, not a third run.
@@ -417,7 +423,8 @@ async fn a_poison_event_that_kills_every_poller_ends_dead_at_its_take_over() {
     assert_eq!((status, attempts), (EventStatus::Dead, 2));
     let last_error = last_error.unwrap();
     assert!(
-        last_error.starts_with("attempts exhausted (2): its lease ended while child-") && last_error.ends_with("held it"),
+        last_error.starts_with("attempts exhausted (2): its lease ended while child-")
+            && last_error.ends_with("held it"),
         "{last_error}"
     );
     assert!(worker.sent().is_empty());

@@ -575,18 +575,17 @@ async fn fault_run_with_no_sweeper_takes_each_killed_pollers_events_over_within_
             child.start_kill().unwrap(); // SIGKILL
             child.wait().await.unwrap();
             let at = std::time::Instant::now();
-            let held: Vec<Uuid> = s
-                .db
-                .pool
-                .get()
-                .await
-                .unwrap()
-                .query("SELECT id FROM outbox_events WHERE status = 'PROCESSING' AND locked_by = $1", &[&worker])
-                .await
-                .unwrap()
-                .iter()
-                .map(|r| r.get(0))
-                .collect();
+            let held: Vec<Uuid> =
+                s.db.pool
+                    .get()
+                    .await
+                    .unwrap()
+                    .query("SELECT id FROM outbox_events WHERE status = 'PROCESSING' AND locked_by = $1", &[&worker])
+                    .await
+                    .unwrap()
+                    .iter()
+                    .map(|r| r.get(0))
+                    .collect();
             kills.push(Kill { worker, at, held, next_claim: None });
             next_kill = at + Duration::from_millis(400 + rng.below(1200));
         }

@@ -50,7 +50,7 @@ pub struct Claimed {
 /// - **events whose lease ended** (their holder stopped renewing it: dead,
 ///   frozen or cut off), first: found through the ended leases
 ///   (`outbox_leases`, a handful of rows) and `outbox_events_processing`
-///   ([`OVER`]), so a claim with no ended lease reads nothing more. Each is taken over
+///   (read once, an InitPlan), so a claim with no ended lease reads nothing more. Each is taken over
 ///   under the claimant's lease, the take-over's new token (see
 ///   [`super::lease`]); one out of attempts goes to DEAD instead, so a
 ///   poison event that kills its pollers ends in the dead letter;
@@ -232,7 +232,10 @@ pub async fn claim_due(
         }
         Some((at, id)) => {
             client
-                .query(&client.prepare_cached(CLAIM_DUE_AFTER).await?, &[&limit, &worker, &lease, &max_attempts, at, id])
+                .query(
+                    &client.prepare_cached(CLAIM_DUE_AFTER).await?,
+                    &[&limit, &worker, &lease, &max_attempts, at, id],
+                )
                 .await?
         }
     };

@@ -98,36 +98,3 @@ pub async fn purge_ended(client: &impl GenericClient, after: Duration, limit: i6
     );
     Ok(client.execute(sql, &[&after.as_secs_f64(), &limit]).await?)
 }
-
-/// A lease as stored, for operators and tests.
-#[derive(Debug, Clone, serde::Serialize)]
-pub struct StoredLease {
-    pub id: Uuid,
-    pub holder: String,
-    pub expires_at: chrono::DateTime<chrono::Utc>,
-    /// Whether it has ended (by the database's clock).
-    pub ended: bool,
-    /// Events PROCESSING under it.
-    pub holds: i64,
-}
-
-/// Every lease, the newest first.
-pub async fn list(client: &impl GenericClient) -> DbResult<Vec<StoredLease>> {
-    let sql = const_format::formatcp!(
-        "SELECT l.id, l.holder, l.expires_at, l.expires_at < now() AS ended, \
-                (SELECT count(*) FROM outbox_events e WHERE e.lease_id = l.id AND e.status = {PROCESSING}) AS holds \
-           FROM outbox_leases l ORDER BY l.id DESC"
-    );
-    Ok(client
-        .query(sql, &[])
-        .await?
-        .iter()
-        .map(|r| StoredLease {
-            id: r.get(0),
-            holder: r.get(1),
-            expires_at: r.get(2),
-            ended: r.get(3),
-            holds: r.get(4),
-        })
-        .collect())
-}
