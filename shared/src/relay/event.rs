@@ -202,9 +202,10 @@ impl<M: Mailer + 'static> Poller<M> {
         let completed: HashSet<Uuid> = transitions::complete_many(&tx, &done, lease.id).await?.into_iter().collect();
         let lost = done.iter().filter(|id| !completed.contains(id)).count() as u32;
         summary.fenced += lost;
-        // Not done, or another holder's now: their processed_events rows
-        // must not commit, so they run again.
-        let again: Vec<Uuid> = ids.iter().filter(|id| !completed.contains(id)).copied().collect();
+        // Not done, or another holder's now: the processed_events rows this
+        // transaction inserted for them must not commit, so they run again
+        // (a row an earlier attempt committed is never undone).
+        let again: Vec<Uuid> = fresh_ids.iter().filter(|id| !completed.contains(id)).copied().collect();
         processed::undo_many(&tx, &again).await?;
         for id in completed.iter().filter(|id| only.contains_key(id)) {
             unknown::mark_resent(&tx, *id).await?;
