@@ -16,6 +16,7 @@ pub mod config;
 pub mod event;
 pub mod lease;
 pub mod poller;
+pub mod rate;
 pub mod retention;
 pub mod status;
 pub mod summary;
