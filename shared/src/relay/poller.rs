@@ -16,7 +16,6 @@ use tokio::task::JoinSet;
 
 use super::config::PollerConfig;
 use super::lease::Lease;
-use super::rate::RateSource;
 use super::summary::{Health, RunSummary};
 use super::wake::Wake;
 use super::RelayError;
@@ -64,6 +63,14 @@ pub struct Poller<M: Mailer + 'static> {
     /// When this poller last tried to claim (the end of its claiming, once
     /// a run is over).
     last_poll: Arc<Mutex<Option<Instant>>>,
+}
+
+/// Where the fleet's rate comes from, and when it was last read.
+#[derive(Debug, Default)]
+pub(super) struct RateSource {
+    /// The operator's cap (`SES_MAX_SEND_RATE`).
+    pub(super) cap: Option<f64>,
+    pub(super) read_at: Option<Instant>,
 }
 
 /// A paced batch holds at most this many seconds of the fleet's rate in

@@ -5,18 +5,10 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use super::poller::Poller;
+use super::poller::{Poller, RateSource};
 use super::RelayError;
 use crate::notify::mailer::Mailer;
 use crate::notify::pace::{Pacer, ASSUMED_LATENCY};
-
-/// Where the fleet's rate comes from, and when it was last read.
-#[derive(Debug, Default)]
-pub(super) struct RateSource {
-    /// The operator's cap (`SES_MAX_SEND_RATE`).
-    pub(super) cap: Option<f64>,
-    pub(super) read_at: Option<Instant>,
-}
 
 /// How often a poller reads the account's rate again (at the start of a
 /// run, once this long has passed since the last read).
