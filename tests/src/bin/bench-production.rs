@@ -35,8 +35,9 @@
 //! - (d) a crash mid-burst (BENCH_ONLY=crash): at BENCH_CRASH_QUOTA (default
 //!   200)/s, 2 attendees each of BENCH_CRASH_SECONDS (default 5) seconds of
 //!   the rate, committed at once, one schedule (the template's: two runs
-//!   claim at every moment); twice, the second time SIGKILLing the poller
-//!   that holds the most events once a third were accepted. Commit → SES
+//!   claim at every moment; the burst waits until two do); twice, the
+//!   second time SIGKILLing the poller that holds the most events once a
+//!   third were accepted. Commit → SES
 //!   acceptance p50/p99 of each run side by side (target with the crash:
 //!   p99 ≤ 10 s), and what the crash cost: the time until its events were
 //!   claimed again, and the sends it left ambiguous (its sends in flight;
@@ -558,6 +559,18 @@ async fn crash_burst(root: &Path, shape: Shape, rate: f64, seconds: f64, kill: b
     let ses = SesStandIn::start(standin_limits(rate, Limiter::Sliding)).await;
     let recipients = ((rate * seconds) as usize).max(200) / 2 * 2;
     let fleet = Fleet::start(root, &db, &ses, shape, 1).await;
+    // The deployed steady state: the schedule's runs overlap, so two claim
+    // at every moment (each holds a live lease). Right after the first
+    // invocation only one does, which is not the shape users run.
+    let started = Instant::now();
+    loop {
+        let live: i64 = db.scalar("SELECT count(*) FROM outbox_leases WHERE expires_at >= now()").await;
+        if live >= 2 {
+            break;
+        }
+        assert!(started.elapsed().as_secs_f64() < shape.period * 3.0, "two runs never overlapped");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     let committed = ses.since_start(Instant::now());
     seed_events(&db.pool, recipients / 2, 2).await;
     let mut killed: Option<(Instant, String, Vec<Uuid>)> = None;

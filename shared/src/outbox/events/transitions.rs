@@ -18,8 +18,12 @@ use super::status::sql::{DEAD, DONE, PENDING, PROCESSING};
 use super::status::EventStatus;
 use crate::db::DbResult;
 
-/// The worker's own row: still PROCESSING under its lease ($1 id, $2 lease).
-const HELD: &str = formatcp!("id = $1 AND status = {PROCESSING} AND lease_id = $2");
+/// The worker's own row: still PROCESSING under its lease ($1 id, $2
+/// lease). An event names a lease only while PROCESSING (the table's check
+/// `outbox_events_lease_only_processing`, V37), so the lease alone says
+/// both; and without the status, the planner cannot take the partial index
+/// over PROCESSING rows (every event the run holds) for the primary key.
+const HELD: &str = "id = $1 AND lease_id = $2";
 
 /// Leaves the lock columns clear, as every status but PROCESSING has them.
 const UNLOCK: &str = "locked_at = NULL, locked_by = NULL, lease_id = NULL, updated_at = now()";
@@ -34,7 +38,7 @@ pub async fn complete_many(tx: &impl GenericClient, event_ids: &[Uuid], lease: U
     }
     let sql = formatcp!(
         "UPDATE outbox_events SET status = {DONE}, completed_at = now(), last_error = NULL, {UNLOCK} \
-          WHERE id = ANY($1) AND status = {PROCESSING} AND lease_id = $2 RETURNING id"
+          WHERE id = ANY($1) AND lease_id = $2 RETURNING id"
     );
     Ok(tx.query(&tx.prepare_cached(sql).await?, &[&event_ids, &lease]).await?.iter().map(|r| r.get(0)).collect())
 }
