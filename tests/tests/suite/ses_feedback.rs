@@ -8,6 +8,7 @@ use outbox_tests::outbox::*;
 use outbox_tests::ses_events::*;
 use outbox_tests::TestDb;
 use serde_json::{json, Value};
+use shared::booking::events::Notice;
 use shared::notify::feedback::{self, Handled, Recorded, Refusal};
 use shared::notify::mailer::SendOutcome;
 use shared::notify::sends::ConfirmedBy;
@@ -383,4 +384,78 @@ async fn a_complaint_from_one_spelling_suppresses_every_spelling_of_the_mailbox(
     let lifted = feedback::unsuppress(&client, "VICTIM+x@googlemail.com", "operator").await.unwrap();
     assert_eq!(lifted.map(|s| s.email).as_deref(), Some("vic.tim@gmail.com"));
     assert_eq!(feedback::suppression(&client, "vic.tim@gmail.com").await.unwrap(), None);
+}
+
+/// High 1 of issue 52: anyone with a token can invite `victim+x@` at a
+/// domain that refuses sub-addresses, and the hard bounce comes back. It
+/// suppresses `victim+x@` alone: `victim@`'s invitations, and the
+/// cancellation of a meeting she was invited to before, still reach her.
+#[tokio::test]
+async fn a_bounce_of_a_sub_address_suppresses_that_address_alone() {
+    const VICTIM: &str = "victim@example.org";
+    const TAGGED: &str = "victim+x@example.org";
+    let db = TestDb::create().await;
+    let mailer = Arc::new(shared::notify::mailer::recording::RecordingMailer::new());
+    let drain = || async { poller(&db, mailer.clone(), PollerConfig::for_tests("w")).drain().await.unwrap() };
+    let earlier = create_booking(&db, 3, &[VICTIM]).await;
+    drain().await;
+    // The attack: an invitation to the sub-address, which her domain bounces.
+    create_booking(&db, 1, &[TAGGED]).await;
+    drain().await;
+    let claim: Uuid =
+        db.scalar(&format!("SELECT id FROM booking_notification_sends WHERE recipient_email = '{TAGGED}'")).await;
+    let bounce = with_message_id(bounce_event(claim, "Permanent", "General"), &message_id_of(&db, claim).await);
+    assert_eq!(
+        handle(&db, &to_recipient(bounce, TAGGED)).await,
+        Handled::Recorded(Recorded::Recorded { confirmed: false, suppressed: 1 })
+    );
+    // A new invitation to both spellings, and the earlier meeting cancelled.
+    let before = mailer.count();
+    create_booking(&db, 2, &[VICTIM, TAGGED]).await;
+    shared::booking::service::BookingService::new(
+        db.pool.clone(),
+        shared::fault::Faults::none(),
+        shared::booking::limits::Limits::UNLIMITED,
+    )
+    .cancel(&organizer(), earlier.id, None)
+    .await
+    .unwrap();
+    drain().await;
+    let new: Vec<(String, Notice)> =
+        mailer.deliveries()[before..].iter().map(|d| (d.recipient.clone(), d.notice)).collect();
+    assert_eq!(
+        new,
+        vec![(VICTIM.to_string(), Notice::Request), (VICTIM.to_string(), Notice::Cancel)],
+        "the person is still told; only the address that bounced is not mailed"
+    );
+    let client = db.pool.get().await.unwrap();
+    assert_eq!(feedback::suppression(&client, VICTIM).await.unwrap(), None);
+    assert_eq!(feedback::suppression(&client, TAGGED).await.unwrap().as_deref(), Some("bounced (Permanent/General)"));
+    // Lifting the person's own address lifts nothing of another's spelling.
+    assert!(feedback::unsuppress(&client, VICTIM, "operator").await.unwrap().is_none());
+    assert!(feedback::suppression(&client, TAGGED).await.unwrap().is_some());
+}
+
+/// A complaint after a bounce of the same address widens its suppression
+/// to the person's mailbox: the complaint is the person's own word.
+#[tokio::test]
+async fn a_complaint_after_a_bounce_of_the_same_address_suppresses_the_mailbox() {
+    const SPELLED: &str = "vic.tim+cal@gmail.com";
+    let db = TestDb::create().await;
+    let (claim, _) = one_send(&db, SPELLED, None).await;
+    let id = message_id_of(&db, claim).await;
+    let bounce = to_recipient(with_message_id(bounce_event(claim, "Permanent", "General"), &id), SPELLED);
+    assert_eq!(handle(&db, &bounce).await, Handled::Recorded(Recorded::Recorded { confirmed: false, suppressed: 1 }));
+    let client = db.pool.get().await.unwrap();
+    assert_eq!(
+        feedback::suppression(&client, "victim@gmail.com").await.unwrap(),
+        None,
+        "a bounce: that spelling alone"
+    );
+    let complaint = to_recipient(with_message_id(complaint_event(claim, &[SPELLED]), &id), SPELLED);
+    assert_eq!(
+        handle(&db, &complaint).await,
+        Handled::Recorded(Recorded::Recorded { confirmed: false, suppressed: 1 })
+    );
+    assert_eq!(feedback::suppression(&client, "victim@googlemail.com").await.unwrap().as_deref(), Some("complained"));
 }

@@ -59,6 +59,7 @@ macro_rules! deserialize_via_parse {
 }
 
 mod locale;
+mod mailbox;
 mod reminders;
 mod text;
 mod time;

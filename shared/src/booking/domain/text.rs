@@ -63,19 +63,16 @@ impl EmailAddress {
         &self.0
     }
 
-    /// The mailbox this address reaches, whatever spelling reaches it: the
-    /// sub-address after `+` dropped (`v+1@` and `v+2@` are `v@`), and on
-    /// Gmail, which ignores dots in the local part and answers for
-    /// googlemail.com too, the dots dropped and the domain gmail.com. Limits
-    /// per recipient count by it, so respelling an address does not reset
-    /// them.
+    /// The mailbox this address reaches, whatever spelling reaches it, as
+    /// its provider documents (`shared/data/subaddressing.json`): on Gmail
+    /// `v.i.c.t.i.m+x@googlemail.com` is `victim@gmail.com`; on Outlook.com
+    /// `v+x@outlook.com` is `v@outlook.com`. At any other domain the
+    /// address is its own mailbox: `v+x@example.com` is not `v@`, since a
+    /// domain may refuse sub-addresses or route them elsewhere. Limits per
+    /// recipient and suppressions by complaint count by it.
     pub fn mailbox(&self) -> String {
         let (local, domain) = self.0.rsplit_once('@').expect("a parsed address has an @");
-        let local = local.split('+').next().filter(|l| !l.is_empty()).unwrap_or(local);
-        match domain {
-            "gmail.com" | "googlemail.com" => format!("{}@gmail.com", local.replace('.', "")),
-            _ => format!("{local}@{domain}"),
-        }
+        super::mailbox::of(local, domain)
     }
 }
 
@@ -240,14 +237,18 @@ mod tests {
     fn email_refuses_header_injection_and_oddities() {
         assert_eq!(EmailAddress::parse("Alice@Example.COM").unwrap().as_str(), "alice@example.com");
         let mailbox = |a: &str| EmailAddress::parse(a).unwrap().mailbox();
-        for same in ["victim@example.com", "Victim+1@example.com", "victim+a+b@EXAMPLE.com"] {
-            assert_eq!(mailbox(same), "victim@example.com", "{same}");
+        for same in ["victim@outlook.com", "Victim+1@outlook.com", "victim+a+b@OUTLOOK.com"] {
+            assert_eq!(mailbox(same), "victim@outlook.com", "{same}");
         }
+        for own in ["victim+1@example.com", "victim+a+b@example.com", "Victim+x@mail.example.org"] {
+            assert_eq!(mailbox(own), own.to_lowercase(), "a domain that documents nothing folds nothing");
+        }
+        assert_eq!(mailbox("v.ictim+x@outlook.com"), "v.ictim@outlook.com", "dots count outside Gmail");
         for same in ["v.i.c.t.i.m@gmail.com", "Victim+x@googlemail.com", "vic.tim@gmail.com"] {
             assert_eq!(mailbox(same), "victim@gmail.com", "{same}");
         }
         assert_eq!(mailbox("v.ictim@example.com"), "v.ictim@example.com", "dots count outside Gmail");
-        assert_eq!(mailbox("+tag@example.com"), "+tag@example.com", "an address that is all tag stays whole");
+        assert_eq!(mailbox("+tag@outlook.com"), "+tag@outlook.com", "an address that is all tag stays whole");
         for bad in [
             "alice@example.com\r\nBcc: eve@evil.test",
             "alice@example.com\n",

@@ -172,24 +172,30 @@ pub async fn record(client: &mut deadpool_postgres::Client, event: &SesEvent) ->
     }
     let mut suppressed = 0;
     if event.kind.suppresses() {
-        let reason = match &subtype {
-            Some(subtype) => format!("bounced ({subtype})"),
-            None => "complained".to_string(),
+        // A bounce stops the address that bounced, exactly: anyone can make
+        // `v+x@` bounce at a domain that refuses sub-addresses, and that
+        // says nothing of `v@`. A complaint, which only the person can
+        // make, stops their mailbox: every spelling of it.
+        let (reason, covers) = match &subtype {
+            Some(subtype) => (format!("bounced ({subtype})"), Covers::Address),
+            None => ("complained".to_string(), Covers::Mailbox),
         };
         // Only the claim's own recipient, and only when the event names it:
-        // whatever other addresses an event lists are never suppressed. Its
-        // mailbox is: every spelling of it.
+        // whatever other addresses an event lists are never suppressed.
         let recipient = target.recipient.to_lowercase();
         if event.recipients.contains(&recipient) {
             let mailbox = mailbox_of(&recipient);
             suppressed += tx
                 .execute(
-                    "INSERT INTO suppressed_addresses (email, mailbox, reason, send_id) VALUES ($1, $2, $3, $4) \
-                     ON CONFLICT (email) DO NOTHING",
-                    &[&recipient, &mailbox, &reason, &claim],
+                    "INSERT INTO suppressed_addresses AS s (email, mailbox, covers, reason, send_id) \
+                     VALUES ($1, $2, $3, $4, $5) ON CONFLICT (email) DO UPDATE \
+                     SET covers = excluded.covers, mailbox = excluded.mailbox, reason = excluded.reason, \
+                         send_id = excluded.send_id \
+                     WHERE s.covers = 'address' AND excluded.covers = 'mailbox'",
+                    &[&recipient, &mailbox, &covers.as_str(), &reason, &claim],
                 )
                 .await? as u32;
-            tracing::warn!(recipient = %mask_email(&recipient), kind = event.kind.name(), "address suppressed");
+            tracing::warn!(recipient = %mask_email(&recipient), kind = event.kind.name(), covers = covers.as_str(), "address suppressed");
         } else {
             tracing::warn!(%claim, kind = event.kind.name(), "the event does not name the claim's recipient; nothing suppressed");
         }
@@ -221,14 +227,32 @@ fn mailbox_of(email: &str) -> String {
     EmailAddress::parse(email).map(|e| e.mailbox()).unwrap_or_else(|_| email.to_lowercase())
 }
 
-/// Why an address is suppressed, if it is: a bounce or complaint of any
-/// spelling of its mailbox.
+/// What a suppression stops.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Covers {
+    /// The address that bounced, spelled as it was.
+    Address,
+    /// Every spelling of the mailbox of the person who complained.
+    Mailbox,
+}
+
+impl Covers {
+    fn as_str(self) -> &'static str {
+        match self {
+            Covers::Address => "address",
+            Covers::Mailbox => "mailbox",
+        }
+    }
+}
+
+/// Why an address is suppressed, if it is: it bounced, spelled exactly so,
+/// or a complaint came from any spelling of its mailbox.
 pub async fn suppression(client: &impl GenericClient, email: &str) -> DbResult<Option<String>> {
     Ok(suppressions_of(client, &[email]).await?.remove(email))
 }
 
 /// [`suppression`] for many addresses, in one statement: the suppressed
-/// ones, with why.
+/// ones, with why (the earliest reason).
 pub async fn suppressions_of(
     client: &impl GenericClient,
     emails: &[&str],
@@ -236,16 +260,21 @@ pub async fn suppressions_of(
     if emails.is_empty() {
         return Ok(Default::default());
     }
+    let lowered: Vec<String> = emails.iter().map(|e| e.to_lowercase()).collect();
     let mailboxes: Vec<String> = emails.iter().map(|e| mailbox_of(e)).collect();
-    let sql = "SELECT DISTINCT ON (mailbox) mailbox, reason FROM suppressed_addresses WHERE mailbox = ANY($1) \
-               ORDER BY mailbox, created_at";
-    let rows = client.query(&client.prepare_cached(sql).await?, &[&mailboxes]).await?;
-    let why: std::collections::HashMap<String, String> = rows.iter().map(|r| (r.get(0), r.get(1))).collect();
-    Ok(emails
-        .iter()
-        .zip(&mailboxes)
-        .filter_map(|(email, mailbox)| why.get(mailbox).map(|w| (email.to_string(), w.clone())))
-        .collect())
+    let sql = "SELECT email, mailbox, covers, reason FROM suppressed_addresses \
+               WHERE email = ANY($1) OR (covers = 'mailbox' AND mailbox = ANY($2)) ORDER BY created_at";
+    let rows = client.query(&client.prepare_cached(sql).await?, &[&lowered, &mailboxes]).await?;
+    let mut why = std::collections::HashMap::new();
+    for (email, (lowered, mailbox)) in emails.iter().zip(lowered.iter().zip(&mailboxes)) {
+        let first = rows.iter().find(|r| {
+            r.get::<_, &str>(0) == lowered || (r.get::<_, &str>(2) == "mailbox" && r.get::<_, &str>(1) == mailbox)
+        });
+        if let Some(r) = first {
+            why.insert(email.to_string(), r.get::<_, String>(3));
+        }
+    }
+    Ok(why)
 }
 
 /// A suppressed address, for operators.
@@ -272,14 +301,15 @@ pub async fn suppressions(client: &impl GenericClient, limit: i64) -> DbResult<V
         .collect())
 }
 
-/// Lifts a suppression (the address was fixed, or the complaint was a
-/// mistake), of every spelling of its mailbox; returns the earliest that
-/// was removed, if the mailbox was suppressed.
+/// Lifts what stops mail to an address (it was fixed, or the complaint was
+/// a mistake): its own bounce, and a complaint from any spelling of its
+/// mailbox; returns the earliest that was removed, if any was.
 pub async fn unsuppress(client: &impl GenericClient, email: &str, by: &str) -> DbResult<Option<Suppression>> {
     let rows = client
         .query(
-            "DELETE FROM suppressed_addresses WHERE mailbox = $1 RETURNING email, reason, send_id, created_at",
-            &[&mailbox_of(email)],
+            "DELETE FROM suppressed_addresses WHERE email = $1 OR (covers = 'mailbox' AND mailbox = $2) \
+             RETURNING email, reason, send_id, created_at",
+            &[&email.to_lowercase(), &mailbox_of(email)],
         )
         .await?;
     let removed = rows
