@@ -97,7 +97,7 @@ settings! {
     LIMIT_RECIPIENTS_PER_DAY = Some("500"), &[Api];
     /// updates plus cancels of one booking per day
     LIMIT_CHANGES_PER_BOOKING_PER_DAY = Some("10"), &[Api];
-    /// invitations one organizer may send one mailbox per UTC day, however either address is spelled (`v+1@`, Gmail's dots); over it an invitation is recorded CAPPED, not sent and not retried; updates and cancellations of a meeting the person may know of are never capped
+    /// invitations one organizer may send one mailbox per UTC day, however either address is spelled where its provider documents sub-addresses (`v+1@gmail.com`, Gmail's dots; `shared/data/subaddressing.json`); over it an invitation is recorded CAPPED, not sent and not retried; updates and cancellations of a meeting the person may know of are never capped
     LIMIT_INVITATIONS_PER_RECIPIENT_PER_DAY = Some("10"), &[Poller];
     /// organizers who never mailed a mailbox before that may start to per UTC day; a first invitation over it is recorded CAPPED; organizers the person already heard from never count
     LIMIT_NEW_ORGANIZERS_PER_RECIPIENT_PER_DAY = Some("10"), &[Poller];

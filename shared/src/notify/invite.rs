@@ -287,6 +287,22 @@ pub fn canary(id: uuid::Uuid, to: &str, sender: &Sender) -> Vec<u8> {
 }
 
 /// The raw RFC 5322 message for one recipient.
+/// A title or a name as a header carries it. mail-builder writes ASCII
+/// text raw, so `=?utf-8?B?4oCu?=` in a title or a name (ASCII: it passed
+/// the invisible-character checks) would be decoded by the reader's client
+/// into what it encodes, a bidi override say. Text holding `=?` is always
+/// encoded instead: mail-builder encodes text that ends in a space, so such
+/// text gets one, and the client shows `=?...?=` as typed (and a trailing
+/// space no one sees). `header_text_holding_an_encoded_word_is_encoded`
+/// checks the bytes.
+fn header_text(text: &str) -> String {
+    if text.contains("=?") {
+        format!("{text} ")
+    } else {
+        text.to_string()
+    }
+}
+
 pub fn build(n: &Notification, sender: &Sender) -> Vec<u8> {
     let b = &n.payload.booking;
     // The sender's name is fixed by configuration: an organizer's chosen
@@ -317,12 +333,12 @@ pub fn build(n: &Notification, sender: &Sender) -> Vec<u8> {
     }
     message
         .from(Address::new_address(Some(from_name), sender.email.as_str().to_string()))
-        .to(Address::new_address(Some(n.recipient.name.as_str().to_string()), n.recipient.email.as_str().to_string()))
+        .to(Address::new_address(Some(header_text(n.recipient.name.as_str())), n.recipient.email.as_str().to_string()))
         .reply_to(Address::new_address(
-            Some(b.organizer.name.as_str().to_string()),
+            Some(header_text(b.organizer.name.as_str())),
             b.organizer.email.as_str().to_string(),
         ))
-        .subject(subject(n))
+        .subject(header_text(&subject(n)))
         .message_id(message_id(n, sender))
         .date(dated(n).timestamp())
         .body(body)
@@ -380,6 +396,40 @@ mod tests {
         ));
         let late = Notification { claim: Some(days_later), ..n };
         assert_ne!(unclaimed(&first), unclaimed(&build(&late, &sender)));
+    }
+
+    /// Low 9 of issue 52: `=?…?=` typed into a title or a name reaches the
+    /// headers encoded, so no client decodes it into a bidi override.
+    #[test]
+    fn header_text_holding_an_encoded_word_is_encoded() {
+        const WORD: &str = "=?utf-8?B?4oCuZ25pdGVlTQ==?=";
+        let booking: crate::booking::domain::Booking = serde_json::from_value(serde_json::json!({
+            "id": "0190d7b2-6a6e-7a3c-8c1e-1234567890ab", "title": format!("Standup {WORD}"),
+            "timezone": "Europe/Paris", "start": "2030-01-07T09:00:00Z", "end": "2030-01-07T10:00:00Z",
+            "organizer": {"email": "bob@example.com", "name": format!("Bob {WORD}")},
+            "attendees": [{"email": "alice@example.com", "name": format!("{WORD} Alice")}],
+            "status": "CONFIRMED", "version": 1,
+            "created_at": "2029-12-01T10:00:00Z", "updated_at": "2029-12-01T10:00:00Z"
+        }))
+        .expect("ASCII text with `=?` is a valid title and name");
+        let event = crate::booking::events::BookingEvent {
+            id: uuid::Uuid::now_v7(),
+            event_type: EventType::BookingConfirmed,
+            payload: crate::booking::events::EventPayload::of(booking.clone()),
+            trace_id: None,
+        };
+        let n = Notification::new(&event, booking.attendees[0].clone(), Notice::Request, true);
+        let raw = String::from_utf8(build(&n, &Sender::parse("Bookings <bookings@example.com>").unwrap())).unwrap();
+        let headers = &raw[..raw.find("\r\n\r\n").unwrap()];
+        assert!(!headers.contains(WORD), "written raw, a client decodes it:\n{headers}");
+        for name in ["Subject: ", "To: ", "Reply-To: "] {
+            let line = headers.lines().find(|l| l.starts_with(name)).unwrap();
+            assert!(line.contains("?Q?") || line.contains("?B?"), "an encoded word: {line}");
+        }
+        let subject = headers.lines().find(|l| l.starts_with("Subject: ")).unwrap();
+        assert!(subject.contains("Standup_=3D=3Futf-8=3FB=3F4oCu"), "the word, encoded as typed: {subject}");
+        let plain = header_text("Standup");
+        assert_eq!(plain, "Standup", "any other text as it was");
     }
 
     #[test]

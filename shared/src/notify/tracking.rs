@@ -162,9 +162,15 @@ pub async fn of_booking(client: &impl GenericClient, booking: &Booking, reader: 
             continue;
         }
         let (state, at, confirmed_by_ses, detail) = send_state(row)?;
-        let (state, detail) = match reader {
-            Reader::Organizer => for_organizer(state, detail),
-            Reader::Recipient(_) => (state, detail),
+        let (state, at, confirmed_by_ses, detail) = match reader {
+            Reader::Organizer => match for_organizer(state, detail) {
+                // Nothing tells a bounce (SES had the message, and later
+                // said so) from a suppression (never sent): not whether
+                // SES's event settled it, not when.
+                (State::NotDelivered, detail) => (State::NotDelivered, row.get("claimed_at"), None, detail),
+                (state, detail) => (state, at, confirmed_by_ses, detail),
+            },
+            Reader::Recipient(_) => (state, at, confirmed_by_ses, detail),
         };
         tracked.push(Tracked {
             event_id,

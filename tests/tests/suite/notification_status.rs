@@ -190,6 +190,12 @@ async fn each_recipient_is_shown_where_their_notification_ended() {
     assert_eq!(row(&rows, "dave@example.com")["detail"], json!("SES rejected the message"));
     assert_eq!(row(&rows, "judy@example.com")["confirmed_by_ses"], json!(false), "the provider's own answer");
     assert_eq!(row(&rows, "heidi@example.com")["detail"], json!("not delivered to this address"));
+    // Low 10 of issue 52: a bounce (Carol: SES had the message, then its
+    // event said so) reads as a suppression (Heidi: never sent), down to
+    // whether SES's event settled it.
+    for key in ["state", "detail", "confirmed_by_ses"] {
+        assert_eq!(row(&rows, "carol@example.com")[key], row(&rows, "heidi@example.com")[key], "{key}");
+    }
     let frank = row(&rows, "frank@example.com")["detail"].as_str().unwrap().to_string();
     assert!(!frank.contains("MessageRejected"), "the provider's words stay in the logs: {frank}");
     for r in &rows {
