@@ -15,7 +15,9 @@
 //!   told something (a send SENT, UNKNOWN or CLAIMED) always gets the
 //!   final state, from this event or the later one.
 //!
-//! "Never told" is decided from the sends rows, only when every earlier
+//! "Never told" is decided from the sends rows and the resends (a resend
+//! removes the UNKNOWN claim it replaces, but that person may have been
+//! told: `unknown::resent_recipients_of`), only when every earlier
 //! event of the booking is still stored (retention has not deleted the
 //! proof); otherwise the recipient is presumed told. Each decision is
 //! itself a claim, so a later attempt never revisits it.
@@ -46,8 +48,8 @@ use chrono::{DateTime, Utc};
 use deadpool_postgres::GenericClient;
 use uuid::Uuid;
 
-use super::sends;
 use super::Notification;
+use super::{sends, unknown};
 use crate::booking::domain::BookingStatus;
 use crate::booking::events::{BookingEvent, EventPayload, EventType, Notice};
 use crate::booking::{reminders, store};
@@ -156,7 +158,10 @@ pub async fn plan_many(
     let reminded: Vec<Uuid> = batch.iter().zip(&of).filter(|(e, _)| is_reminder(e)).map(|(_, a)| a.0).collect();
     let unfinished = events::unfinished_of(client, &reminded).await?;
     let whole_ids: Vec<Uuid> = whole.iter().copied().collect();
-    let told_by = sends::possibly_told_many(client, &whole_ids).await?;
+    let mut told_by = sends::possibly_told_many(client, &whole_ids).await?;
+    for (booking, recipient) in unknown::resent_recipients_of(client, &whole_ids).await? {
+        told_by.entry(booking).or_default().push(recipient);
+    }
     let now = Utc::now();
     Ok(batch
         .iter()

@@ -104,6 +104,25 @@ pub async fn resend(
     Ok(event_id)
 }
 
+/// The recipients of each of `booking_ids` whose send was resent: a
+/// resend removes the claim it replaces (so the poller may claim that
+/// recipient again), but that claim was UNKNOWN or CLAIMED, so the person
+/// may have been told. The plan counts them as told, with the sends that
+/// stand ([`sends::possibly_told_many`]): a cancellation planned before
+/// the resend ran still reaches them.
+pub async fn resent_recipients_of(client: &impl GenericClient, booking_ids: &[Uuid]) -> DbResult<Vec<(Uuid, String)>> {
+    if booking_ids.is_empty() {
+        return Ok(Vec::new());
+    }
+    const SQL: &str = const_format::formatcp!(
+        "SELECT DISTINCT e.aggregate_id, r.recipient_email FROM ({}) e \
+           JOIN notification_resends r ON r.outbox_event_id = e.id",
+        events::EVENTS_OF_BOOKINGS
+    );
+    let rows = client.query(&client.prepare_cached(SQL).await?, &[&booking_ids]).await?;
+    Ok(rows.iter().map(|r| (r.get(0), r.get(1))).collect())
+}
+
 /// What one pass of [`settle_on_evidence`] did.
 #[derive(Debug, Default, Clone, Serialize)]
 pub struct EvidenceReport {

@@ -180,3 +180,23 @@ async fn a_replay_after_retention_never_mails_a_cancelled_booking() {
     let why: String = db.scalar("SELECT last_error FROM booking_notification_sends").await;
     assert!(why.contains("cancelled"), "{why}");
 }
+
+/// Low 6 of issue 52: a resend removes the UNKNOWN claim it replaces. A
+/// cancellation planned after the resend was decided, before it ran, must
+/// still read the person as possibly told (the first invitation may have
+/// reached her), and reach her.
+#[tokio::test]
+async fn a_cancellation_after_a_resend_still_reaches_a_person_who_may_have_been_told() {
+    let db = TestDb::create().await;
+    let mailer = Arc::new(RecordingMailer::new());
+    let booking = create_booking(&db, 1, &[ALICE]).await;
+    mailer.script(ALICE, unknown_outcome(), 1);
+    poller(&db, mailer.clone(), PollerConfig::for_tests("w")).drain().await.unwrap();
+    let invite: Uuid = db.scalar("SELECT id FROM booking_notification_sends WHERE status = 'UNKNOWN'").await;
+    let mut client = db.pool.get().await.unwrap();
+    unknown::resend(&mut client, invite, unknown::Decision::Operator("operator")).await.unwrap();
+    cancel(&db, booking.id).await;
+    poller(&db, mailer.clone(), PollerConfig::for_tests("w")).drain().await.unwrap();
+    let told: Vec<Notice> = mailer.deliveries().iter().filter(|d| d.recipient == ALICE).map(|d| d.notice).collect();
+    assert_eq!(told, vec![Notice::Cancel], "the invitation is old news; the cancellation is hers");
+}
