@@ -182,6 +182,9 @@ echo "==> migrations"
 DATABASE_URL="$DATABASE_URL" cargo run -q --locked -p outboxctl -- migrate
 
 SES_BACKEND=moto
+# The configuration set the poller sends with (created in moto below), and
+# the only one whose events ses-events reads (SES_CONFIGURATION_SET).
+DEV_SES_CONFIGURATION_SET=bookings-dev
 SES_UPSTREAM="http://127.0.0.1:$DEV_MOTO_PORT"
 if [ -n "$LOCALSTACK" ]; then
   LOCALSTACK_ENDPOINT="${LOCALSTACK_ENDPOINT%/}"
@@ -283,12 +286,14 @@ elif [ "$SES_BACKEND" = moto ]; then
   spawn "$MOTO_VENV/bin/moto_server" -H 127.0.0.1 -p "$DEV_MOTO_PORT" >"$DEV_DIR/moto.log" 2>&1
   wait_http "http://127.0.0.1:$DEV_MOTO_PORT/moto-api/data.json" "$!" 100 \
     || { echo "error: moto did not come up; see $LOGS/moto.log" >&2; tail -n 30 "$DEV_DIR/moto.log" >&2; exit 1; }
-  AWS_ACCESS_KEY_ID=test AWS_SECRET_ACCESS_KEY=test "$MOTO_VENV/bin/python" - "$DEV_MOTO_PORT" "$SENDER" <<'PY'
+  AWS_ACCESS_KEY_ID=test AWS_SECRET_ACCESS_KEY=test "$MOTO_VENV/bin/python" - "$DEV_MOTO_PORT" "$SENDER" "$DEV_SES_CONFIGURATION_SET" <<'PY'
 import sys, boto3
-port, sender = sys.argv[1], sys.argv[2]
+port, sender, config_set = sys.argv[1], sys.argv[2], sys.argv[3]
 ses = boto3.client("sesv2", endpoint_url=f"http://127.0.0.1:{port}", region_name="us-east-1")
 ses.create_email_identity(EmailIdentity=sender)
 print(f"==> verified sender identity {sender}")
+ses.create_configuration_set(ConfigurationSetName=config_set)
+print(f"==> configuration set {config_set}")
 PY
 fi
 # What `make mailbox` reads.
@@ -298,7 +303,8 @@ printf 'SES_BACKEND=%s\nSES_UPSTREAM=%s\n' "$SES_BACKEND" "$SES_UPSTREAM" >"$DEV
 # publisher, in front, plays SES + EventBridge for every send through it.
 SES_INVOKE_URL="http://127.0.0.1:$DEV_LAMBDA_PORT/2015-03-31/functions/ses-events/invocations"
 # The account SES "publishes" as; ses-events reads only that account's
-# events (SES_EVENTS_ACCOUNT, in dev.env below), in AWS_REGION.
+# events (SES_EVENTS_ACCOUNT, in dev.env below), in AWS_REGION, of the
+# configuration set the poller sends with (DEV_SES_CONFIGURATION_SET).
 DEV_SES_ACCOUNT=123456789012
 if [ "$MAILER" = ses ]; then
   echo "==> SES event publisher on 127.0.0.1:$DEV_SES_PORT -> $SES_UPSTREAM (logs in $LOGS/ses-publisher.log)"
@@ -335,6 +341,7 @@ AUTH_MODE=insecure-dev-headers
 DEV_REMINDER_SCALE=60
 AWS_REGION=us-east-1
 SES_EVENTS_ACCOUNT=$DEV_SES_ACCOUNT
+SES_CONFIGURATION_SET=$DEV_SES_CONFIGURATION_SET
 AWS_ACCESS_KEY_ID=test
 AWS_SECRET_ACCESS_KEY=test
 SES_ENDPOINT_URL=http://127.0.0.1:$DEV_SES_PORT

@@ -283,7 +283,7 @@ fi
 # 5. ses-events: SES's Send event for the poller's send, tagged with its
 # claim (tests/src/ses_events.rs); untagged if nothing was sent.
 if has ses-events; then
-  { common_env "$APP_URL"; echo "DATABASE_POOL_SIZE=2"; echo "SES_EVENTS_ACCOUNT=123456789012"; } >"$TMP/ses-events.env"
+  { common_env "$APP_URL"; echo "DATABASE_POOL_SIZE=2"; echo "SES_EVENTS_ACCOUNT=123456789012"; echo "SES_CONFIGURATION_SET=bookings"; } >"$TMP/ses-events.env"
   # The claim and the message id moto gave it: ses-events reads only an
   # event about the claim's own message, from its own account and region.
   sent="$(psql_q -c "SELECT id || ' ' || coalesce(provider_message_id, '') FROM booking_notification_sends WHERE recipient_email = 'alice@example.com' ORDER BY claimed_at DESC LIMIT 1" 2>/dev/null || true)"

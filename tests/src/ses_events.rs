@@ -8,10 +8,14 @@ use uuid::Uuid;
 
 pub const ALICE: &str = "alice@example.com";
 
-/// The account and region of every event here: the ses-events function
-/// must be invoked in them to accept the events.
+/// The stack's configuration set: every event here was published through
+/// it, and every poller of the tests that SES events reach sends with it.
+pub const CONFIGURATION_SET: &str = "bookings";
+
+/// The account, region and configuration set of every event here: the
+/// ses-events function must be configured with them to accept the events.
 pub fn origin() -> Origin {
-    Origin { account: "123456789012".into(), region: "us-east-1".into() }
+    Origin { account: "123456789012".into(), region: "us-east-1".into(), configuration_set: CONFIGURATION_SET.into() }
 }
 
 /// The same event, about the message SES gave `message_id` (the events
@@ -23,7 +27,7 @@ pub fn with_message_id(mut event: Value, message_id: &str) -> Value {
 
 /// An SES event as EventBridge delivers it.
 pub fn ses_event(event_type: &str, detail_type: &str, claim: Option<Uuid>, section: Option<(&str, Value)>) -> Value {
-    let mut tags = json!({"ses:configuration-set": ["bookings"], "event_type": ["BOOKING_CONFIRMED"]});
+    let mut tags = json!({"ses:configuration-set": [CONFIGURATION_SET], "event_type": ["BOOKING_CONFIRMED"]});
     if let Some(claim) = claim {
         tags["claim"] = json!([claim.to_string()]);
     }
@@ -51,7 +55,7 @@ pub fn ses_event(event_type: &str, detail_type: &str, claim: Option<Uuid>, secti
         "account": "123456789012",
         "time": "2026-11-30T12:00:01Z",
         "region": "us-east-1",
-        "resources": ["arn:aws:ses:us-east-1:123456789012:configuration-set/bookings"],
+        "resources": [format!("arn:aws:ses:us-east-1:123456789012:configuration-set/{CONFIGURATION_SET}")],
         "detail": detail
     })
 }

@@ -161,7 +161,7 @@ impl SmtpServer {
             send_timeout: Duration::from_secs(3),
             max_connections: 4,
             max_send_rate: None,
-            ses_configuration_set: self.options.ses_events.then(|| "bookings".to_string()),
+            ses_configuration_set: self.options.ses_events.then(|| crate::ses_events::CONFIGURATION_SET.to_string()),
             canary_to: self.options.ses_events.then(|| "success@simulator.amazonses.com".to_string()),
         }
     }

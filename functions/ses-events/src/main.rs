@@ -3,7 +3,8 @@
 //! each event against its send's claim, confirms ambiguous sends and
 //! suppresses bouncing or complaining addresses. The pool is built once per
 //! container. Only events from SES in the stack's own account
-//! (`SES_EVENTS_ACCOUNT`) and region are read; a foreign or malformed event
+//! (`SES_EVENTS_ACCOUNT`) and region, of the stack's configuration set
+//! (`SES_CONFIGURATION_SET`), are read; a foreign or malformed event
 //! is acknowledged with a log line. Only a database error fails the
 //! invocation (EventBridge retries, then its DLQ).
 
@@ -16,7 +17,7 @@ use tracing::Instrument;
 #[tokio::main]
 async fn main() -> Result<(), Error> {
     shared::telemetry::init();
-    // Only this account's SES, in this region, is trusted.
+    // Only this account's SES, in this region, for this configuration set, is trusted.
     let origin = &feedback::Origin::from_env()?;
     let pool = DbConfig::from_env_with_pool_default(2).await?.build_pool()?;
     let pool = &pool;

@@ -149,8 +149,8 @@ settings! {
     SES_REGION = None, &[Poller];
     /// moto or LocalStack Pro; unset for SES
     SES_ENDPOINT_URL = None, &[Poller];
-    /// the configuration set every send names (SES's event destination)
-    SES_CONFIGURATION_SET = None, &[Poller];
+    /// the configuration set every send names (SES's event destination); ses-events reads only events SES tagged with it (`ses:configuration-set`) and refuses any other (the template passes the same set to both)
+    SES_CONFIGURATION_SET = None, &[Poller, Reader::SesEvents];
     /// where a canary goes (through the configuration set) when ambiguous sends wait for SES's events and traffic alone does not bring any: at most one a minute; empty: no canary
     SES_CANARY_ADDRESS = Some("success@simulator.amazonses.com"), &[Poller];
     /// at most one canary this often, fleet-wide, and only when no SES event has arrived for as long

@@ -119,7 +119,7 @@ async fn the_sweeper_resends_on_ses_evidence_and_operators_manage_suppressions_e
     let canary = serde_json::json!({"version": "0", "id": "c", "detail-type": "Email Sent", "source": "aws.ses",
         "account": "123456789012", "region": "us-east-1", "detail": {"eventType": "Send",
         "mail": {"timestamp": chrono::Utc::now().to_rfc3339(), "messageId": "m", "destination": ["success@simulator.amazonses.com"],
-                 "sendingAccountId": "123456789012", "tags": {"canary": [mailer.canaries()[0].to_string()]}}, "send": {}}});
+                 "sendingAccountId": "123456789012", "tags": {"canary": [mailer.canaries()[0].to_string()], "ses:configuration-set": [outbox_tests::ses_events::CONFIGURATION_SET]}}, "send": {}}});
     let ses_events = db.role_pool("ses_events").await;
     feedback::handle(&ses_events, &outbox_tests::ses_events::origin(), &canary).await.unwrap();
     // An hour on: the canary's event is old evidence, and a later event

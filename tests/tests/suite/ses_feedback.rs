@@ -193,16 +193,20 @@ fn from_ses(detail: Value) -> Value {
 #[tokio::test]
 async fn malformed_events_are_dropped_with_a_reason_and_never_retried() {
     let db = TestDb::create().await;
-    let mail = json!({"messageId": "m", "timestamp": "2026-11-30T12:00:00Z", "destination": [ALICE]});
+    let set = json!({"ses:configuration-set": [CONFIGURATION_SET]});
+    let mail = json!({"messageId": "m", "timestamp": "2026-11-30T12:00:00Z", "destination": [ALICE], "tags": set});
     let mut bad_tag = mail.clone();
-    bad_tag["tags"] = json!({"claim": ["not-a-uuid"]});
+    bad_tag["tags"]["claim"] = json!(["not-a-uuid"]);
     let mut mixed = from_ses(json!({"eventType": "Send", "mail": mail}));
     mixed["detail-type"] = json!("Email Bounced");
     for (event, why) in [
         (from_ses(json!({"hello": "world"})), "no mail object"),
         (from_ses(json!({"mail": mail})), "no eventType and no detail-type"),
         (from_ses(json!({"eventType": "Open", "mail": mail})), "unhandled eventType"),
-        (from_ses(json!({"eventType": "Send", "mail": {"messageId": "m", "timestamp": "yesterday"}})), "timestamp"),
+        (
+            from_ses(json!({"eventType": "Send", "mail": {"messageId": "m", "timestamp": "yesterday", "tags": set}})),
+            "timestamp",
+        ),
         (from_ses(json!({"eventType": "Send", "mail": bad_tag})), "claim tag"),
         (mixed, "under detail-type of Bounce"),
     ] {
@@ -459,4 +463,28 @@ async fn a_complaint_after_a_bounce_of_the_same_address_suppresses_the_mailbox()
         Handled::Recorded(Recorded::Recorded { confirmed: false, suppressed: 1 })
     );
     assert_eq!(feedback::suppression(&client, "victim@googlemail.com").await.unwrap().as_deref(), Some("complained"));
+}
+
+/// Low 7 of issue 52: an event is this stack's only if SES tagged it with
+/// the stack's configuration set. Another set's mail (another application
+/// of the account reusing the `claim` tag, say) confirms, refuses and
+/// suppresses nothing here.
+#[tokio::test]
+async fn an_event_of_another_configuration_set_changes_nothing() {
+    let db = TestDb::create().await;
+    let (claim, _) = one_send(&db, ALICE, None).await;
+    let genuine = with_message_id(complaint_event(claim, &[ALICE]), &message_id_of(&db, claim).await);
+    let mut other_set = genuine.clone();
+    other_set["detail"]["mail"]["tags"]["ses:configuration-set"] = json!(["another-app"]);
+    let mut no_set = genuine.clone();
+    no_set["detail"]["mail"]["tags"].as_object_mut().unwrap().remove("ses:configuration-set");
+    for (event, why) in [(other_set, "configuration set \"another-app\""), (no_set, "configuration set (none)")] {
+        match handle(&db, &event).await {
+            Handled::Refused(Refusal::Foreign(reason)) => assert!(reason.contains(why), "{reason} should name {why}"),
+            other => panic!("{event} → {other:?}"),
+        }
+    }
+    assert_eq!(db.count("suppressed_addresses").await, 0, "no one suppressed");
+    assert_eq!(db.count("send_feedback").await, 0, "nothing recorded");
+    assert_eq!(handle(&db, &genuine).await, Handled::Recorded(Recorded::Recorded { confirmed: false, suppressed: 1 }));
 }

@@ -38,7 +38,8 @@ struct Stack {
 async fn stack() -> Stack {
     let sender = unique_sender();
     verify_sender(&moto_endpoint(), &sender).await;
-    let config_set = format!("bookings-{}", &Uuid::now_v7().simple().to_string()[20..]);
+    // The set ses-events is configured with (`origin()`): only its events are read.
+    let config_set = outbox_tests::ses_events::CONFIGURATION_SET.to_string();
     Stack { db: TestDb::create().await, publisher: Publisher::start(&moto_endpoint()), sender, config_set }
 }
 

@@ -7,8 +7,8 @@ use serde::Serialize;
 use serde_json::Value;
 use uuid::Uuid;
 
-use super::{TAG_CLAIM, TAG_TRACE};
-use crate::config::settings::SES_EVENTS_ACCOUNT;
+use super::{TAG_CLAIM, TAG_CONFIGURATION_SET, TAG_TRACE};
+use crate::config::settings::{SES_CONFIGURATION_SET, SES_EVENTS_ACCOUNT};
 use crate::config::ConfigError;
 use crate::notify::evidence::TAG_CANARY;
 
@@ -53,6 +53,9 @@ impl Kind {
 pub struct Origin {
     pub account: String,
     pub region: String,
+    /// The stack's configuration set: SES tags every event it publishes
+    /// with the set the message was sent through (`ses:configuration-set`).
+    pub configuration_set: String,
 }
 
 impl Origin {
@@ -68,7 +71,14 @@ impl Origin {
         }
         let region = crate::config::lambda_region()
             .ok_or_else(|| ConfigError::new("AWS_REGION", "is not set", "set it to the region SES publishes in"))?;
-        Ok(Origin { account, region })
+        let configuration_set = SES_CONFIGURATION_SET.value().ok_or_else(|| {
+            ConfigError::new(
+                SES_CONFIGURATION_SET.name,
+                "is not set",
+                "set it to the configuration set the poller sends with: only its events are read",
+            )
+        })?;
+        Ok(Origin { account, region, configuration_set })
     }
 }
 
@@ -162,6 +172,14 @@ pub fn parse(value: &Value, origin: &Origin) -> Result<SesEvent, Refusal> {
             let sender = shown(sender.as_str());
             return Err(Refusal::Foreign(format!("mail.sendingAccountId {sender} (expected {:?})", origin.account)));
         }
+    }
+    // The stack's own configuration set: SES tags each event with the set
+    // its message went through. Another set's mail (another application of
+    // the account, or one that reuses the claim tag) is not this stack's.
+    let set = mail.get("tags").and_then(|t| t.get(TAG_CONFIGURATION_SET)).and_then(|v| v.get(0).or(Some(v)));
+    if set.and_then(Value::as_str) != Some(origin.configuration_set.as_str()) {
+        let set = shown(set.and_then(Value::as_str));
+        return Err(Refusal::Foreign(format!("configuration set {set} (expected {:?})", origin.configuration_set)));
     }
     let by_envelope = match envelope("detail-type") {
         None => None,

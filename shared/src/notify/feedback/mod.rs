@@ -53,6 +53,9 @@ pub const TAG_EVENT: &str = "event_id";
 pub const TAG_TYPE: &str = "event_type";
 /// The trace id of the request that wrote the event (32 hex digits).
 pub const TAG_TRACE: &str = "trace";
+/// The tag SES itself puts on every event it publishes: the configuration
+/// set the message was sent through.
+pub const TAG_CONFIGURATION_SET: &str = "ses:configuration-set";
 
 /// The newest verdict SES gave about the send `s` (an outer row), as a
 /// lateral subquery: `kind`, `subtype`, `occurred_at` of its latest
