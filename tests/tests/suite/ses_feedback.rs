@@ -232,22 +232,32 @@ async fn forged_complaint_from_another_account_suppresses_no_one() {
     let mut other_sender = genuine.clone();
     other_sender["detail"]["mail"]["sendingAccountId"] = json!("999999999999");
     let bare = genuine["detail"].clone();
-    for (event, why) in [
-        (forged("account", json!("999999999999")), "account \"999999999999\""),
-        (forged("region", json!("eu-west-1")), "region \"eu-west-1\""),
-        (forged("source", json!("my.app")), "source \"my.app\""),
-        (other_sender, "mail.sendingAccountId"),
-        (bare, "source (none)"),
-    ] {
-        match handle(&db, &event).await {
+    refused_as_foreign(
+        &db,
+        vec![
+            (forged("account", json!("999999999999")), "account \"999999999999\""),
+            (forged("region", json!("eu-west-1")), "region \"eu-west-1\""),
+            (forged("source", json!("my.app")), "source \"my.app\""),
+            (other_sender, "mail.sendingAccountId"),
+            (bare, "source (none)"),
+        ],
+    )
+    .await;
+    // The genuine one still works.
+    assert_eq!(handle(&db, &genuine).await, Handled::Recorded(Recorded::Recorded { confirmed: false, suppressed: 1 }));
+}
+
+/// Each event is refused as not this stack's SES's, naming why, and
+/// nothing is recorded or suppressed.
+async fn refused_as_foreign(db: &TestDb, cases: Vec<(Value, &str)>) {
+    for (event, why) in cases {
+        match handle(db, &event).await {
             Handled::Refused(Refusal::Foreign(reason)) => assert!(reason.contains(why), "{reason} should name {why}"),
             other => panic!("{event} → {other:?}"),
         }
     }
     assert_eq!(db.count("suppressed_addresses").await, 0, "no one suppressed");
     assert_eq!(db.count("send_feedback").await, 0, "nothing recorded");
-    // The genuine one still works.
-    assert_eq!(handle(&db, &genuine).await, Handled::Recorded(Recorded::Recorded { confirmed: false, suppressed: 1 }));
 }
 
 #[tokio::test]
@@ -478,13 +488,10 @@ async fn an_event_of_another_configuration_set_changes_nothing() {
     other_set["detail"]["mail"]["tags"]["ses:configuration-set"] = json!(["another-app"]);
     let mut no_set = genuine.clone();
     no_set["detail"]["mail"]["tags"].as_object_mut().unwrap().remove("ses:configuration-set");
-    for (event, why) in [(other_set, "configuration set \"another-app\""), (no_set, "configuration set (none)")] {
-        match handle(&db, &event).await {
-            Handled::Refused(Refusal::Foreign(reason)) => assert!(reason.contains(why), "{reason} should name {why}"),
-            other => panic!("{event} → {other:?}"),
-        }
-    }
-    assert_eq!(db.count("suppressed_addresses").await, 0, "no one suppressed");
-    assert_eq!(db.count("send_feedback").await, 0, "nothing recorded");
+    refused_as_foreign(
+        &db,
+        vec![(other_set, "configuration set \"another-app\""), (no_set, "configuration set (none)")],
+    )
+    .await;
     assert_eq!(handle(&db, &genuine).await, Handled::Recorded(Recorded::Recorded { confirmed: false, suppressed: 1 }));
 }
