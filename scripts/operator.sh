@@ -12,6 +12,14 @@
 set -euo pipefail
 : "${STACK:?set STACK to the stack name (sam deploy --stack-name)}"
 ARGS="${ARGS:-status}"
+# Who asks: the function cannot know (Lambda gives it no caller identity),
+# so a decision it records names the caller's ARN, as the caller's own
+# credentials give it, unless ARGS says --operator; it records the
+# invocation's request id beside it, which CloudTrail ties to the principal.
+case " $ARGS " in
+  *" --operator "*) ;;
+  *) ARGS="--operator $(aws sts get-caller-identity --query Arn --output text) $ARGS" ;;
+esac
 FUNCTION=$(aws cloudformation describe-stacks --stack-name "$STACK" \
   --query "Stacks[0].Outputs[?OutputKey=='OperatorFunctionName'].OutputValue" --output text)
 [ -n "$FUNCTION" ] && [ "$FUNCTION" != "None" ] || { echo "operator: the stack $STACK has no OperatorFunctionName output" >&2; exit 1; }

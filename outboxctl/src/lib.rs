@@ -64,8 +64,13 @@ pub struct Answer {
 
 /// Runs one command for the operator function: `args` as after `outboxctl`
 /// on a shell. `migrate` is refused (a deploy migrates, as the schema
-/// owner); a command that records who decided records `--operator`, or
-/// else `invoked_by`. An error is one line.
+/// owner); a command that records who decided records `invoked_by`, after
+/// `--operator` when given. The function cannot know who invoked it (Lambda
+/// gives a handler no caller identity: its context carries a Cognito
+/// identity only for mobile-SDK calls), so `--operator` is the caller's own
+/// account of it; `invoked_by` names the invocation's request id, which
+/// CloudTrail's record of the `Invoke` (Lambda data events) ties to the
+/// principal that made it. An error is one line.
 pub async fn invoke(args: &[String], pool: &Pool, invoked_by: &str) -> Result<Answer, String> {
     let mut cli = match parse(std::iter::once("outboxctl".to_string()).chain(args.iter().cloned())) {
         Ok(cli) => cli,
@@ -77,7 +82,10 @@ pub async fn invoke(args: &[String], pool: &Pool, invoked_by: &str) -> Result<An
     if matches!(cli.command, Command::Migrate) {
         return Err("migrate is not run here: every deploy migrates, as the schema owner (SchemaMigration)".into());
     }
-    cli.operator.get_or_insert_with(|| invoked_by.to_string());
+    cli.operator = Some(match cli.operator.take() {
+        Some(said) => format!("{said} ({invoked_by})"),
+        None => invoked_by.to_string(),
+    });
     let sink = Sink::buffer();
     run(&cli, pool, &sink).await.map_err(|e| one_line(&e))?;
     let text = sink.take();

@@ -66,7 +66,7 @@ async fn the_operator_function_runs_each_command_as_the_operators_role_and_never
     .await
     .unwrap();
     let decided: String = db.scalar("SELECT decided_by FROM notification_resends").await;
-    assert_eq!(decided, "oncall@example.com");
+    assert_eq!(decided, "oncall@example.com (operator function, request r-1)", "who said, and the invocation");
     invoke(&op, &["unknown", "resend", "--unconfirmed", "--dry-run"]).await.unwrap();
 
     // suppression list and remove.
