@@ -99,7 +99,7 @@ settings! {
     LIMIT_CHANGES_PER_BOOKING_PER_DAY = Some("10"), &[Api];
     /// invitations one organizer may send one mailbox per UTC day, however either address is spelled where its provider documents sub-addresses (`v+1@gmail.com`, Gmail's dots; `shared/data/subaddressing.json`); over it an invitation is recorded CAPPED, not sent and not retried; updates and cancellations of a meeting the person may know of are never capped
     LIMIT_INVITATIONS_PER_RECIPIENT_PER_DAY = Some("10"), &[Poller];
-    /// organizers who never mailed a mailbox before that may start to per UTC day; a first invitation over it is recorded CAPPED; organizers the person already heard from never count
+    /// organizers who never mailed a mailbox before that may start to per UTC day, in each of two pools: organizers with standing (an invitation of theirs first reached someone 7 days ago or more) and the rest; a first invitation over it is recorded CAPPED; organizers the person already heard from never count
     LIMIT_NEW_ORGANIZERS_PER_RECIPIENT_PER_DAY = Some("10"), &[Poller];
     /// how many days in the past a booking may start
     BOOKING_MAX_PAST_DAYS = Some("1"), &[Api];
@@ -203,7 +203,7 @@ settings! {
     FEEDBACK_GRACE_SECS = Some("900"), &[Sweeper, Outboxctl];
     /// times one recipient's ambiguous SES send is resent automatically, each only on SES's evidence that the attempt before never reached it; then, or with 0, it is left for an operator
     UNKNOWN_RESENDS_MAX = Some("3"), &[Sweeper, Outboxctl];
-    /// DONE events, processed_events and settled sends older than this many days are deleted, then SES's feedback about the sends that are gone
+    /// DONE events, processed_events and settled sends older than this many days (at least 1) are deleted, then SES's feedback about the sends that are gone
     RETENTION_DAYS = Some("7"), &[Sweeper, Outboxctl];
     /// rows per retention delete
     RETENTION_BATCH_SIZE = Some("1000"), &[Sweeper, Outboxctl];

@@ -16,8 +16,11 @@
 //!   ([`Verdict::OverOrganizerBudget`]);
 //! - across organizers, only first contacts are bounded: at most so many
 //!   organizers the mailbox never heard from may start mailing it a day
-//!   ([`Verdict::TooManyNewcomers`]). An organizer it heard from before
-//!   never counts there.
+//!   ([`Verdict::TooManyNewcomers`]), in two pools of that many each:
+//!   organizers with standing (whose invitation first reached someone
+//!   [`STANDING_AFTER_DAYS`] ago or more) and the rest, so throwaway
+//!   accounts made today never fill an established organizer's pool. An
+//!   organizer it heard from before never counts there.
 //!
 //! Both sides are keyed by the mailbox an address reaches
 //! ([`EmailAddress::mailbox`](crate::booking::domain::EmailAddress::mailbox):
@@ -38,6 +41,11 @@ use deadpool_postgres::GenericClient;
 
 use super::Notification;
 use crate::db::DbResult;
+
+/// An organizer whose invitation first reached someone at least this many
+/// days ago has standing: its first contacts are admitted from a pool of
+/// their own, which accounts made since cannot fill (V40).
+pub const STANDING_AFTER_DAYS: i32 = 7;
 
 /// How many invitations a mailbox may receive (`LIMIT_*` settings).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -77,11 +85,12 @@ impl Verdict {
                  (LIMIT_INVITATIONS_PER_RECIPIENT_PER_DAY)",
                 limits.invitations_per_organizer
             )),
-            Verdict::TooManyNewcomers => Some(format!(
-                "capped: {} organizers who never mailed this recipient before already did today \
-                 (LIMIT_NEW_ORGANIZERS_PER_RECIPIENT_PER_DAY)",
-                limits.new_organizers
-            )),
+            // Neutral: nothing of who else mailed the person, nor how many.
+            Verdict::TooManyNewcomers => Some(
+                "capped: this recipient takes first invitations from only so many organizers a day \
+                 (LIMIT_NEW_ORGANIZERS_PER_RECIPIENT_PER_DAY); the booking's next change invites them again"
+                    .to_string(),
+            ),
         }
     }
 }
@@ -129,12 +138,15 @@ pub async fn take(
             at
         })
         .collect();
-    const SQL: &str = "SELECT mailbox, organizer, mails FROM recipient_limit_take($1, $2, $3, $4)";
+    const SQL: &str = "SELECT mailbox, organizer, mails FROM recipient_limit_take($1, $2, $3, $4, $5)";
     let mailboxes: Vec<&str> = pairs.iter().map(|p| p.0).collect();
     let organizers: Vec<&str> = pairs.iter().map(|p| p.1).collect();
     let ns: Vec<i32> = pairs.iter().map(|p| p.2).collect();
     let rows = client
-        .query(&client.prepare_cached(SQL).await?, &[&mailboxes, &organizers, &ns, &limits.new_organizers])
+        .query(
+            &client.prepare_cached(SQL).await?,
+            &[&mailboxes, &organizers, &ns, &limits.new_organizers, &STANDING_AFTER_DAYS],
+        )
         .await?;
     // Each counted pair's invitations today, after this call.
     let counted: HashMap<(String, String), i32> = rows.iter().map(|r| ((r.get(0), r.get(1)), r.get(2))).collect();

@@ -49,8 +49,26 @@ pub async fn configure(
     account_rate: f64,
     cap: Option<f64>,
 ) -> DbResult<Configured> {
-    let row = client
-        .query_one(
+    // Two pollers configuring the first row at once: the second's insert
+    // waits for the first's, then changes nothing, and its statement's
+    // snapshot (from before that commit) sees no row. The next statement
+    // does.
+    for _ in 0..2 {
+        if let Some(row) = configure_once(client, provider, account_rate, cap).await? {
+            return Ok(Configured { account_rate: row.get(0), rate: row.get(1) });
+        }
+    }
+    Err(crate::db::DbError::Corrupt(format!("no send_rate row for {provider} after writing it twice")))
+}
+
+async fn configure_once(
+    client: &impl GenericClient,
+    provider: &str,
+    account_rate: f64,
+    cap: Option<f64>,
+) -> DbResult<Option<tokio_postgres::Row>> {
+    Ok(client
+        .query_opt(
             "WITH changed AS ( \
                  INSERT INTO send_rate (provider, account_rate, cap, rate) \
                  VALUES ($1, $2::float8, $3::float8, least($2::float8, coalesce($3::float8, $2::float8))) \
@@ -62,8 +80,7 @@ pub async fn configure(
              UNION ALL SELECT account_rate, rate FROM send_rate WHERE provider = $1 AND NOT EXISTS (SELECT 1 FROM changed)",
             &[&provider, &account_rate, &cap],
         )
-        .await?;
-    Ok(Configured { account_rate: row.get(0), rate: row.get(1) })
+        .await?)
 }
 
 /// The times [`reserve`] gave a poller's sends.

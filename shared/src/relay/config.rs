@@ -386,6 +386,10 @@ impl RetentionConfig {
         if cfg.batch_size < 1 {
             return Err(ConfigError::new("RETENTION_BATCH_SIZE", "must be at least 1", "set it to 1 or more"));
         }
+        // The sweeper's role may delete nothing younger (V39's policies).
+        if days < 1 {
+            return Err(ConfigError::new("RETENTION_DAYS", "must be at least 1", "set it to 1 or more"));
+        }
         Ok(cfg)
     }
 }

@@ -267,6 +267,56 @@ async fn twenty_attacker_accounts_block_no_organizer_the_victim_already_knows() 
     assert_eq!(newcomers, limits.new_organizers as i64, "only the first ten accounts got through");
 }
 
+/// Medium 3 of issue 52: throwaway accounts made today mail a person at
+/// 00:00 UTC and take the day's first contacts of their mailbox (more than
+/// the ten a day allows; twice as many). Before V40 every genuine
+/// newcomer's invitation that day ended CAPPED, every day the attack ran.
+/// Now an organizer with standing, whose invitation first reached someone
+/// a week ago or more, is admitted from a pool of its own: its invitation
+/// is sent. An account without standing still waits for the next day
+/// (the test above), and nothing tells it who else wrote.
+#[tokio::test]
+async fn throwaway_accounts_at_midnight_cannot_take_an_established_organizers_first_contact() {
+    let db = TestDb::create().await;
+    let api = TestApi::new(&db);
+    let mailer = std::sync::Arc::new(shared::notify::mailer::recording::RecordingMailer::new());
+    let limits = deployed_limits();
+    let poller = || outbox_tests::outbox::poller(&db, mailer.clone(), deployed_poller_config());
+    // Bob has mailed Alice's mailbox for eight days: he has standing.
+    assert_eq!(api.post("/bookings", BOB, &invitation(5000, &["alice@example.com"])).await.status, 201);
+    poller().drain().await.unwrap();
+    for _ in 0..shared::notify::recipient_limit::STANDING_AFTER_DAYS + 1 {
+        outbox_tests::outbox::a_day_passes_for_the_recipient_limits(&db).await;
+    }
+
+    // Midnight: twenty accounts made today write to the victim.
+    for i in 0..limits.new_organizers * 2 {
+        let (email, sub) = (format!("mallory{i}@catchall.example"), format!("sub-throwaway-{i}"));
+        let attacker = outbox_tests::api::Caller { email: &email, name: "Mallory", sub: &sub };
+        let made = api.post("/bookings", attacker, &invitation(i as i64, &[VICTIM])).await;
+        assert_eq!(made.status, 201, "{}", made.body);
+    }
+    poller().drain().await.unwrap();
+    let reached = |to: &str| mailer.deliveries().iter().filter(|d| d.recipient == to).count();
+    assert_eq!(reached(VICTIM) as i32, limits.new_organizers, "the throwaway accounts' own pool");
+
+    // Bob's first invitation to the victim is sent; Eve's (no standing) is capped.
+    let bob = api.post("/bookings", BOB, &invitation(4000, &[VICTIM])).await;
+    let eve = api.post("/bookings", outbox_tests::api::EVE, &invitation(4100, &[VICTIM])).await;
+    poller().drain().await.unwrap();
+    let path = |made: &outbox_tests::api::TestResponse| {
+        format!("/bookings/{}/notifications", made.body["id"].as_str().unwrap())
+    };
+    let sent = api.get(&path(&bob), BOB).await.body["notifications"][0].clone();
+    assert_eq!(sent["state"], "sent", "{sent}");
+    let capped = api.get(&path(&eve), outbox_tests::api::EVE).await.body["notifications"][0].clone();
+    assert_eq!(capped["state"], "capped", "{capped}");
+    assert_eq!(reached(VICTIM) as i32, limits.new_organizers + 1);
+    let why: String =
+        db.scalar("SELECT last_error FROM booking_notification_sends WHERE status = 'CAPPED' LIMIT 1").await;
+    assert!(!why.chars().any(|c| c.is_ascii_digit()), "no count of who else wrote: {why}");
+}
+
 /// One organizer invites one person six times under six spellings of one
 /// Gmail mailbox, from two spellings of their own: one organizer, one
 /// mailbox. The pair's budget is mailed; the rest are recorded CAPPED (not

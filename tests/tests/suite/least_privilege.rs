@@ -271,6 +271,86 @@ async fn each_function_role_is_refused_what_its_function_never_does() {
     }
 }
 
+/// Low 12 of issue 52: a compromised sweeper reopens a DONE event and
+/// deletes its claims, so the poller mails everyone again; deletes an event
+/// still to send, or a live poller's lease; resets an event a live lease
+/// holds; records a resend of a send that reached its person. Its grants
+/// allow each of these statements; V39's row policies pass none of their
+/// rows (its own steps run as its role in the tests above).
+#[tokio::test]
+async fn a_compromised_sweeper_can_neither_reopen_a_done_event_nor_delete_its_claims() {
+    let db = TestDb::create().await;
+    let api = TestApi { api: Api::new(db.role_pool("booking_api").await, Faults::none(), test_config()) };
+    assert_eq!(api.post("/bookings", BOB, &booking_body(9)).await.status, 201);
+    let mailer = Arc::new(RecordingMailer::new());
+    let poller_pool = db.role_pool("outbox_poller").await;
+    let poller = Poller::new(poller_pool, mailer.clone(), Faults::none(), PollerConfig::for_tests("app"));
+    poller.drain().await.unwrap();
+    let mailed = mailer.count();
+    assert!(mailed >= 1);
+    // A booking still to send, and one event held under a live lease.
+    assert_eq!(api.post("/bookings", BOB, &booking_body(10)).await.status, 201);
+    assert_eq!(api.post("/bookings", BOB, &booking_body(11)).await.status, 201);
+    let admin = db.pool.get().await.unwrap();
+    admin
+        .batch_execute(
+            "INSERT INTO outbox_leases (id, holder, expires_at) VALUES ('00000000-0000-0000-0000-00000000000a', 'live', now() + interval '1 hour'); \
+             UPDATE outbox_events SET status = 'PROCESSING', locked_by = 'live', locked_at = now() - interval '1 hour', \
+                    lease_id = '00000000-0000-0000-0000-00000000000a' \
+              WHERE id = (SELECT id FROM outbox_events WHERE status = 'PENDING' ORDER BY created_at LIMIT 1)",
+        )
+        .await
+        .unwrap();
+    let before: Vec<(String, String)> = states(&admin).await;
+
+    let sweeper = db.role_pool("outbox_sweeper").await.get().await.unwrap();
+    for attack in [
+        "UPDATE outbox_events SET status = 'PENDING', attempts = 0, next_attempt_at = now(), completed_at = NULL \
+          WHERE status = 'DONE'",
+        "DELETE FROM booking_notification_sends",
+        "DELETE FROM outbox_events",
+        "UPDATE outbox_events SET status = 'DEAD', last_error = 'x', updated_at = now() WHERE status = 'PENDING'",
+        "UPDATE outbox_events SET status = 'PENDING', lease_id = NULL, locked_by = NULL WHERE status = 'PROCESSING'",
+        "DELETE FROM outbox_leases",
+        "UPDATE booking_notification_sends SET left_for_operator = 'x', updated_at = now()",
+    ] {
+        assert_eq!(sweeper.execute(attack, &[]).await.unwrap(), 0, "the sweeper changed rows with: {attack}");
+    }
+    let forged = sweeper
+        .batch_execute(
+            "INSERT INTO notification_resends (id, send_id, outbox_event_id, recipient_email, event_type, \
+                     previous_status, claimed_at, decided_by, evidence_mail_second) \
+             SELECT gen_random_uuid(), id, outbox_event_id, recipient_email, event_type, status, claimed_at, \
+                    'mallory', now() FROM booking_notification_sends",
+        )
+        .await
+        .expect_err("a resend of a send that reached its person is refused");
+    assert_eq!(forged.code(), Some(&SqlState::INSUFFICIENT_PRIVILEGE), "{forged}");
+    assert_eq!(states(&admin).await, before, "nothing the sweeper did changed an event, a claim or a lease");
+
+    // The lease ends; what it held is the sweeper's to reset, and the
+    // poller sends the rest: nobody is mailed twice.
+    admin.batch_execute("UPDATE outbox_leases SET expires_at = now() - interval '1 minute'").await.unwrap();
+    let run = sweeper::run(&db.role_pool("outbox_sweeper").await, &sweeper_config(8)).await.unwrap();
+    assert_eq!(run.reset, 1);
+    poller.drain().await.unwrap();
+    let mut to: Vec<String> = mailer.deliveries().iter().map(|d| format!("{} {}", d.recipient, d.event_id)).collect();
+    let all = to.len();
+    to.sort();
+    to.dedup();
+    assert_eq!(to.len(), all, "each person mailed once per event");
+    assert!(all > mailed);
+}
+
+/// Every event's, claim's and lease's state, for comparing before and after.
+async fn states(client: &tokio_postgres::Client) -> Vec<(String, String)> {
+    let sql = "SELECT 'event ' || id, concat_ws(' ', status, attempts, lease_id, completed_at) FROM outbox_events \
+               UNION ALL SELECT 'send ' || id, concat_ws(' ', status, left_for_operator) FROM booking_notification_sends \
+               UNION ALL SELECT 'lease ' || id, expires_at::text FROM outbox_leases \
+               UNION ALL SELECT 'resend ' || id, send_id::text FROM notification_resends ORDER BY 1";
+    client.query(sql, &[]).await.unwrap().iter().map(|r| (r.get(0), r.get(1))).collect()
+}
+
 #[tokio::test]
 async fn the_app_roles_timeouts_end_an_idle_in_transaction_session_and_a_runaway_statement() {
     use shared::db::role_limits::RoleLimits;
@@ -482,6 +562,21 @@ async fn each_roles_grants_are_the_documented_ones_and_update_only_written_colum
         .map(|(t, _)| t)
         .expect("docs/security.md holds the grants table between <!-- grants:begin --> and <!-- grants:end -->");
     assert_eq!(documented, table, "docs/security.md's grants table is not what the database grants; it is:\n{table}");
+
+    // The rows each policy passes (V39), beside the grants.
+    const POLICIES: &str = "SELECT tablename::text, policyname::text, cmd, array_to_string(roles, ', ') \
+                            FROM pg_policies WHERE schemaname = 'public' ORDER BY 1, 2";
+    let mut table = String::from("| table | policy | statement | roles |\n|---|---|---|---|\n");
+    for r in db.pool.get().await.unwrap().query(POLICIES, &[]).await.unwrap() {
+        let (t, p, c, who): (String, String, String, String) = (r.get(0), r.get(1), r.get(2), r.get(3));
+        table.push_str(&format!("| `{t}` | `{p}` | {c} | {who} |\n"));
+    }
+    let documented = docs
+        .split_once("<!-- policies:begin -->\n")
+        .and_then(|(_, rest)| rest.split_once("<!-- policies:end -->"))
+        .map(|(t, _)| t)
+        .expect("docs/security.md holds the row policies between <!-- policies:begin --> and <!-- policies:end -->");
+    assert_eq!(documented, table, "docs/security.md's row policies are not the database's; they are:\n{table}");
 
     let source = statements_source();
     // Tables this release no longer touches, kept with their grants for the

@@ -210,3 +210,24 @@ async fn the_schedule_spaces_every_send_and_a_throttle_widens_it_by_a_tenth_once
     assert!((slowed.rate - 90.0).abs() < 1.0, "{slowed:?}");
     assert!((slowed.gap.as_secs_f64() - 1.0 / 90.0).abs() < 0.0005, "{slowed:?}");
 }
+
+/// Two pollers start at once on a fresh database, each writing the
+/// account's rate. The second's insert waits for the first's, then changes
+/// nothing, and its statement's snapshot, taken before that commit, saw no
+/// row: it returned none, and that poller's run failed at cold start (seen
+/// in a fault run). It now reads the row the first wrote.
+#[tokio::test]
+async fn two_pollers_configuring_the_first_rate_at_once_both_read_it() {
+    let db = TestDb::create().await;
+    let mut first = db.pool.get().await.unwrap();
+    let tx = first.transaction().await.unwrap();
+    send_rate::configure(&tx, send_rate::SES, 14.0, None).await.unwrap();
+    let second = db.pool.get().await.unwrap();
+    let waiting = tokio::spawn(async move { send_rate::configure(&second, send_rate::SES, 14.0, None).await });
+    // The second waits on the first's uncommitted row.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!waiting.is_finished(), "the second insert waits for the first");
+    tx.commit().await.unwrap();
+    let read = waiting.await.unwrap().expect("the second poller reads the rate the first wrote");
+    assert_eq!(read.rate, 14.0);
+}
