@@ -300,6 +300,14 @@ assert "ALLOW_USER_PASSWORD_AUTH" in client["ExplicitAuthFlows"], "deploy.md's i
 pool = res["UserPool"]["Properties"]
 assert pool["AutoVerifiedAttributes"] == ["email"] and pool["UsernameAttributes"] == ["email"], pool
 assert pool["UserAttributeUpdateSettings"]["AttributesRequireVerificationBeforeUpdate"] == ["email"]
+# No sign-up by default (only an administrator makes users); SelfSignUpDomains
+# opens it and holds organizers to those domains (issue 52, Medium 5).
+assert pool["AdminCreateUserConfig"]["AllowAdminCreateUserOnly"] is True, pool["AdminCreateUserConfig"]
+api_env = res["BookingApiFunction"]["Properties"]["Environment"]["Variables"]
+assert api_env["ORGANIZER_DOMAINS"] in ("", {"Ref": "SelfSignUpDomains"}), api_env["ORGANIZER_DOMAINS"]
+opened, _ = translated(SelfSignUpDomains="corp.example")
+assert opened["UserPool"]["Properties"]["AdminCreateUserConfig"]["AllowAdminCreateUserOnly"] is False
+print("    the user pool takes no sign-up by default; SelfSignUpDomains opens it and sets ORGANIZER_DOMAINS")
 own, _ = translated(CreateUserPool="false", JwtIssuer="https://issuer.example.com", JwtAudience="api")
 own_auth = own["HttpApi"]["Properties"]["Body"]["components"]["securitySchemes"]["JwtAuthorizer"]["x-amazon-apigateway-authorizer"]["jwtConfiguration"]
 assert "UserPool" not in own and own_auth["issuer"] == "https://issuer.example.com", own_auth

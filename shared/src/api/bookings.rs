@@ -35,6 +35,7 @@ pub struct At<'a> {
 
 impl At<'_> {
     pub async fn create(&self, req: &Request) -> Result<Response<Body>, Problem> {
+        self.may_organize()?;
         let idem_key = idempotency_key(req)?;
         let value = body::parse_json(req, self.config.max_body_bytes)?;
         let new = body::new_booking(&value, &self.config.start_window, &self.config.default_reminders)?;
@@ -94,6 +95,7 @@ impl At<'_> {
     }
 
     pub async fn update(&self, req: &Request, id: Uuid) -> Result<Response<Body>, Problem> {
+        self.may_organize()?;
         let if_match = if_match(req)?;
         let value = body::parse_json(req, self.config.max_body_bytes)?;
         let (in_body, changes) = body::changes(&value, &self.config.start_window)?;
@@ -119,6 +121,19 @@ impl At<'_> {
         let changed =
             self.bookings.cancel(self.caller, id, if_match).await.map_err(|e| problem_for(e, if_match.is_some()))?;
         Ok(self.booking(StatusCode::OK, &changed.booking))
+    }
+
+    /// Whether the caller's address may create and change bookings
+    /// (`ORGANIZER_DOMAINS`). A cancel is never refused by it: an
+    /// organizer can always call a meeting off.
+    fn may_organize(&self) -> Result<(), Problem> {
+        match &self.config.organizer_domains {
+            Some(domains) if !domains.admits(&self.caller.person.email) => Err(Problem::new(
+                &super::problem::ORGANIZER_DOMAIN,
+                format!("only addresses at {} may create or change bookings here", domains.list()),
+            )),
+            _ => Ok(()),
+        }
     }
 
     /// A booking as JSON, with its version as the `ETag`.

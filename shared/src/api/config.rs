@@ -66,6 +66,47 @@ pub struct ApiConfig {
     /// The language of an attendee who names none, and whose organizer
     /// names none (`DEFAULT_LOCALE`).
     pub default_language: Language,
+    /// Whose addresses may organize (`ORGANIZER_DOMAINS`); None: any
+    /// verified address.
+    pub organizer_domains: Option<OrganizerDomains>,
+}
+
+/// The domains whose addresses may create and change bookings: with the
+/// user pool's sign-up open, an account anyone can make at any domain (a
+/// catch-all yields thousands) cannot mail from the stack's verified
+/// domain. Exact domains: `corp.example` admits `a@corp.example`, not
+/// `a@eu.corp.example` (list it too).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OrganizerDomains(Vec<String>);
+
+impl OrganizerDomains {
+    /// From `ORGANIZER_DOMAINS`' value: None when empty.
+    pub fn parse(raw: &str) -> Result<Option<Self>, ConfigError> {
+        let mut domains = Vec::new();
+        for d in raw.split(',').map(str::trim).filter(|d| !d.is_empty()) {
+            let ascii = idna::domain_to_ascii(d).ok().filter(|a| {
+                a.contains('.')
+                    && a.split('.').all(|l| !l.is_empty() && l.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-'))
+            });
+            let Some(ascii) = ascii else {
+                return Err(ConfigError::new(
+                    "ORGANIZER_DOMAINS",
+                    format!("({d:?}) is not a domain name"),
+                    "use a comma-separated list of domains, like corp.example,corp.example.org",
+                ));
+            };
+            domains.push(ascii);
+        }
+        Ok((!domains.is_empty()).then_some(Self(domains)))
+    }
+
+    pub fn admits(&self, email: &crate::booking::domain::EmailAddress) -> bool {
+        self.0.iter().any(|d| d == email.domain())
+    }
+
+    pub fn list(&self) -> String {
+        self.0.join(", ")
+    }
 }
 
 impl ApiConfig {
@@ -101,6 +142,7 @@ impl ApiConfig {
             default_reminders: S::DEFAULT_REMINDERS.optional()?.unwrap_or_default(),
             reminder_scale: reminder_scale_from_env()?,
             default_language: default_language_from_env()?,
+            organizer_domains: OrganizerDomains::parse(&S::ORGANIZER_DOMAINS.value().unwrap_or_default())?,
         })
     }
 }
@@ -155,6 +197,7 @@ impl Default for ApiConfig {
             default_reminders: Reminders::default(),
             reminder_scale: 1,
             default_language: Language::parse(S::DEFAULT_LOCALE.default.expect("declared")).expect("shipped"),
+            organizer_domains: None,
         }
     }
 }

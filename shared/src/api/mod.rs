@@ -56,7 +56,7 @@ pub const OPERATIONS: [Operation; 7] = [
         id: "createBooking",
         method: "POST",
         path: "/bookings",
-        statuses: &[201, 400, 401, 409, 413, 415, 422, 429, 500, 503],
+        statuses: &[201, 400, 401, 403, 409, 413, 415, 422, 429, 500, 503],
     },
     Operation { id: "getBooking", method: "GET", path: "/bookings/{id}", statuses: &[200, 401, 404, 500, 503] },
     Operation {

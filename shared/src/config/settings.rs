@@ -109,6 +109,8 @@ settings! {
     API_MAX_BODY_BYTES = Some("65536"), &[Api];
     /// https URL under which problem types are documented: a problem's `type` is it followed by the type's name; unset: the API's own `/problems/` (which serves each type's page)
     API_PROBLEM_TYPE_BASE = None, &[Api];
+    /// comma-separated domains whose addresses may organize (create and change bookings; any caller may still cancel theirs and list); unset or empty: any verified address. The template sets it to SelfSignUpDomains, which also opens the user pool's sign-up
+    ORGANIZER_DOMAINS = None, &[Api];
     /// events claimed at once; a paced poller claims no more than a second of the fleet's rate
     POLLER_BATCH_SIZE = Some("256"), &[Poller];
     /// the most sends claimed in one committed statement; each is claimed only once it may start (a place in flight and its time in the fleet's rate), so a crash leaves at most the sends in flight UNKNOWN

@@ -11,6 +11,8 @@
 //!   ambiguous sends, deliveries, bounces, complaints, suppression.
 //! - [`mailer`]: the `Mailer` trait and its adapters (SES, recording).
 //! - [`send_rate`]: the `send_rate` table, the fleet's shared token bucket.
+//! - [`introductions`]: who each booking may have reached, kept as
+//!   retention deletes its events.
 //! - [`recipient_limit`]: each organizer's invitations to each mailbox
 //!   today, and its first contacts; an invitation over either is CAPPED.
 //! - [`pace`]: one poller's pace: tokens from that bucket, and enough sends
@@ -22,6 +24,7 @@ pub mod deliver;
 pub mod evidence;
 pub mod feedback;
 pub mod i18n;
+pub mod introductions;
 pub mod invite;
 pub mod mailer;
 pub mod pace;

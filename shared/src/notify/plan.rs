@@ -17,10 +17,11 @@
 //!
 //! "Never told" is decided from the sends rows and the resends (a resend
 //! removes the UNKNOWN claim it replaces, but that person may have been
-//! told: `unknown::resent_recipients_of`), only when every earlier
-//! event of the booking is still stored (retention has not deleted the
-//! proof); otherwise the recipient is presumed told. Each decision is
-//! itself a claim, so a later attempt never revisits it.
+//! told: `unknown::resent_recipients_of`) of the events still stored, and,
+//! once retention has deleted some, from what it kept of theirs
+//! ([`introductions`]): a person added to an aged booking is a first
+//! contact like any other. Each decision is itself a claim, so a later
+//! attempt never revisits it.
 //!
 //! An event can also run again after later ones settled: an operator's
 //! resend of one recipient, or a replay of a dead letter. Then a later
@@ -49,7 +50,7 @@ use deadpool_postgres::GenericClient;
 use uuid::Uuid;
 
 use super::Notification;
-use super::{sends, unknown};
+use super::{introductions, sends, unknown};
 use crate::booking::domain::BookingStatus;
 use crate::booking::events::{BookingEvent, EventPayload, EventType, Notice};
 use crate::booking::{reminders, store};
@@ -157,10 +158,18 @@ pub async fn plan_many(
     let whole = events::history_complete_many(client, &asks).await?;
     let reminded: Vec<Uuid> = batch.iter().zip(&of).filter(|(e, _)| is_reminder(e)).map(|(_, a)| a.0).collect();
     let unfinished = events::unfinished_of(client, &reminded).await?;
-    let whole_ids: Vec<Uuid> = whole.iter().copied().collect();
-    let mut told_by = sends::possibly_told_many(client, &whole_ids).await?;
-    for (booking, recipient) in unknown::resent_recipients_of(client, &whole_ids).await? {
+    // Who may have been told: their sends (and resends) while the events
+    // exist; what retention kept of the events it deleted
+    // ([`introductions`]) for a booking whose history it has begun to
+    // delete.
+    let asked_ids: Vec<Uuid> = asks.iter().map(|a| a.0).collect::<std::collections::HashSet<_>>().into_iter().collect();
+    let mut told_by = sends::possibly_told_many(client, &asked_ids).await?;
+    for (booking, recipient) in unknown::resent_recipients_of(client, &asked_ids).await? {
         told_by.entry(booking).or_default().push(recipient);
+    }
+    let aged: Vec<Uuid> = asked_ids.iter().filter(|id| !whole.contains(id)).copied().collect();
+    for (booking, kept) in introductions::kept_for(client, &aged).await? {
+        told_by.entry(booking).or_default().extend(kept);
     }
     let now = Utc::now();
     Ok(batch
@@ -172,10 +181,8 @@ pub async fn plan_many(
             let cancelled = now_at.is_some_and(|s| s.cancelled);
             let told = if first_event(event) {
                 Told::Nobody
-            } else if whole.contains(&id) {
-                Told::Some(told_by.get(&id).cloned().unwrap_or_default())
             } else {
-                Told::Everyone
+                Told::Some(told_by.get(&id).cloned().unwrap_or_default())
             };
             if is_reminder(event) {
                 let stands = Stands { gone: now_at.is_none(), cancelled, version: now_at.map_or(0, |s| s.version) };
@@ -375,8 +382,6 @@ enum Told {
     /// claims are found by the claim itself).
     Nobody,
     Some(Vec<String>),
-    /// The proof is gone (retention): presume everyone was.
-    Everyone,
 }
 
 impl Told {
@@ -384,7 +389,6 @@ impl Told {
         match self {
             Told::Nobody => false,
             Told::Some(told) => told.iter().any(|t| t == email),
-            Told::Everyone => true,
         }
     }
 }

@@ -317,6 +317,103 @@ async fn throwaway_accounts_at_midnight_cannot_take_an_established_organizers_fi
     assert!(!why.chars().any(|c| c.is_ascii_digit()), "no count of who else wrote: {why}");
 }
 
+/// Medium 2 of issue 52, played for real: once retention had deleted a
+/// booking's events, the plan presumed everyone had been told, so a person
+/// added to an aged booking was never counted as a first contact, and an
+/// aged booking passed every per-person limit. A booking is mailed; a week
+/// on, the sweeper's retention (as its role) deletes its events; other
+/// accounts take the victim's first contacts of the day; its organizer
+/// PATCHes the victim in. The victim's invitation is a first contact like
+/// any other, and capped; the attendee told at the start still hears of
+/// the change.
+#[tokio::test]
+async fn people_added_to_a_booking_retention_aged_are_first_contacts_like_any_other() {
+    use outbox_tests::outbox::{sweeper_config, AGE_SENDS_30_DAYS};
+    let db = TestDb::create().await;
+    let api = TestApi::new(&db);
+    let mailer = std::sync::Arc::new(shared::notify::mailer::recording::RecordingMailer::new());
+    let limits = deployed_limits();
+    let poller = || outbox_tests::outbox::poller(&db, mailer.clone(), deployed_poller_config());
+    let mallory = outbox_tests::api::Caller { email: "mallory@attacker.example", name: "Mallory", sub: "sub-mallory" };
+    let made = api.post("/bookings", mallory, &invitation(7000, &["alice@example.com"])).await;
+    assert_eq!(made.status, 201, "{}", made.body);
+    let id = made.body["id"].as_str().unwrap().to_string();
+    poller().drain().await.unwrap();
+    assert_eq!(mailer.count(), 1);
+
+    // A week and more later, retention deletes the booking's events.
+    db.pool
+        .get()
+        .await
+        .unwrap()
+        .batch_execute(&format!(
+            "UPDATE outbox_events SET completed_at = now() - interval '30 days' WHERE status = 'DONE'; \
+             UPDATE processed_events SET processed_at = now() - interval '30 days'; {AGE_SENDS_30_DAYS};"
+        ))
+        .await
+        .unwrap();
+    let run = shared::relay::sweeper::run(&db.role_pool("outbox_sweeper").await, &sweeper_config(8)).await.unwrap();
+    assert_eq!(run.retention.events, 1, "{:?}", run.retention);
+    let left: i64 = db.scalar(&format!("SELECT count(*) FROM outbox_events WHERE aggregate_id = '{id}'")).await;
+    assert_eq!(left, 0, "the booking's history is gone");
+
+    // Today's first contacts of the victim, taken by other accounts.
+    for i in 0..limits.new_organizers {
+        let (email, sub) = (format!("mallory{i}@catchall.example"), format!("sub-throwaway-{i}"));
+        let other = outbox_tests::api::Caller { email: &email, name: "Mallory", sub: &sub };
+        assert_eq!(api.post("/bookings", other, &invitation(i as i64, &[VICTIM])).await.status, 201);
+    }
+    poller().drain().await.unwrap();
+
+    let body = json!({"attendees": [{"email": "alice@example.com", "name": "Alice"}, {"email": VICTIM, "name": "V"}],
+                      "version": 1});
+    let patched = api.send("PATCH", &format!("/bookings/{id}"), Some(mallory), &[], Some(&body.to_string())).await;
+    assert_eq!(patched.status, 200, "{}", patched.body);
+    poller().drain().await.unwrap();
+    let shown = api.get(&format!("/bookings/{id}/notifications"), mallory).await.body["notifications"].clone();
+    let state = |to: &str| {
+        shown.as_array().unwrap().iter().find(|n| n["recipient"] == to && n["version"] == 2).map(|n| n["state"].clone())
+    };
+    assert_eq!(state(VICTIM), Some(json!("capped")), "a first contact, over the day's: {shown}");
+    assert_eq!(state("alice@example.com"), Some(json!("sent")), "told at the start, told of the change: {shown}");
+}
+
+/// Low 11 of issue 52: a booking whose invitation the victim's limits
+/// refused (CAPPED) was still in the victim's own listing: the attacker's
+/// bookings filled the listing the limits kept out of their inbox. It is
+/// not listed now, until a change of the booking reaches them.
+#[tokio::test]
+async fn a_booking_whose_invitation_was_capped_is_not_in_its_recipients_listing() {
+    let db = TestDb::create().await;
+    let api = TestApi::new(&db);
+    let mailer = std::sync::Arc::new(shared::notify::mailer::recording::RecordingMailer::new());
+    let limits = deployed_limits();
+    let poller = || outbox_tests::outbox::poller(&db, mailer.clone(), deployed_poller_config());
+    for i in 0..=limits.new_organizers {
+        let (email, sub) = (format!("mallory{i}@catchall.example"), format!("sub-throwaway-{i}"));
+        let other = outbox_tests::api::Caller { email: &email, name: "Mallory", sub: &sub };
+        assert_eq!(api.post("/bookings", other, &invitation(i as i64, &[VICTIM])).await.status, 201);
+    }
+    poller().drain().await.unwrap();
+    let victim = outbox_tests::api::Caller { email: VICTIM, name: "Victim", sub: "sub-victim" };
+    let listed = |body: &Value| body["bookings"].as_array().unwrap().len() as i32;
+    let page = api.get("/bookings?role=attendee", victim).await;
+    assert_eq!(listed(&page.body), limits.new_organizers, "the one capped is not listed: {}", page.body);
+
+    // The next day the last one's organizer changes it: it reaches the victim, and is listed.
+    outbox_tests::outbox::a_day_passes_for_the_recipient_limits(&db).await;
+    let last = format!("sub-throwaway-{}", limits.new_organizers);
+    let email = format!("mallory{}@catchall.example", limits.new_organizers);
+    let organizer = outbox_tests::api::Caller { email: &email, name: "Mallory", sub: &last };
+    let theirs = api.get("/bookings?role=organizer", organizer).await.body["bookings"][0]["id"].clone();
+    let body = json!({"title": "Sync, again", "version": 1}).to_string();
+    let path = format!("/bookings/{}", theirs.as_str().unwrap());
+    assert_eq!(api.send("PATCH", &path, Some(organizer), &[], Some(&body)).await.status, 200);
+    poller().drain().await.unwrap();
+    let page = api.get("/bookings?role=attendee", victim).await;
+    assert_eq!(listed(&page.body), limits.new_organizers + 1, "{}", page.body);
+}
+
 /// One organizer invites one person six times under six spellings of one
 /// Gmail mailbox, from two spellings of their own: one organizer, one
 /// mailbox. The pair's budget is mailed; the rest are recorded CAPPED (not

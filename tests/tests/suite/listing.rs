@@ -239,3 +239,49 @@ async fn an_attendee_listed_in_thousands_of_bookings_by_others_reads_one_page() 
     sorted.dedup();
     assert_eq!(listed, sorted, "in (start, id) order, none twice");
 }
+
+/// Low 11 of issue 52, as the attack: 20 accounts list Victor in 3,000
+/// bookings and cancel all but 29, among 20,000 other bookings. His page
+/// of confirmed bookings reads his index range and filters status and end
+/// there (V42): only the 29 still on visit their booking's row; before,
+/// every cancelled one did, on every page.
+#[tokio::test]
+async fn cancelled_bookings_listing_an_attendee_never_visit_their_rows_on_his_page() {
+    use outbox_tests::listing::{handler_statements, seed_bookings, seed_invitations_of};
+    let db = TestDb::create().await;
+    let seeded = seed_bookings(&db.pool, 20_000).await;
+    let victor = "victor@example.com";
+    seed_invitations_of(&db.pool, victor, 3_000, 20).await;
+    let client = db.pool.get().await.unwrap();
+    client
+        .batch_execute(
+            "UPDATE bookings SET status = 'CANCELLED' WHERE attendees @> '[{\"email\": \"victor@example.com\"}]' \
+                AND title NOT LIKE '%00'",
+        )
+        .await
+        .unwrap();
+    client.batch_execute("VACUUM ANALYZE bookings, booking_attendees").await.unwrap();
+    let sql = handler_statements(&db, &seeded).await;
+    client.batch_execute(&format!("PREPARE page AS {}", sql.attendee)).await.unwrap();
+    let plan: Vec<String> = client
+        .query(
+            "EXPLAIN (ANALYZE) EXECUTE page('victor@example.com', '0001-01-01 00:00:00+00', \
+             '9999-12-31 23:59:59+00', '{CONFIRMED}', '0001-01-01 00:00:00+00', \
+             '00000000-0000-0000-0000-000000000000', 51)",
+            &[],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    let shown = plan.join("\n");
+    assert!(outbox_tests::listing::reads_index(&plan, "booking_attendees_pkey"), "his range:\n{shown}");
+    let visits = plan
+        .iter()
+        .find(|l| l.contains("on bookings"))
+        .and_then(|l| l.split("loops=").nth(1))
+        .and_then(|n| n.trim_end_matches(')').parse::<u32>().ok())
+        .unwrap_or_else(|| panic!("a visit of each listed booking's row:\n{shown}"));
+    assert_eq!(visits, 29, "only the confirmed bookings visit their row:\n{shown}");
+}

@@ -24,6 +24,7 @@ mod observability;
 mod old_news;
 mod openapi;
 mod operator;
+mod organizer_domains;
 mod outbox_poller;
 mod outbox_scenarios;
 mod outboxctl;

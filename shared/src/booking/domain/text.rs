@@ -63,6 +63,11 @@ impl EmailAddress {
         &self.0
     }
 
+    /// The domain, in its ASCII form and lower case.
+    pub fn domain(&self) -> &str {
+        self.0.rsplit_once('@').expect("a parsed address has an @").1
+    }
+
     /// The mailbox this address reaches, whatever spelling reaches it, as
     /// its provider documents (`shared/data/subaddressing.json`): on Gmail
     /// `v.i.c.t.i.m+x@googlemail.com` is `victim@gmail.com`; on Outlook.com
