@@ -397,6 +397,27 @@ pub async fn suppression_remove(out: Output<'_>, client: &Client, email: &str, w
     Ok(())
 }
 
+pub async fn organizers_paused(out: Output<'_>, client: &Client) -> anyhow::Result<()> {
+    let list = shared::notify::pauses::paused(client).await?;
+    out.print(&list, |list| {
+        if list.is_empty() {
+            outln!(out, "no organizer is paused");
+        }
+        for p in list {
+            outln!(out, "{}  paused since {}: {}", p.organizer_email, p.paused_at.format(TIME), p.reason);
+        }
+    });
+    Ok(())
+}
+
+pub async fn organizers_lift(out: Output<'_>, client: &Client, key: &str, who: &str) -> anyhow::Result<()> {
+    if !shared::notify::pauses::lift(client, key, who).await? {
+        anyhow::bail!("{key} is not paused");
+    }
+    out.print(&serde_json::json!({"lifted": key, "by": who}), |_| outln!(out, "{key} may send again"));
+    Ok(())
+}
+
 pub async fn sweep(out: Output<'_>, client: &Client, dry_run: bool) -> anyhow::Result<()> {
     let config = SweeperConfig::from_env()?;
     let rows = sweeper::sweep_once(client, &config, dry_run).await?;

@@ -125,6 +125,9 @@ pub enum Command {
     /// Addresses never mailed again after a permanent bounce or a complaint.
     #[command(subcommand)]
     Suppression(SuppressionCommand),
+    /// Organizers whose sending complaints paused.
+    #[command(subcommand)]
+    Organizers(OrganizersCommand),
     /// Reset rows stuck in PROCESSING (what the sweeper does), or show what it would do.
     Sweep {
         /// Only show what would be reset or failed.
@@ -221,6 +224,15 @@ pub enum SuppressionCommand {
     Remove { email: String },
 }
 
+#[derive(Subcommand)]
+pub enum OrganizersCommand {
+    /// Organizers whose sending is paused, with why, the latest first.
+    Paused,
+    /// Let this organizer send again (their address, as `paused` shows
+    /// it); their complaints count from zero.
+    Lift { organizer_email: String },
+}
+
 /// Runs one command as `cli` says, writing to `sink`.
 pub async fn run(cli: &Cli, pool: &Pool, sink: &Sink) -> anyhow::Result<()> {
     let mut client = pool.get().await.context("cannot connect to the database")?;
@@ -257,6 +269,10 @@ pub async fn run(cli: &Cli, pool: &Pool, sink: &Sink) -> anyhow::Result<()> {
         }
         Command::Suppression(SuppressionCommand::Remove { email }) => {
             commands::suppression_remove(out, &client, email, &operator(cli)).await
+        }
+        Command::Organizers(OrganizersCommand::Paused) => commands::organizers_paused(out, &client).await,
+        Command::Organizers(OrganizersCommand::Lift { organizer_email }) => {
+            commands::organizers_lift(out, &client, organizer_email, &operator(cli)).await
         }
         Command::Sweep { dry_run } => commands::sweep(out, &client, *dry_run).await,
     }

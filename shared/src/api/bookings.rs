@@ -35,7 +35,7 @@ pub struct At<'a> {
 
 impl At<'_> {
     pub async fn create(&self, req: &Request) -> Result<Response<Body>, Problem> {
-        self.may_organize()?;
+        self.may_organize().await?;
         let idem_key = idempotency_key(req)?;
         let value = body::parse_json(req, self.config.max_body_bytes)?;
         let new = body::new_booking(&value, &self.config.start_window, &self.config.default_reminders)?;
@@ -95,7 +95,7 @@ impl At<'_> {
     }
 
     pub async fn update(&self, req: &Request, id: Uuid) -> Result<Response<Body>, Problem> {
-        self.may_organize()?;
+        self.may_organize().await?;
         let if_match = if_match(req)?;
         let value = body::parse_json(req, self.config.max_body_bytes)?;
         let (in_body, changes) = body::changes(&value, &self.config.start_window)?;
@@ -123,16 +123,29 @@ impl At<'_> {
         Ok(self.booking(StatusCode::OK, &changed.booking))
     }
 
-    /// Whether the caller's address may create and change bookings
-    /// (`ORGANIZER_DOMAINS`). A cancel is never refused by it: an
-    /// organizer can always call a meeting off.
-    fn may_organize(&self) -> Result<(), Problem> {
-        match &self.config.organizer_domains {
-            Some(domains) if !domains.admits(&self.caller.person.email) => Err(Problem::new(
-                &super::problem::ORGANIZER_DOMAIN,
-                format!("only addresses at {} may create or change bookings here", domains.list()),
+    /// Whether the caller may create and change bookings: an address at
+    /// the stack's `ORGANIZER_DOMAINS`, whose sending is not paused
+    /// ([`pauses`](crate::notify::pauses)). A cancel is never refused by
+    /// either: an organizer can always call a meeting off.
+    async fn may_organize(&self) -> Result<(), Problem> {
+        if let Some(domains) = &self.config.organizer_domains {
+            if !domains.admits(&self.caller.person.email) {
+                return Err(Problem::new(
+                    &super::problem::ORGANIZER_DOMAIN,
+                    format!("only addresses at {} may create or change bookings here", domains.list()),
+                ));
+            }
+        }
+        let client = self.pool.get().await.map_err(|e| problem_for(DbError::from(e).into(), false))?;
+        let key = [self.caller.person.email.as_str().to_string()];
+        let paused =
+            crate::notify::pauses::paused_among(&client, &key).await.map_err(|e| problem_for(e.into(), false))?;
+        match paused.into_iter().next() {
+            Some((_, why)) => Err(Problem::new(
+                &super::problem::ORGANIZER_PAUSED,
+                format!("sending is paused for this account ({why}); its operator can lift it"),
             )),
-            _ => Ok(()),
+            None => Ok(()),
         }
     }
 

@@ -46,6 +46,8 @@ problem_types! {
         "Only the organizer may change or cancel a booking.";
     ORGANIZER_DOMAIN = "organizer-domain", FORBIDDEN, "Not an organizer here",
         "This stack lets only addresses at its ORGANIZER_DOMAINS create and change bookings, and the caller's is not one; detail names them. Cancelling a booking of one's own is always allowed.";
+    ORGANIZER_PAUSED = "organizer-paused", FORBIDDEN, "Sending paused",
+        "Complaints about this account's mail paused its sending: its new bookings and changes are refused, its cancellations still go. detail says why; the stack's operator can lift it.";
     NOT_FOUND = "not-found", NOT_FOUND, "Not found",
         "No such booking, or not one the caller may see: a stranger cannot learn that a booking exists.";
     METHOD_NOT_ALLOWED = "method-not-allowed", METHOD_NOT_ALLOWED, "Method not allowed",

@@ -13,6 +13,8 @@
 //! - [`send_rate`]: the `send_rate` table, the fleet's shared token bucket.
 //! - [`introductions`]: who each booking may have reached, kept as
 //!   retention deletes its events.
+//! - [`pauses`]: organizers whose sending is paused (complaints about
+//!   their mail), and lifting it.
 //! - [`recipient_limit`]: each organizer's invitations to each mailbox
 //!   today, and its first contacts; an invitation over either is CAPPED.
 //! - [`pace`]: one poller's pace: tokens from that bucket, and enough sends
@@ -28,6 +30,7 @@ pub mod introductions;
 pub mod invite;
 pub mod mailer;
 pub mod pace;
+pub mod pauses;
 pub mod plan;
 pub mod recipient_limit;
 pub mod send_rate;

@@ -495,3 +495,77 @@ async fn an_event_of_another_configuration_set_changes_nothing() {
     .await;
     assert_eq!(handle(&db, &genuine).await, Handled::Recorded(Recorded::Recorded { confirmed: false, suppressed: 1 }));
 }
+
+/// Medium 5 of issue 52: an account whose mail draws complaints kept
+/// mailing from the stack's verified domain until SES suspended it for
+/// everyone. Now the third complaint (about distinct sends) pauses its
+/// sending: an invitation it had queued is not sent (CAPPED, saying why),
+/// its new bookings and changes are refused, and its cancellation still
+/// reaches the person. An operator sees why and lifts it.
+#[tokio::test]
+async fn three_complaints_pause_an_organizers_sending_but_never_their_cancellations() {
+    use outbox_tests::api::{Caller, TestApi};
+    use shared::notify::pauses;
+    let db = TestDb::create().await;
+    let api = TestApi::new(&db);
+    let mailer = Arc::new(shared::notify::mailer::recording::RecordingMailer::new());
+    let drain = || poller(&db, mailer.clone(), PollerConfig::for_tests("w"));
+    let mallory = Caller { email: "mallory@example.net", name: "Mallory", sub: "sub-mallory" };
+    let booking = |day: u32, to: &str| {
+        json!({"title": "Sync", "start": format!("2030-01-{day:02}T09:00:00Z"),
+               "end": format!("2030-01-{day:02}T09:30:00Z"), "timezone": "UTC",
+               "attendees": [{"email": to, "name": "Someone"}]})
+    };
+    let people = ["p1@example.com", "p2@example.com", "p3@example.com", "p4@example.com"];
+    let mut paths = Vec::new();
+    for (day, to) in people.iter().enumerate() {
+        let made = api.post("/bookings", mallory, &booking(day as u32 + 1, to)).await;
+        assert_eq!(made.status, 201, "{}", made.body);
+        paths.push(format!("/bookings/{}", made.body["id"].as_str().unwrap()));
+    }
+    drain().drain().await.unwrap();
+    complain(&db, people[0]).await;
+    complain(&db, people[0]).await; // the same complaint, twice: one
+    complain(&db, people[1]).await;
+    let client = db.pool.get().await.unwrap();
+    assert!(pauses::paused(&client).await.unwrap().is_empty(), "two complaints: not yet");
+    // Queued before the third complaint, sent after it.
+    let queued = api.post("/bookings", mallory, &booking(20, "p5@example.com")).await;
+    assert_eq!(queued.status, 201, "{}", queued.body);
+    complain(&db, people[2]).await;
+    let paused = pauses::paused(&client).await.unwrap();
+    assert_eq!(paused.len(), 1, "{paused:?}");
+    assert_eq!((paused[0].organizer_email.as_str(), paused[0].complaints), ("mallory@example.net", 3));
+
+    drain().drain().await.unwrap();
+    let why: String = db
+        .scalar(
+            "SELECT status || ' ' || coalesce(last_error, '-') FROM booking_notification_sends \
+                  WHERE recipient_email = 'p5@example.com'",
+        )
+        .await;
+    assert!(why.starts_with("CAPPED paused: 3 complaints"), "{why}");
+    let refused = api.post("/bookings", mallory, &booking(21, "p6@example.com")).await;
+    assert_eq!(refused.status, 403, "{}", refused.body);
+    assert!(refused.body["type"].as_str().unwrap().ends_with("/organizer-paused"), "{}", refused.body);
+    let body = json!({"title": "Renamed", "version": 1}).to_string();
+    assert_eq!(api.send("PATCH", &paths[3], Some(mallory), &[], Some(&body)).await.status, 403);
+    assert_eq!(api.post(&format!("{}/cancel", paths[3]), mallory, &json!({})).await.status, 200);
+    drain().drain().await.unwrap();
+    let to_p4: Vec<Notice> =
+        mailer.deliveries().iter().filter(|d| d.recipient == people[3]).map(|d| d.notice).collect();
+    assert_eq!(to_p4, vec![Notice::Request, Notice::Cancel], "the cancellation still reaches them");
+
+    assert!(pauses::lift(&client, "mallory@example.net", "operator").await.unwrap());
+    assert!(pauses::paused(&client).await.unwrap().is_empty());
+    assert_eq!(api.post("/bookings", mallory, &booking(22, "p6@example.com")).await.status, 201);
+}
+
+/// A complaint from `to` about their send.
+async fn complain(db: &TestDb, to: &str) {
+    let claim: Uuid =
+        db.scalar(&format!("SELECT id FROM booking_notification_sends WHERE recipient_email = '{to}'")).await;
+    let id = message_id_of(db, claim).await;
+    let event = with_message_id(to_recipient(complaint_event(claim, &[ALICE]), to), &id);
+    assert!(matches!(handle(db, &event).await, Handled::Recorded(_)));
+}

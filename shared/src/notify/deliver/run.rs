@@ -9,13 +9,14 @@ use tracing::Instrument;
 use uuid::Uuid;
 
 use super::{judge, release_unsent, DeliverError, Delivery, Gate, FAULT_AFTER_SEND, START_WITHIN, SUPPRESSED};
-use crate::booking::events::EventType;
+use crate::booking::events::{EventType, Notice};
 use crate::booking::store;
 use crate::db::DbError;
 use crate::fault::{FaultError, Faults};
 use crate::notify::feedback;
 use crate::notify::mailer::{Mailer, SendOutcome};
 use crate::notify::pace::{Admitted, LATE};
+use crate::notify::pauses;
 use crate::notify::plan::Planned;
 use crate::notify::recipient_limit::{self, Invitation, Verdict};
 use crate::notify::sends::{self, Claim, Claimant, Decided, GroupClaim, Outcome, SendStatus, Settled};
@@ -246,8 +247,20 @@ impl<'a> Run<'a> {
             chunk.iter().map(|i| Invitation::of(self.notification(*i))).collect();
         let counted: Vec<Invitation> = invitations.iter().flatten().cloned().collect();
         let limits = self.gate.recipient_limits;
-        let (claimed, verdicts) =
-            tokio::try_join!(self.claim(client, claims, ids), recipient_limit::take(client, &counted, limits))?;
+        // And whether their organizers' sending is paused ([`pauses`]):
+        // all but a cancellation or a removal waits for an operator.
+        let pausable = |i: &usize| !matches!(self.notification(*i).notice, Notice::Cancel | Notice::Removed);
+        let organizers: Vec<String> = chunk
+            .iter()
+            .filter(|i| pausable(i))
+            .map(|i| pauses::key_of(&self.notification(*i).payload.booking))
+            .collect();
+        let (claimed, verdicts, paused) = tokio::try_join!(
+            self.claim(client, claims, ids),
+            recipient_limit::take(client, &counted, limits),
+            pauses::paused_among(client, &organizers)
+        )?;
+        let paused: std::collections::HashMap<String, String> = paused.into_iter().collect();
         let mut verdicts = verdicts.into_iter();
         let (mut kept, mut settled, mut capped, mut not_ours) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
         for (((i, claim), admitted), invitation) in chunk.iter().zip(claimed).zip(admitted).zip(invitations) {
@@ -255,10 +268,19 @@ impl<'a> Run<'a> {
                 Some(_) => verdicts.next().expect("one verdict per invitation"),
                 None => Verdict::Send,
             };
-            match (claim, verdict.reason(limits)) {
+            let pause = pausable(i)
+                .then(|| paused.get(&pauses::key_of(&self.notification(*i).payload.booking)))
+                .flatten()
+                .map(|why| pauses::Pause::capped_reason(why));
+            // A paused organizer's invitation was counted above, and is not sent.
+            let uncounted = pause.is_some() && verdict == Verdict::Send;
+            match (claim, pause.or_else(|| verdict.reason(limits))) {
                 (Ok(claim), None) => kept.push(Admission { item: *i, claim, claimed: claimed_at, admitted }),
                 (Ok(claim), Some(reason)) => {
-                    tracing::warn!(%reason, "invitation not sent: a limit that protects its recipient");
+                    if uncounted {
+                        not_ours.extend(invitation);
+                    }
+                    tracing::warn!(%reason, "not sent: a limit that protects its recipient, or its organizer paused");
                     capped.push((claim, Outcome::Settled(Settled::Capped, reason.clone())));
                     settled.push((*i, Delivery::Capped { reason }));
                 }
