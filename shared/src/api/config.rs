@@ -207,11 +207,13 @@ fn limits_from_env() -> Result<Limits, ConfigError> {
         bookings_per_day: S::LIMIT_BOOKINGS_PER_DAY.parsed()?,
         recipients_per_day: S::LIMIT_RECIPIENTS_PER_DAY.parsed()?,
         changes_per_booking_per_day: S::LIMIT_CHANGES_PER_BOOKING_PER_DAY.parsed()?,
+        new_accounts_recipients_per_day: S::LIMIT_NEW_ACCOUNTS_RECIPIENTS_PER_DAY.parsed()?,
     };
     for (var, value) in [
         ("LIMIT_BOOKINGS_PER_DAY", limits.bookings_per_day),
         ("LIMIT_RECIPIENTS_PER_DAY", limits.recipients_per_day),
         ("LIMIT_CHANGES_PER_BOOKING_PER_DAY", limits.changes_per_booking_per_day),
+        ("LIMIT_NEW_ACCOUNTS_RECIPIENTS_PER_DAY", limits.new_accounts_recipients_per_day),
     ] {
         if value < 1 {
             return Err(ConfigError::new(var, format!("({value}) must be at least 1"), "set a positive daily limit"));

@@ -1,7 +1,10 @@
 //! Abuse limits, enforced in the database so they hold across containers:
 //! per organizer and UTC day, bookings created and recipients mailed; per
-//! booking and day, changes (reschedules and cancels). Every statement on
-//! `organizer_daily_usage` and `booking_daily_changes` lives here.
+//! booking and day, changes (reschedules and cancels); per day for the
+//! whole stack, the recipients of accounts in their first
+//! [`NEW_ACCOUNT_DAYS`] (migration V44). Every statement on
+//! `organizer_daily_usage`, `booking_daily_changes`, `organizer_accounts`
+//! and `new_account_daily_usage` lives here.
 //!
 //! Each operation increments its counters inside the booking's own
 //! transaction and reads them back; the row lock of the upsert serialises
@@ -26,7 +29,16 @@ pub struct Limits {
     pub recipients_per_day: i32,
     /// Reschedules plus cancels of one booking per day.
     pub changes_per_booking_per_day: i32,
+    /// Recipients all accounts in their first [`NEW_ACCOUNT_DAYS`] may
+    /// cause together per day: accounts made by the dozen mail no more
+    /// than this, however many they are.
+    pub new_accounts_recipients_per_day: i32,
 }
+
+/// An account is new for this many days from its first booking; an
+/// organizer whose mail first reached someone this long ago has standing
+/// with each person (`notify::recipient_limit`).
+pub const NEW_ACCOUNT_DAYS: i32 = 7;
 
 /// The declared defaults (`LIMIT_*` in `config::settings`).
 impl Default for Limits {
@@ -36,14 +48,19 @@ impl Default for Limits {
             bookings_per_day: S::LIMIT_BOOKINGS_PER_DAY.default_value(),
             recipients_per_day: S::LIMIT_RECIPIENTS_PER_DAY.default_value(),
             changes_per_booking_per_day: S::LIMIT_CHANGES_PER_BOOKING_PER_DAY.default_value(),
+            new_accounts_recipients_per_day: S::LIMIT_NEW_ACCOUNTS_RECIPIENTS_PER_DAY.default_value(),
         }
     }
 }
 
 impl Limits {
     /// No limits (service-level tests and tools that are not the public API).
-    pub const UNLIMITED: Limits =
-        Limits { bookings_per_day: i32::MAX, recipients_per_day: i32::MAX, changes_per_booking_per_day: i32::MAX };
+    pub const UNLIMITED: Limits = Limits {
+        bookings_per_day: i32::MAX,
+        recipients_per_day: i32::MAX,
+        changes_per_booking_per_day: i32::MAX,
+        new_accounts_recipients_per_day: i32::MAX,
+    };
 }
 
 /// Which limit a request hit.
@@ -52,6 +69,7 @@ pub enum Limit {
     BookingsPerDay,
     RecipientsPerDay,
     ChangesPerBookingPerDay,
+    NewAccountsRecipientsPerDay,
 }
 
 impl Limit {
@@ -60,6 +78,9 @@ impl Limit {
             Limit::BookingsPerDay => format!("an organizer may create {max} bookings per day"),
             Limit::RecipientsPerDay => format!("an organizer's bookings may notify {max} recipients per day"),
             Limit::ChangesPerBookingPerDay => format!("a booking may be rescheduled or cancelled {max} times per day"),
+            Limit::NewAccountsRecipientsPerDay => format!(
+                "accounts less than {NEW_ACCOUNT_DAYS} days old may together notify {max} recipients per day here"
+            ),
         }
     }
 }
@@ -107,6 +128,56 @@ pub async fn count_create(
     if mailed > limits.recipients_per_day {
         return Err(over(Limit::RecipientsPerDay, limits.recipients_per_day));
     }
+    count_new_account(tx, limits, organizer, recipients).await
+}
+
+/// For an account in its first [`NEW_ACCOUNT_DAYS`] (from its first
+/// booking, recorded now if this is it), adds `recipients` to the stack's
+/// new accounts' usage today; refuses one over the allowance. The day's row
+/// lock orders new accounts' requests (an established account never takes
+/// it).
+async fn count_new_account(
+    tx: &impl GenericClient,
+    limits: &Limits,
+    organizer: &Caller,
+    recipients: usize,
+) -> Result<(), BookingError> {
+    // A concurrent first booking of the same account: this statement's
+    // snapshot may see neither row; new, then.
+    let first_seen: Option<chrono::NaiveDate> = tx
+        .query_opt(
+            &tx.prepare_cached(
+                "WITH first AS (INSERT INTO organizer_accounts (organizer_key, first_seen) \
+                                VALUES ($1, (now() AT TIME ZONE 'UTC')::date) \
+                                ON CONFLICT (organizer_key) DO NOTHING RETURNING first_seen) \
+                 SELECT first_seen FROM first \
+                 UNION ALL SELECT first_seen FROM organizer_accounts WHERE organizer_key = $1 LIMIT 1",
+            )
+            .await?,
+            &[&organizer.key()],
+        )
+        .await?
+        .map(|r| r.get(0));
+    let today = Utc::now().date_naive();
+    if first_seen.is_some_and(|d| (today - d).num_days() >= NEW_ACCOUNT_DAYS as i64) {
+        return Ok(());
+    }
+    let mailed: i32 = tx
+        .query_one(
+            &tx.prepare_cached(
+                "INSERT INTO new_account_daily_usage AS u (day, recipients) \
+                 VALUES ((now() AT TIME ZONE 'UTC')::date, $1) \
+                 ON CONFLICT (day) DO UPDATE SET recipients = u.recipients + EXCLUDED.recipients \
+                 RETURNING recipients",
+            )
+            .await?,
+            &[&(recipients as i32)],
+        )
+        .await?
+        .get(0);
+    if mailed > limits.new_accounts_recipients_per_day {
+        return Err(over(Limit::NewAccountsRecipientsPerDay, limits.new_accounts_recipients_per_day));
+    }
     Ok(())
 }
 
@@ -126,7 +197,7 @@ pub async fn count_change(
     if mailed > limits.recipients_per_day {
         return Err(over(Limit::RecipientsPerDay, limits.recipients_per_day));
     }
-    Ok(())
+    count_new_account(tx, limits, organizer, recipients).await
 }
 
 /// Counts a cancellation like any change, but never refuses it: an
@@ -177,8 +248,10 @@ pub async fn purge_old(client: &impl GenericClient, limit: i64) -> DbResult<u64>
     const OLD_CHANGES: &str = "DELETE FROM booking_daily_changes WHERE (booking_id, day) IN ( \
          SELECT booking_id, day FROM booking_daily_changes \
           WHERE day < (now() AT TIME ZONE 'UTC')::date - 1 LIMIT $1)";
+    const OLD_NEW_ACCOUNTS: &str = "DELETE FROM new_account_daily_usage WHERE day IN ( \
+         SELECT day FROM new_account_daily_usage WHERE day < (now() AT TIME ZONE 'UTC')::date - 1 LIMIT $1)";
     let mut deleted = 0;
-    for sql in [OLD_USAGE, OLD_CHANGES] {
+    for sql in [OLD_USAGE, OLD_CHANGES, OLD_NEW_ACCOUNTS] {
         deleted += client.execute(sql, &[&limit]).await?;
     }
     Ok(deleted)

@@ -97,6 +97,8 @@ settings! {
     LIMIT_RECIPIENTS_PER_DAY = Some("500"), &[Api];
     /// updates plus cancels of one booking per day
     LIMIT_CHANGES_PER_BOOKING_PER_DAY = Some("10"), &[Api];
+    /// emails all accounts less than 7 days old (from their first booking) may cause together per day, counted as LIMIT_RECIPIENTS_PER_DAY counts one account's: however many accounts are made, they mail no more than this
+    LIMIT_NEW_ACCOUNTS_RECIPIENTS_PER_DAY = Some("1000"), &[Api];
     /// invitations one organizer may send one mailbox per UTC day, however either address is spelled where its provider documents sub-addresses (`v+1@gmail.com`, Gmail's dots; `shared/data/subaddressing.json`); over it an invitation is recorded CAPPED, not sent and not retried; updates and cancellations of a meeting the person may know of are never capped
     LIMIT_INVITATIONS_PER_RECIPIENT_PER_DAY = Some("10"), &[Poller];
     /// organizers who never mailed a mailbox before that may start to per UTC day, in each of two pools: organizers with standing (an invitation of theirs first reached someone 7 days ago or more) and the rest; a first invitation over it is recorded CAPPED; organizers the person already heard from never count

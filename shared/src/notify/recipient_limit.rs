@@ -45,7 +45,7 @@ use crate::db::DbResult;
 /// An organizer whose invitation first reached someone at least this many
 /// days ago has standing: its first contacts are admitted from a pool of
 /// their own, which accounts made since cannot fill (V40).
-pub const STANDING_AFTER_DAYS: i32 = 7;
+pub const STANDING_AFTER_DAYS: i32 = crate::booking::limits::NEW_ACCOUNT_DAYS;
 
 /// How many invitations a mailbox may receive (`LIMIT_*` settings).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

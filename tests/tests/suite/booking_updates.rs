@@ -104,6 +104,7 @@ async fn each_update_counts_against_the_limits_with_removed_attendees_mailed_too
         bookings_per_day: 10,
         recipients_per_day: 6,
         changes_per_booking_per_day: 10,
+        new_accounts_recipients_per_day: i32::MAX,
     };
     let api = TestApi::with(&db, Faults::none(), ApiConfig { limits, ..test_config() });
     let created = api.post("/bookings", BOB, &booking_body(9)).await.body; // 1 recipient
