@@ -59,11 +59,14 @@ LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = public, pg_temp
 AS $$
 BEGIN
+    -- The booking's events by its id, their sends to the person by each
+    -- event's: two index probes (sends have no index by booking).
     DELETE FROM booking_attendees a
      WHERE a.booking_id = NEW.booking_id AND a.attendee_email = NEW.recipient_email
-       AND NOT EXISTS (SELECT 1 FROM booking_notification_sends s
-                        WHERE s.booking_id = NEW.booking_id AND s.recipient_email = NEW.recipient_email
-                          AND s.status IN ('SENT', 'UNKNOWN', 'CLAIMED'));
+       AND NOT EXISTS (SELECT 1 FROM outbox_events e
+                         JOIN booking_notification_sends s
+                           ON s.outbox_event_id = e.id AND s.recipient_email = NEW.recipient_email
+                        WHERE e.aggregate_id = NEW.booking_id AND s.status IN ('SENT', 'UNKNOWN', 'CLAIMED'));
     RETURN NULL;
 END
 $$;
@@ -75,6 +78,7 @@ CREATE TRIGGER booking_attendees_capped AFTER INSERT OR UPDATE OF status ON book
 DELETE FROM booking_attendees a
  USING booking_notification_sends c
  WHERE c.status = 'CAPPED' AND c.booking_id = a.booking_id AND c.recipient_email = a.attendee_email
-   AND NOT EXISTS (SELECT 1 FROM booking_notification_sends s
-                    WHERE s.booking_id = a.booking_id AND s.recipient_email = a.attendee_email
-                      AND s.status IN ('SENT', 'UNKNOWN', 'CLAIMED'));
+   AND NOT EXISTS (SELECT 1 FROM outbox_events e
+                     JOIN booking_notification_sends s
+                       ON s.outbox_event_id = e.id AND s.recipient_email = a.attendee_email
+                    WHERE e.aggregate_id = a.booking_id AND s.status IN ('SENT', 'UNKNOWN', 'CLAIMED'));
