@@ -145,6 +145,17 @@ fn invitation(slot: i64, attendees: &[&str]) -> Value {
     })
 }
 
+/// `n` accounts made today at a catch-all domain (`mallory{i}@`), each
+/// inviting the victim to one booking at 00:00 UTC.
+async fn throwaway_accounts_invite_the_victim(api: &TestApi, n: i32) {
+    for i in 0..n {
+        let (email, sub) = (format!("mallory{i}@catchall.example"), format!("sub-throwaway-{i}"));
+        let attacker = outbox_tests::api::Caller { email: &email, name: "Mallory", sub: &sub };
+        let made = api.post("/bookings", attacker, &invitation(i as i64, &[VICTIM])).await;
+        assert_eq!(made.status, 201, "{}", made.body);
+    }
+}
+
 /// One attacker account lists the victim in as many bookings as the API
 /// lets it create today. Returns how many it created.
 async fn fill_the_victims_day(api: &TestApi, attacker: outbox_tests::api::Caller<'_>, slot0: i64) -> usize {
@@ -291,12 +302,7 @@ async fn throwaway_accounts_at_midnight_cannot_take_an_established_organizers_fi
     }
 
     // Midnight: twenty accounts made today write to the victim.
-    for i in 0..limits.new_organizers * 2 {
-        let (email, sub) = (format!("mallory{i}@catchall.example"), format!("sub-throwaway-{i}"));
-        let attacker = outbox_tests::api::Caller { email: &email, name: "Mallory", sub: &sub };
-        let made = api.post("/bookings", attacker, &invitation(i as i64, &[VICTIM])).await;
-        assert_eq!(made.status, 201, "{}", made.body);
-    }
+    throwaway_accounts_invite_the_victim(&api, limits.new_organizers * 2).await;
     poller().drain().await.unwrap();
     let reached = |to: &str| mailer.deliveries().iter().filter(|d| d.recipient == to).count();
     assert_eq!(reached(VICTIM) as i32, limits.new_organizers, "the throwaway accounts' own pool");
@@ -359,11 +365,7 @@ async fn people_added_to_a_booking_retention_aged_are_first_contacts_like_any_ot
     assert_eq!(left, 0, "the booking's history is gone");
 
     // Today's first contacts of the victim, taken by other accounts.
-    for i in 0..limits.new_organizers {
-        let (email, sub) = (format!("mallory{i}@catchall.example"), format!("sub-throwaway-{i}"));
-        let other = outbox_tests::api::Caller { email: &email, name: "Mallory", sub: &sub };
-        assert_eq!(api.post("/bookings", other, &invitation(i as i64, &[VICTIM])).await.status, 201);
-    }
+    throwaway_accounts_invite_the_victim(&api, limits.new_organizers).await;
     poller().drain().await.unwrap();
 
     let body = json!({"attendees": [{"email": "alice@example.com", "name": "Alice"}, {"email": VICTIM, "name": "V"}],
@@ -390,11 +392,7 @@ async fn a_booking_whose_invitation_was_capped_is_not_in_its_recipients_listing(
     let mailer = std::sync::Arc::new(shared::notify::mailer::recording::RecordingMailer::new());
     let limits = deployed_limits();
     let poller = || outbox_tests::outbox::poller(&db, mailer.clone(), deployed_poller_config());
-    for i in 0..=limits.new_organizers {
-        let (email, sub) = (format!("mallory{i}@catchall.example"), format!("sub-throwaway-{i}"));
-        let other = outbox_tests::api::Caller { email: &email, name: "Mallory", sub: &sub };
-        assert_eq!(api.post("/bookings", other, &invitation(i as i64, &[VICTIM])).await.status, 201);
-    }
+    throwaway_accounts_invite_the_victim(&api, limits.new_organizers + 1).await;
     poller().drain().await.unwrap();
     let victim = outbox_tests::api::Caller { email: VICTIM, name: "Victim", sub: "sub-victim" };
     let listed = |body: &Value| body["bookings"].as_array().unwrap().len() as i32;
