@@ -5,8 +5,8 @@
 # stand-in (the account's MaxSendRate, GetAccount, 80 ms ± 20 ms a call).
 # The driver is tests/src/bin/bench-production.rs; its header says what is
 # measured and which variables change it (BENCH_SCALE, BENCH_QUOTAS,
-# BENCH_STREAMS, BENCH_FULL, BENCH_ONLY=trickle|burst|reminders|crash, BENCH_KEEP,
-# BENCH_REMINDER_QUOTA).
+# BENCH_STREAMS, BENCH_FULL, BENCH_ONLY=trickle|burst|reminders|crash|fairness,
+# BENCH_KEEP, BENCH_REMINDER_QUOTA, BENCH_FAIR_QUOTA, BENCH_FAIR_RECIPIENTS).
 # Postgres: a throwaway cluster with durable settings (fsync on, as in
 # production), unless DATABASE_URL is set. Loopback only; every run ends by
 # itself. It ends with the continuous comparison against graphile-worker

@@ -230,7 +230,7 @@ pub(super) fn problem_for(err: BookingError, if_match: bool) -> Problem {
         },
         Cancelled => Problem::new(&problem::CANCELLED, err.to_string()),
         LimitExceeded { retry_after, .. } => Problem {
-            retry_after: Some(u32::try_from(retry_after.as_secs()).unwrap_or(u32::MAX).max(1)),
+            retry_after: retry_after.map(|d| u32::try_from(d.as_secs()).unwrap_or(u32::MAX).max(1)),
             ..Problem::new(&problem::LIMIT_EXCEEDED, err.to_string())
         },
         IdempotencyKeyMismatch => Problem::new(&problem::IDEMPOTENCY_KEY_MISMATCH, err.to_string()),

@@ -11,9 +11,10 @@
 //! concurrent requests, so exactly the allowed number commit and the rest
 //! roll back, counters and all: a refused request writes nothing.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, NaiveDate, Utc};
 use deadpool_postgres::GenericClient;
 
 use super::domain::{Booking, Caller};
@@ -68,6 +69,8 @@ impl Limits {
 pub enum Limit {
     BookingsPerDay,
     RecipientsPerDay,
+    /// A later day's, full of reminders due on it.
+    RecipientsOn(NaiveDate),
     ChangesPerBookingPerDay,
     NewAccountsRecipientsPerDay,
 }
@@ -77,11 +80,47 @@ impl Limit {
         match self {
             Limit::BookingsPerDay => format!("an organizer may create {max} bookings per day"),
             Limit::RecipientsPerDay => format!("an organizer's bookings may notify {max} recipients per day"),
+            Limit::RecipientsOn(day) => format!(
+                "an organizer's bookings may notify {max} recipients per day, each reminder on the day it is sent; \
+                 {day} has no room for this request's reminders"
+            ),
             Limit::ChangesPerBookingPerDay => format!("a booking may be rescheduled or cancelled {max} times per day"),
             Limit::NewAccountsRecipientsPerDay => format!(
                 "accounts less than {NEW_ACCOUNT_DAYS} days old may together notify {max} recipients per day here"
             ),
         }
+    }
+}
+
+/// The mail one write causes, by the UTC day it goes out: its invitations,
+/// updates and cancellations today, each reminder on the day it falls due.
+/// Each day's share is charged to that day's counters, so reminders
+/// pointed at one day from writes made on many days share that one day's
+/// allowance (issue 52: charged on the day they were written, an
+/// organizer could point weeks of allowance at one instant).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Mailing(BTreeMap<NaiveDate, i32>);
+
+impl Mailing {
+    /// `recipients` mailed now.
+    pub fn today(recipients: usize) -> Self {
+        let mut m = Mailing::default();
+        m.add(Utc::now(), recipients);
+        m
+    }
+
+    /// `recipients` mailed at `at` (a reminder's due time).
+    pub fn add(&mut self, at: DateTime<Utc>, recipients: usize) {
+        let day = at.date_naive().max(Utc::now().date_naive());
+        *self.0.entry(day).or_default() += i32::try_from(recipients).unwrap_or(i32::MAX);
+    }
+
+    /// Today's share, then each later day's, in day order (the order every
+    /// request takes the counters' row locks in: no deadlock between two).
+    fn days(&self) -> impl Iterator<Item = (NaiveDate, i32)> + '_ {
+        let today = Utc::now().date_naive();
+        std::iter::once((today, self.0.get(&today).copied().unwrap_or(0)))
+            .chain(self.0.iter().filter(move |(d, _)| **d > today).map(|(d, n)| (*d, *n)))
     }
 }
 
@@ -91,56 +130,87 @@ pub fn until_reset(now: DateTime<Utc>) -> Duration {
     (tomorrow - now).to_std().unwrap_or_default().max(Duration::from_secs(1))
 }
 
-fn over(limit: Limit, max: i32) -> BookingError {
-    BookingError::LimitExceeded { limit, max, retry_after: until_reset(Utc::now()) }
+/// Over `limit` on `day`: today's resets at midnight; a later day's is
+/// not emptied by waiting.
+fn over(limit: Limit, max: i32, day: NaiveDate) -> BookingError {
+    let now = Utc::now();
+    let (limit, retry_after) = match limit {
+        Limit::RecipientsPerDay if day > now.date_naive() => (Limit::RecipientsOn(day), None),
+        _ if day > now.date_naive() => (limit, None),
+        _ => (limit, Some(until_reset(now))),
+    };
+    BookingError::LimitExceeded { limit, max, retry_after }
 }
 
-/// Adds `bookings` and `recipients` to the organizer's usage today;
-/// returns the new totals.
-async fn add_usage(tx: &impl GenericClient, key: &str, bookings: i32, recipients: i32) -> DbResult<(i32, i32)> {
+/// Adds `bookings` and `recipients` to the organizer's usage on `day`
+/// (never before the database's today); returns the new totals.
+async fn add_usage(
+    tx: &impl GenericClient,
+    key: &str,
+    day: NaiveDate,
+    bookings: i32,
+    recipients: i32,
+) -> DbResult<(i32, i32)> {
     let row = tx
         .query_one(
             &tx.prepare_cached(
                 "INSERT INTO organizer_daily_usage AS u (organizer_key, day, bookings, recipients) \
-                 VALUES ($1, (now() AT TIME ZONE 'UTC')::date, $2, $3) \
+                 VALUES ($1, greatest($4::date, (now() AT TIME ZONE 'UTC')::date), $2, $3) \
                  ON CONFLICT (organizer_key, day) DO UPDATE \
                     SET bookings = u.bookings + EXCLUDED.bookings, recipients = u.recipients + EXCLUDED.recipients \
                  RETURNING bookings, recipients",
             )
             .await?,
-            &[&key, &bookings, &recipients],
+            &[&key, &bookings, &recipients, &day],
         )
         .await?;
     Ok((row.get(0), row.get(1)))
 }
 
-/// Counts a new booking and its invitations; refuses one over a limit.
+/// Charges `mailing` to the organizer's days (and `bookings` to today);
+/// refuses one over a limit on any day.
+async fn charge(
+    tx: &impl GenericClient,
+    limits: &Limits,
+    organizer: &Caller,
+    bookings: i32,
+    mailing: &Mailing,
+) -> Result<(), BookingError> {
+    for (i, (day, recipients)) in mailing.days().enumerate() {
+        let made = if i == 0 { bookings } else { 0 };
+        let (created, mailed) = add_usage(tx, &organizer.key(), day, made, recipients).await?;
+        if made > 0 && created > limits.bookings_per_day {
+            return Err(over(Limit::BookingsPerDay, limits.bookings_per_day, day));
+        }
+        if mailed > limits.recipients_per_day {
+            return Err(over(Limit::RecipientsPerDay, limits.recipients_per_day, day));
+        }
+    }
+    Ok(())
+}
+
+/// Counts a new booking and the mail it causes, each reminder on its day;
+/// refuses one over a limit.
 pub async fn count_create(
     tx: &impl GenericClient,
     limits: &Limits,
     organizer: &Caller,
-    recipients: usize,
+    mailing: &Mailing,
 ) -> Result<(), BookingError> {
-    let (bookings, mailed) = add_usage(tx, &organizer.key(), 1, recipients as i32).await?;
-    if bookings > limits.bookings_per_day {
-        return Err(over(Limit::BookingsPerDay, limits.bookings_per_day));
-    }
-    if mailed > limits.recipients_per_day {
-        return Err(over(Limit::RecipientsPerDay, limits.recipients_per_day));
-    }
-    count_new_account(tx, limits, organizer, recipients).await
+    charge(tx, limits, organizer, 1, mailing).await?;
+    count_new_account(tx, limits, organizer, mailing).await
 }
 
 /// For an account in its first [`NEW_ACCOUNT_DAYS`] (from its first
-/// booking, recorded now if this is it), adds `recipients` to the stack's
-/// new accounts' usage today; refuses one over the allowance. The day's row
-/// lock orders new accounts' requests (an established account never takes
-/// it).
+/// booking, recorded now if this is it), adds `mailing` to the stack's
+/// new accounts' usage, each day's share on its day; refuses one over the
+/// allowance. The day's row lock orders new accounts' requests (an
+/// established account never takes it).
 async fn count_new_account(
     tx: &impl GenericClient,
     limits: &Limits,
     organizer: &Caller,
-    recipients: usize,
+    mailing: &Mailing,
 ) -> Result<(), BookingError> {
     // A concurrent first booking of the same account: this statement's
     // snapshot may see neither row; new, then.
@@ -162,42 +232,43 @@ async fn count_new_account(
     if first_seen.is_some_and(|d| (today - d).num_days() >= NEW_ACCOUNT_DAYS as i64) {
         return Ok(());
     }
-    let mailed: i32 = tx
-        .query_one(
-            &tx.prepare_cached(
-                "INSERT INTO new_account_daily_usage AS u (day, recipients) \
-                 VALUES ((now() AT TIME ZONE 'UTC')::date, $1) \
-                 ON CONFLICT (day) DO UPDATE SET recipients = u.recipients + EXCLUDED.recipients \
-                 RETURNING recipients",
+    for (day, recipients) in mailing.days().filter(|(_, n)| *n > 0) {
+        let mailed: i32 = tx
+            .query_one(
+                &tx.prepare_cached(
+                    "INSERT INTO new_account_daily_usage AS u (day, recipients) \
+                     VALUES (greatest($2::date, (now() AT TIME ZONE 'UTC')::date), $1) \
+                     ON CONFLICT (day) DO UPDATE SET recipients = u.recipients + EXCLUDED.recipients \
+                     RETURNING recipients",
+                )
+                .await?,
+                &[&recipients, &day],
             )
-            .await?,
-            &[&(recipients as i32)],
-        )
-        .await?
-        .get(0);
-    if mailed > limits.new_accounts_recipients_per_day {
-        return Err(over(Limit::NewAccountsRecipientsPerDay, limits.new_accounts_recipients_per_day));
+            .await?
+            .get(0);
+        if mailed > limits.new_accounts_recipients_per_day {
+            return Err(over(Limit::NewAccountsRecipientsPerDay, limits.new_accounts_recipients_per_day, day));
+        }
     }
     Ok(())
 }
 
-/// Counts a change of `booking` that mails `recipients` people (every
-/// attendee again, and any removed one); refuses one over a limit.
+/// Counts a change of `booking` and the mail it causes (every attendee
+/// again and any removed one today, each reminder it asks for on its
+/// day); refuses one over a limit.
 pub async fn count_change(
     tx: &impl GenericClient,
     limits: &Limits,
     organizer: &Caller,
     booking: &Booking,
-    recipients: usize,
+    mailing: &Mailing,
 ) -> Result<(), BookingError> {
-    let (changes, mailed) = record_change(tx, organizer, booking, recipients).await?;
+    let changes = record_change(tx, booking).await?;
     if changes > limits.changes_per_booking_per_day {
-        return Err(over(Limit::ChangesPerBookingPerDay, limits.changes_per_booking_per_day));
+        return Err(over(Limit::ChangesPerBookingPerDay, limits.changes_per_booking_per_day, Utc::now().date_naive()));
     }
-    if mailed > limits.recipients_per_day {
-        return Err(over(Limit::RecipientsPerDay, limits.recipients_per_day));
-    }
-    count_new_account(tx, limits, organizer, recipients).await
+    charge(tx, limits, organizer, 0, mailing).await?;
+    count_new_account(tx, limits, organizer, mailing).await
 }
 
 /// Counts a cancellation like any change, but never refuses it: an
@@ -210,18 +281,14 @@ pub async fn count_cancel(
     booking: &Booking,
     recipients: usize,
 ) -> Result<(), BookingError> {
-    record_change(tx, organizer, booking, recipients).await?;
+    record_change(tx, booking).await?;
+    add_usage(tx, &organizer.key(), Utc::now().date_naive(), 0, recipients as i32).await?;
     Ok(())
 }
 
-/// Adds one change of `booking` and `recipients` mails of its organizer
-/// to today's counters; returns both counts after it.
-async fn record_change(
-    tx: &impl GenericClient,
-    organizer: &Caller,
-    booking: &Booking,
-    recipients: usize,
-) -> Result<(i32, i32), BookingError> {
+/// Adds one change of `booking` to today's counter; returns the count
+/// after it.
+async fn record_change(tx: &impl GenericClient, booking: &Booking) -> Result<i32, BookingError> {
     let changes: i32 = tx
         .query_one(
             &tx.prepare_cached(
@@ -235,8 +302,7 @@ async fn record_change(
         )
         .await?
         .get(0);
-    let (_, mailed) = add_usage(tx, &organizer.key(), 0, recipients as i32).await?;
-    Ok((changes, mailed))
+    Ok(changes)
 }
 
 /// Retention: deletes up to `limit` rows of each counter table whose day is

@@ -30,8 +30,10 @@ pub enum BookingError {
     #[error("this Idempotency-Key was already used with a different request")]
     IdempotencyKeyMismatch,
     /// An abuse limit; nothing was written.
-    #[error("{}; the limit resets in {} s", .limit.describe(*.max), .retry_after.as_secs())]
-    LimitExceeded { limit: limits::Limit, max: i32, retry_after: std::time::Duration },
+    /// `retry_after` is the time until the limit resets, when it is
+    /// today's (a day ahead, full of reminders, does not empty by waiting).
+    #[error("{}{}", .limit.describe(*.max), .retry_after.map(|d| format!("; the limit resets in {} s", d.as_secs())).unwrap_or_default())]
+    LimitExceeded { limit: limits::Limit, max: i32, retry_after: Option<std::time::Duration> },
     #[error(transparent)]
     Db(#[from] crate::db::DbError),
     #[error(transparent)]

@@ -101,9 +101,13 @@ impl BookingService {
                 Begin::Replay(_) => return Err(BookingError::IdempotencyKeyMismatch),
             }
         }
-        // Each reminder mails every attendee too.
-        let reminded = reminders::ahead(&new.reminders, new.range.start(), chrono::Utc::now(), self.reminder_scale);
-        limits::count_create(&tx, &self.limits, organizer, new.attendees.len() * (1 + reminded.len())).await?;
+        // Each reminder mails every attendee too, on the day it falls due.
+        let mut mailing = limits::Mailing::today(new.attendees.len());
+        for (_, _, due) in reminders::ahead(&new.reminders, new.range.start(), chrono::Utc::now(), self.reminder_scale)
+        {
+            mailing.add(due, new.attendees.len());
+        }
+        limits::count_create(&tx, &self.limits, organizer, &mailing).await?;
         let booking = store::insert(&tx, Uuid::now_v7(), organizer, &new).await?;
         tracing::Span::current().record("booking_id", tracing::field::display(booking.id));
         self.faults.hit(FAULT_CREATE_BETWEEN_INSERTS)?;
@@ -195,16 +199,21 @@ impl BookingService {
         // Every attendee of either list is mailed: the new list an update
         // and each new reminder still ahead, an added attendee the
         // reminders already written too, the removed ones a cancellation.
-        let ahead = reminders::ahead(&wanted.reminders, wanted.range.start(), chrono::Utc::now(), self.reminder_scale);
-        let written_before = ahead.iter().filter(|(_, r, _)| reminders::covered(Some(&current), &wanted, *r)).count();
+        // Each reminder on the day it falls due.
         let added = wanted.attendees.iter().filter(|a| !current.attendees.iter().any(|p| p.email == a.email)).count();
         let removed = current.attendees.iter().filter(|p| !wanted.attendees.iter().any(|a| a.email == p.email)).count();
-        let mailed = if quiet {
-            0
-        } else {
-            wanted.attendees.len() * (1 + ahead.len() - written_before) + added * written_before + removed
-        };
-        limits::count_change(&tx, &self.limits, caller, &current, mailed).await?;
+        let mut mailing = limits::Mailing::default();
+        if !quiet {
+            mailing = limits::Mailing::today(wanted.attendees.len() + removed);
+            let now = chrono::Utc::now();
+            for (_, reminder, due) in
+                reminders::ahead(&wanted.reminders, wanted.range.start(), now, self.reminder_scale)
+            {
+                let written_before = reminders::covered(Some(&current), &wanted, reminder);
+                mailing.add(due, if written_before { added } else { wanted.attendees.len() });
+            }
+        }
+        limits::count_change(&tx, &self.limits, caller, &current, &mailing).await?;
         let booking = store::update(&tx, &wanted).await?;
         self.faults.hit(FAULT_CHANGE_BETWEEN_WRITES)?;
         let payload = EventPayload { quiet, ..EventPayload::update(&current, booking) };

@@ -93,7 +93,7 @@ settings! {
     DEV_REMINDER_SCALE = Some("1"), &[Api];
     /// bookings one organizer may create per UTC day
     LIMIT_BOOKINGS_PER_DAY = Some("50"), &[Api];
-    /// emails one organizer's creates, updates and cancels may cause per day (an update mails every attendee and anyone removed; each reminder it schedules, every attendee; each reminder already scheduled, every attendee it adds)
+    /// emails one organizer's creates, updates and cancels may cause per day (an update mails every attendee and anyone removed; each reminder it schedules, every attendee; each reminder already scheduled, every attendee it adds), each reminder counted on the UTC day it is sent
     LIMIT_RECIPIENTS_PER_DAY = Some("500"), &[Api];
     /// updates plus cancels of one booking per day
     LIMIT_CHANGES_PER_BOOKING_PER_DAY = Some("10"), &[Api];

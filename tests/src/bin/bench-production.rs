@@ -44,6 +44,16 @@
 //!   SES's evidence settles them later). The lease is the template's,
 //!   unscaled: a take-over's seconds are physical, like SES's latency.
 //!
+//! - (e) fair turns (BENCH_ONLY=fairness): one organizer's
+//!   BENCH_FAIR_RECIPIENTS (default 20,000) recipients fall due at one
+//!   instant (10,000 bookings written ahead, due together, as reminders
+//!   are) at BENCH_FAIR_QUOTA (default 200)/s, sliding second, 2
+//!   schedules; while they go out, 20 other organizers book at 5 a second
+//!   (one attendee each). Their commit → SES p50/p99 during the burst
+//!   (target p99 ≤ 2 s), the whole fleet's rate beside the account's
+//!   (target ≥ 0.9), 0 duplicates; then the same with the others taking
+//!   no turn (claimed oldest-due first, as before V45): the baseline.
+//!
 //! Every run checks from the stand-in's own log that no claim, and no
 //! (event, recipient), was accepted twice, and reports the largest gap in
 //! which no poller was claiming.
@@ -534,6 +544,88 @@ async fn reminder_burst(root: &Path, shape: Shape, limiter: Limiter, rate: f64, 
     check(timeouts(&runs) == 0, format!("{what}: {} runs outlived their timeout", timeouts(&runs)));
 }
 
+/// (e): one organizer's burst due at one instant, and others' bookings at
+/// a trickle while it goes out; `turns`: the others take turns (as every
+/// booking does), or none (oldest-due first, the baseline). Returns the
+/// others' p99 in ms.
+async fn fair_burst(root: &Path, shape: Shape, rate: f64, recipients: usize, turns: bool) -> f64 {
+    let db = TestDb::create().await;
+    let ses = SesStandIn::start(standin_limits(rate, Limiter::Sliding)).await;
+    let fleet = Fleet::start(root, &db, &ses, shape, 2).await;
+    let client = db.pool.get().await.unwrap();
+    // The bulk: written ahead, due together 5 s from now.
+    let due = chrono::Utc::now() + chrono::Duration::seconds(5);
+    let bulk: Vec<_> =
+        (0..recipients / 2).map(|i| shared::outbox::NewEvent { due_at: Some(due), ..confirmed_event(i, 2) }).collect();
+    for chunk in bulk.chunks(1000) {
+        outbox_tests::outbox::insert_bookings_of(&client, chunk).await;
+        shared::outbox::events::insert_many(&client, chunk).await.unwrap();
+    }
+    let due_at = ses.since_start(Instant::now()) + Duration::from_secs(5);
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    // The others, at 5 a second while the bulk goes out (its length at the
+    // account's rate, less a few seconds).
+    let others = ((recipients as f64 / rate - 5.0).max(5.0) * 5.0) as usize;
+    let mut committed: HashMap<Uuid, Duration> = HashMap::new();
+    let started = Instant::now();
+    for i in 0..others {
+        tokio::time::sleep_until((started + Duration::from_millis(200 * i as u64)).into()).await;
+        let e = shared::outbox::NewEvent {
+            turn: turns.then(|| format!("other{}@example.com", i % 20)),
+            ..confirmed_event(1_000_000 + i, 1)
+        };
+        outbox_tests::outbox::insert_bookings_of(&client, std::slice::from_ref(&e)).await;
+        let ids = shared::outbox::events::insert_many(&client, &[e]).await.unwrap();
+        committed.insert(ids[0], ses.since_start(Instant::now()));
+    }
+    let all = recipients + others;
+    let limit = Duration::from_secs_f64(all as f64 / rate * 2.0 + shape.timeout * 3.0);
+    let accepted = until_accepted(&ses, all, limit).await;
+    let runs = fleet.stop().await;
+    let (events, dups) = duplicates(&db, &accepted).await;
+    let mut latencies: Vec<f64> = accepted
+        .iter()
+        .filter_map(|a| {
+            let event = events.get(a.claim.as_deref()?)?;
+            Some((a.at.saturating_sub(*committed.get(event)?)).as_secs_f64() * 1000.0)
+        })
+        .collect();
+    latencies.sort_by(f64::total_cmp);
+    let sent: Vec<Duration> = accepted.iter().map(|a| a.at).filter(|at| *at >= due_at).collect();
+    let span = match (sent.first(), sent.last()) {
+        (Some(a), Some(b)) if sent.len() > 1 => (*b - *a).as_secs_f64(),
+        _ => f64::NAN,
+    };
+    let delivered = (sent.len().max(1) - 1) as f64 / span;
+    let (p50, p99) = (percentile(&latencies, 0.5), percentile(&latencies, 0.99));
+    let label = if turns { "taking turns" } else { "taking no turn (the baseline: oldest-due first)" };
+    println!(
+        "(e) {recipients} recipients of one organizer due at one instant at {rate}/s (sliding second), 2 schedules; \
+         {others} other organizers' bookings at 5/s meanwhile, {label}: their commit-to-send p50 {p50:.0} ms, \
+         p99 {p99:.0} ms ({} of {others} sent); the fleet {delivered:.1}/s = {:.3} × MaxSendRate; {} throttled; \
+         {dups} duplicates; {} runs, {} timed out",
+        latencies.len(),
+        delivered / rate,
+        ses.throttled(),
+        runs.len(),
+        timeouts(&runs)
+    );
+    let key = format!("production.fairness.{}", if turns { "turns" } else { "baseline" });
+    record(&format!("{key}.p50_ms"), p50);
+    record(&format!("{key}.p99_ms"), p99);
+    record(&format!("{key}.ratio"), delivered / rate);
+    record(&format!("{key}.duplicates"), dups as f64);
+    let what = format!("fairness ({label})");
+    check(dups == 0, format!("{what}: {dups} duplicate emails in the stand-in's log"));
+    check(accepted.len() == all, format!("{what}: {} of {all} sent", accepted.len()));
+    check(timeouts(&runs) == 0, format!("{what}: {} runs outlived their timeout", timeouts(&runs)));
+    if turns {
+        check(p99 <= 2000.0, format!("{what}: the others' p99 {p99:.0} ms, above 2 s"));
+        check(delivered / rate >= 0.9, format!("{what}: {:.3} × MaxSendRate, below 0.9", delivered / rate));
+    }
+    p99
+}
+
 /// The poller process (its pid, from `locked_by`: `host:pid:suffix`) that
 /// holds the most PROCESSING events, and the events it holds.
 async fn busiest_holder(db: &TestDb) -> Option<(u32, String, Vec<Uuid>)> {
@@ -744,6 +836,18 @@ async fn main() {
             "(d) commit-to-send p99: {:.2} s with a poller SIGKILLed mid-burst, beside {:.2} s without (target ≤ 10 s)",
             crashed / 1000.0,
             calm / 1000.0
+        );
+    }
+    if only.is_empty() || only == "fairness" {
+        let rate = env_u64("BENCH_FAIR_QUOTA", 200) as f64;
+        let recipients = env_u64("BENCH_FAIR_RECIPIENTS", 20_000) as usize;
+        let fair = fair_burst(&root, shape, rate, recipients, true).await;
+        let oldest_first = fair_burst(&root, shape, rate, recipients, false).await;
+        println!(
+            "(e) the others' commit-to-send p99 during one organizer's burst: {:.2} s taking turns, beside {:.2} s \
+             oldest-due first (target ≤ 2 s)",
+            fair / 1000.0,
+            oldest_first / 1000.0
         );
     }
     let failed = FAILED.lock().unwrap().clone();

@@ -647,3 +647,64 @@ async fn counting_invitations_is_refused_outside_read_committed() {
     drop(tx);
     assert_eq!(newcomers_today(&client, VICTIM).await.unwrap(), 0);
 }
+
+/// A meeting at `hour`:00 UTC `days` ahead, for one attendee, with
+/// reminders one and two hours ahead (both due that same day).
+fn reminded(days: i64, hour: u32) -> Value {
+    let day = (chrono::Utc::now() + chrono::Duration::days(days)).date_naive();
+    let start = day.and_hms_opt(hour, 0, 0).unwrap().and_utc();
+    json!({
+        "title": "Sync",
+        "start": start.to_rfc3339(),
+        "end": (start + chrono::Duration::minutes(30)).to_rfc3339(),
+        "timezone": "UTC",
+        "attendees": [{"email": "pat@example.com", "name": "Pat"}],
+        "reminders": ["PT1H", "PT2H"],
+    })
+}
+
+/// Issue 52, Medium 4: reminders were charged to the day they were
+/// written, so an organizer writing its allowance every day for weeks could
+/// point all of it at one instant. Each reminder is now charged to the day
+/// it is sent: that day's allowance bounds them, whenever they were written,
+/// and today's holds only today's mail.
+#[tokio::test]
+async fn reminders_pointed_at_one_day_are_charged_to_that_day_not_the_day_written() {
+    let db = TestDb::create().await;
+    let api = limited(&db, 50, 6, 10);
+    // Three bookings three days ahead: today 3 invitations, that day 6
+    // reminders (charged to today, the second booking would be refused).
+    for hour in 9..12 {
+        let resp = api.post("/bookings", BOB, &reminded(3, hour)).await;
+        assert_eq!(resp.status, 201, "{}", resp.body);
+    }
+    let usage = |day: i64| {
+        format!(
+            "SELECT coalesce(sum(recipients), 0)::bigint FROM organizer_daily_usage \
+             WHERE day = (now() AT TIME ZONE 'UTC')::date + {day}"
+        )
+    };
+    assert_eq!(db.scalar::<i64>(&usage(0)).await, 3, "today: the invitations");
+    assert_eq!(db.scalar::<i64>(&usage(3)).await, 6, "the day they are sent: the reminders");
+    // A fourth aimed at that day: refused, nothing written, and no
+    // Retry-After (waiting does not empty a day ahead).
+    let events = db.count("outbox_events").await;
+    let refused = api.post("/bookings", BOB, &reminded(3, 12)).await;
+    assert_eq!(refused.status, 429, "{}", refused.body);
+    assert_eq!(refused.body["type"], outbox_tests::api::problem_type("limit-exceeded"));
+    let detail = refused.body["detail"].as_str().unwrap();
+    assert!(detail.contains("each reminder on the day it is sent"), "{detail}");
+    assert!(refused.header("retry-after").is_none(), "a day ahead is not emptied by waiting");
+    assert_eq!(db.count("outbox_events").await, events, "the refused one wrote nothing");
+    assert_eq!(db.scalar::<i64>(&usage(3)).await, 6);
+    // The same request a day later fits: today has room, and so has that day.
+    let resp = api.post("/bookings", BOB, &reminded(4, 9)).await;
+    assert_eq!(resp.status, 201, "{}", resp.body);
+    // Moving a meeting onto the full day charges its reminders there.
+    let path = format!("/bookings/{}", resp.body["id"].as_str().unwrap());
+    let moved = reminded(3, 13);
+    let body = json!({"start": moved["start"], "end": moved["end"], "version": 1});
+    let refused = api.send("PATCH", &path, Some(BOB), &[], Some(&body.to_string())).await;
+    assert_eq!(refused.status, 429, "{}", refused.body);
+    assert_eq!(api.get(&path, BOB).await.body["version"], 1, "the refused change changed nothing");
+}

@@ -97,6 +97,7 @@ async fn the_delivery_path_writes_only_the_indexes_something_reads() {
             "outbox_events_one_per_version", // uniqueness; the claim's ordering probe; a booking's events
             "outbox_events_pkey",            // every transition by id
             "outbox_events_processing",      // the stuck-row sweep
+            "outbox_events_turns",           // the claim's share of each due turn
         ]
     );
     assert_eq!(

@@ -424,3 +424,107 @@ async fn provider_errors_are_stored_and_logged_with_addresses_masked() {
     let (_, _, last_error) = event_status(&db, event).await;
     assert_eq!(last_error.as_deref(), Some("Throttled: c***@example.com"));
 }
+
+/// Medium 4 of issue 52: claims went oldest-due first, so one organizer's
+/// backlog (here 2,000 events due a minute ago) made every other
+/// organizer's next event wait behind all of it, at the account's rate.
+/// Each due turn now gets its share of every claim: the very first claim
+/// of 64 takes each of the 20 other organizers' events (and, with the
+/// rest, the backlog's oldest). Everything still goes out once.
+#[tokio::test]
+async fn one_organizers_backlog_never_buries_another_organizers_next_event() {
+    use shared::outbox::events::{self, claim};
+    let db = TestDb::create().await;
+    let client = db.pool.get().await.unwrap();
+    one_organizers_backlog(&client, 2_000).await;
+    let mut others = Vec::new();
+    for i in 0..20 {
+        let e = events::NewEvent { turn: Some(format!("other{i}@example.com")), ..confirmed_event(10_000 + i, 1) };
+        others.push(events::insert(&client, &e).await.unwrap());
+    }
+    let position = claim::ClaimPosition::default();
+    let taken =
+        claim::claim_due(&client, 64, claim::Turns::Shared, ("w", uuid::Uuid::now_v7()), 8, &position).await.unwrap();
+    let ids: std::collections::HashSet<_> = taken.events.iter().map(|e| e.id).collect();
+    assert_eq!(ids.len(), 64);
+    let reached = others.iter().filter(|id| ids.contains(id)).count();
+    assert_eq!(reached, 20, "every other organizer's event in the first claim");
+
+    // The claimed ones go back (as a lease's end would), then all drain once.
+    client
+        .batch_execute("UPDATE outbox_events SET status = 'PENDING', lease_id = NULL WHERE status = 'PROCESSING'")
+        .await
+        .unwrap();
+    let mailer = Arc::new(RecordingMailer::new());
+    poller(&db, mailer.clone(), PollerConfig::for_tests("w")).drain().await.unwrap();
+    assert_eq!(mailer.count(), 2_020, "each event's recipient once");
+    assert_eq!(event_counts(&db).await[&EventStatus::Done], 2_020);
+}
+
+/// `n` events of one organizer (`bulk@`), all due a minute ago.
+async fn one_organizers_backlog(client: &deadpool_postgres::Object, n: usize) {
+    use shared::outbox::events;
+    let minute_ago = chrono::Utc::now() - chrono::Duration::minutes(1);
+    let backlog: Vec<_> = (0..n)
+        .map(|i| events::NewEvent {
+            due_at: Some(minute_ago),
+            turn: Some("bulk@example.com".into()),
+            ..confirmed_event(i, 1)
+        })
+        .collect();
+    for chunk in backlog.chunks(1_000) {
+        events::insert_many(client, chunk).await.unwrap();
+    }
+}
+
+/// The loop that takes turns costs nothing while there is nobody to be
+/// fair to: with one organizer's events alone due, its claim takes none
+/// (the oldest-due loops take them); once another organizer's event is
+/// due, it takes a share of each, the other's first.
+#[tokio::test]
+async fn the_loop_that_takes_turns_claims_nothing_while_one_organizer_alone_has_due_work() {
+    use shared::outbox::events::{self, claim};
+    let db = TestDb::create().await;
+    let client = db.pool.get().await.unwrap();
+    one_organizers_backlog(&client, 200).await;
+    let position = claim::ClaimPosition::default();
+    let claim = |turns| {
+        let (client, position) = (&client, &position);
+        async move { claim::claim_due(client, 16, turns, ("w", uuid::Uuid::now_v7()), 8, position).await.unwrap() }
+    };
+    assert!(claim(claim::Turns::Contended).await.events.is_empty(), "one organizer alone: nothing to be fair about");
+    let other = events::NewEvent { turn: Some("other@example.com".into()), ..confirmed_event(10_000, 1) };
+    let other = events::insert(&client, &other).await.unwrap();
+    let taken = claim(claim::Turns::Contended).await;
+    assert_eq!(taken.events.len(), 16, "a share of each turn, the rest oldest-due first");
+    assert!(taken.events.iter().any(|e| e.id == other), "the other organizer's event in it");
+    // The oldest-due claim takes the rest whatever the turns say.
+    let mut left = 200 + 1 - 16;
+    while left > 0 {
+        let n = claim(claim::Turns::Skipped).await.events.len();
+        assert!(n > 0, "{left} left unclaimed");
+        left -= n;
+    }
+}
+
+/// The turns are a fairness, never a condition of delivery: with
+/// `outbox_turns` emptied (or wrong), every due event is still claimed,
+/// oldest first, by the rest of each claim.
+#[tokio::test]
+async fn events_are_claimed_whatever_the_turns_table_says() {
+    let db = TestDb::create().await;
+    seed_events(&db.pool, 300, 1).await;
+    let client = db.pool.get().await.unwrap();
+    client.batch_execute("DELETE FROM outbox_turns").await.unwrap();
+    let mailer = Arc::new(RecordingMailer::new());
+    poller(&db, mailer.clone(), PollerConfig::for_tests("w")).drain().await.unwrap();
+    assert_eq!(mailer.count(), 300);
+    client
+        .batch_execute("UPDATE outbox_turns SET next_turn = 'infinity'; UPDATE outbox_events SET status = 'PENDING'")
+        .await
+        .unwrap();
+    seed_events(&db.pool, 50, 1).await;
+    client.batch_execute("UPDATE outbox_turns SET next_turn = 'infinity'").await.unwrap();
+    poller(&db, mailer.clone(), PollerConfig::for_tests("w")).drain().await.unwrap();
+    assert_eq!(event_counts(&db).await[&EventStatus::Done], 350, "the rest of each claim took them");
+}

@@ -10,7 +10,8 @@
 
 mod run;
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
+use std::hash::Hash;
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
@@ -192,7 +193,8 @@ pub async fn deliver(
     let claimant = Claimant { worker, provider: mailer.provider(), lease };
     let run = Run { pool, client: &client, mailer, faults, claimant, gate, items };
     let mut out: Vec<Option<Delivery>> = vec![None; items.len()];
-    let mut pending: VecDeque<usize> = run.settle_decided(&mut out).await?.into();
+    let organizer = |i: usize| items[i].notification().payload.booking.organizer.email.as_str();
+    let mut pending: VecDeque<usize> = in_turns(run.settle_decided(&mut out).await?, organizer).into();
     let mut counted: Vec<usize> = Vec::new();
     let mut in_flight = FuturesUnordered::new();
     let mut admitting: Option<BoxFuture<'_, Result<Chunk<'_>, DbError>>> = None;
@@ -340,3 +342,41 @@ async fn record_durably(
 }
 
 crate::from_driver_errors!(DeliverError);
+
+/// The batch's sends in fair turns between organizers: each organizer's
+/// first before any organizer's second, each organizer's own in the order
+/// given. The claim takes a share of each organizer's due events (V45);
+/// this keeps one organizer's hundreds in a batch from putting another's
+/// one behind them. (A batch holds one event per booking, so a booking's
+/// order is never in question here.)
+fn in_turns<K: Eq + Hash>(order: Vec<usize>, key: impl Fn(usize) -> K) -> Vec<usize> {
+    let mut taken: HashMap<K, usize> = HashMap::new();
+    let mut ranked: Vec<(usize, usize)> = order
+        .into_iter()
+        .map(|i| {
+            let turn = taken.entry(key(i)).or_default();
+            *turn += 1;
+            (*turn, i)
+        })
+        .collect();
+    // Stable: within a rank, the order given.
+    ranked.sort_by_key(|(turn, _)| *turn);
+    ranked.into_iter().map(|(_, i)| i).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::in_turns;
+
+    #[test]
+    fn one_organizers_many_sends_in_a_batch_never_go_before_anothers_first() {
+        // Items 0..=6 and 8 are A's, 7 is B's, 9 is C's.
+        let key = |i: usize| match i {
+            7 => "b",
+            9 => "c",
+            _ => "a",
+        };
+        assert_eq!(in_turns((0..10).collect(), key), vec![0, 7, 9, 1, 2, 3, 4, 5, 6, 8]);
+        assert_eq!(in_turns(Vec::new(), key), Vec::<usize>::new());
+    }
+}

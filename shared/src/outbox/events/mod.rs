@@ -47,6 +47,11 @@ pub struct NewEvent {
     pub payload: Box<RawValue>,
     /// When it falls due; None: at once.
     pub due_at: Option<DateTime<Utc>>,
+    /// Whose turn it takes in the claim (V45): the events of one turn
+    /// share the fleet's rate with every other turn's when it is busy, so
+    /// no turn's backlog buries another's next event. None: it takes no
+    /// turn (claimed oldest-due first, as all were before).
+    pub turn: Option<String>,
 }
 
 /// An aggregate's *side lanes*: aggregates of their own for events that
@@ -93,8 +98,8 @@ pub async fn insert(tx: &impl GenericClient, event: &NewEvent) -> DbResult<Uuid>
         &tx.prepare_cached(formatcp!(
             "WITH event AS (\
                INSERT INTO outbox_events \
-                      (id, aggregate_id, aggregate_version, event_type, payload, traceparent, next_attempt_at) \
-               VALUES ($1, $2, $3, $4, $5, $6, coalesce($7, now())) RETURNING next_attempt_at) \
+                      (id, aggregate_id, aggregate_version, event_type, payload, traceparent, next_attempt_at, turn) \
+               VALUES ($1, $2, $3, $4, $5, $6, coalesce($7, now()), $8) RETURNING next_attempt_at) \
              SELECT pg_notify('{CHANNEL}', '') FROM event WHERE next_attempt_at <= now()"
         ))
         .await?,
@@ -106,6 +111,7 @@ pub async fn insert(tx: &impl GenericClient, event: &NewEvent) -> DbResult<Uuid>
             &Json(&*event.payload),
             &trace::current(),
             &event.due_at,
+            &event.turn,
         ],
     )
     .await?;
@@ -121,17 +127,19 @@ pub async fn insert_many(client: &impl GenericClient, events: &[NewEvent]) -> Db
     let types: Vec<&str> = events.iter().map(|e| e.event_type.as_str()).collect();
     let payloads: Vec<Json<&RawValue>> = events.iter().map(|e| Json(&*e.payload)).collect();
     let due: Vec<Option<DateTime<Utc>>> = events.iter().map(|e| e.due_at).collect();
+    let turns: Vec<Option<&str>> = events.iter().map(|e| e.turn.as_deref()).collect();
     client
         .execute(
             formatcp!(
                 "WITH events AS (\
-                   INSERT INTO outbox_events (id, aggregate_id, aggregate_version, event_type, payload, next_attempt_at) \
-                   SELECT i, a, v, t, p, coalesce(d, now()) \
-                     FROM unnest($1::uuid[], $2::uuid[], $3::int4[], $4::text[], $5::jsonb[], $6::timestamptz[]) \
-                          AS n(i, a, v, t, p, d) RETURNING id) \
+                   INSERT INTO outbox_events \
+                          (id, aggregate_id, aggregate_version, event_type, payload, next_attempt_at, turn) \
+                   SELECT i, a, v, t, p, coalesce(d, now()), u \
+                     FROM unnest($1::uuid[], $2::uuid[], $3::int4[], $4::text[], $5::jsonb[], $6::timestamptz[], \
+                                 $7::text[]) AS n(i, a, v, t, p, d, u) RETURNING id) \
                  SELECT pg_notify('{CHANNEL}', '') FROM events LIMIT 1"
             ),
-            &[&ids, &aggregates, &versions, &types, &payloads, &due],
+            &[&ids, &aggregates, &versions, &types, &payloads, &due, &turns],
         )
         .await?;
     Ok(ids)
