@@ -607,10 +607,18 @@ async fn each_reminder_counts_toward_the_organizers_daily_emails() {
     let limits = shared::booking::limits::Limits { recipients_per_day: 6, ..Default::default() };
     let config = shared::api::config::ApiConfig { limits, ..outbox_tests::api::test_config() };
     let api = TestApi::with(&db, shared::fault::Faults::none(), config);
-    create(&api, &body(at(600), &[ALICE.email, CAROL], json!(["PT2H", "PT1H"]))).await;
-    let over = api.post("/bookings", BOB, &body(at(900), &[DAVE], json!([]))).await;
-    assert_eq!(over.status, 429, "2 attendees x (1 invitation + 2 reminders) = 6 already: {}", over.body);
+    // Reminders count on the UTC day they are sent: tomorrow, whatever
+    // the time the test runs (a start a few hours ahead would put them on
+    // today or tomorrow by the clock).
+    let tomorrow =
+        |hour: u32| (Utc::now() + chrono::Duration::days(1)).date_naive().and_hms_opt(hour, 0, 0).unwrap().and_utc();
+    create(&api, &body(tomorrow(12), &[ALICE.email, CAROL], json!(["PT2H", "PT1H", "PT30M"]))).await;
+    let over = api.post("/bookings", BOB, &body(tomorrow(14), &[DAVE], json!(["PT1H"]))).await;
+    assert_eq!(over.status, 429, "2 attendees x 3 reminders = 6 already tomorrow: {}", over.body);
     assert_eq!(db.count("bookings").await, 1);
+    // Without a reminder, Dave's invitation fits today (2 of 6 so far).
+    let fits = api.post("/bookings", BOB, &body(tomorrow(14), &[DAVE], json!([]))).await;
+    assert_eq!(fits.status, 201, "{}", fits.body);
 }
 
 /// Retention deletes a week-old booking's events and sends, but a reminder
