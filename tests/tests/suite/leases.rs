@@ -408,7 +408,10 @@ async fn a_poison_event_that_kills_every_poller_ends_dead_at_its_take_over() {
     create_booking(&db, 4, &["alice@example.com"]).await;
     let event = only_event_id(&db).await;
     let worker = Worker::new(env!("CARGO_BIN_EXE_outbox-worker"));
-    let max = [("OUTBOX_MAX_ATTEMPTS", "2")];
+    // The test ends each lease itself: a long one, so a worker starved of
+    // CPU for a few seconds on a loaded machine does not lose its lease
+    // (and stop on its own, claiming nothing) before it reaches the fault.
+    let max = [("OUTBOX_MAX_ATTEMPTS", "2"), ("POLLER_LEASE_SECS", "30")];
     for attempt in 1..=2 {
         assert!(killed(worker.run(&db, &kill_at(FAULT_AFTER_CLAIM), &max).await));
         assert_eq!(
