@@ -253,6 +253,24 @@ async fn until_accepted(ses: &SesStandIn, expected: usize, limit: Duration) -> V
     }
 }
 
+/// Each accepted message's commit → SES acceptance, in ms, sorted: its
+/// claim's event's commit time (`committed`) to the stand-in's log.
+fn commit_to_acceptance_ms(
+    accepted: &[Accepted],
+    events: &HashMap<String, Uuid>,
+    committed: &HashMap<Uuid, Duration>,
+) -> Vec<f64> {
+    let mut latencies: Vec<f64> = accepted
+        .iter()
+        .filter_map(|a| {
+            let event = events.get(a.claim.as_deref()?)?;
+            Some((a.at.saturating_sub(*committed.get(event)?)).as_secs_f64() * 1000.0)
+        })
+        .collect();
+    latencies.sort_by(f64::total_cmp);
+    latencies
+}
+
 /// Claims → their events, and the duplicates in the stand-in's log.
 async fn duplicates(db: &TestDb, accepted: &[Accepted]) -> (HashMap<String, Uuid>, usize) {
     let client = db.pool.get().await.unwrap();
@@ -333,14 +351,7 @@ async fn trickle(root: &Path, shape: Shape, scale: f64) {
     let to = unix(std::time::SystemTime::now());
     let runs = fleet.stop().await;
     let (events, dups) = duplicates(&db, &accepted).await;
-    let mut latencies: Vec<f64> = accepted
-        .iter()
-        .filter_map(|a| {
-            let event = events.get(a.claim.as_deref()?)?;
-            Some((a.at.saturating_sub(*committed.get(event)?)).as_secs_f64() * 1000.0)
-        })
-        .collect();
-    latencies.sort_by(f64::total_cmp);
+    let latencies = commit_to_acceptance_ms(&accepted, &events, &committed);
     let (gap, alive) = coverage(&runs, from, to);
     let (p50, p90, p99, max) = (
         percentile(&latencies, 0.5),
@@ -583,14 +594,7 @@ async fn fair_burst(root: &Path, shape: Shape, rate: f64, recipients: usize, tur
     let accepted = until_accepted(&ses, all, limit).await;
     let runs = fleet.stop().await;
     let (events, dups) = duplicates(&db, &accepted).await;
-    let mut latencies: Vec<f64> = accepted
-        .iter()
-        .filter_map(|a| {
-            let event = events.get(a.claim.as_deref()?)?;
-            Some((a.at.saturating_sub(*committed.get(event)?)).as_secs_f64() * 1000.0)
-        })
-        .collect();
-    latencies.sort_by(f64::total_cmp);
+    let latencies = commit_to_acceptance_ms(&accepted, &events, &committed);
     let sent: Vec<Duration> = accepted.iter().map(|a| a.at).filter(|at| *at >= due_at).collect();
     let span = match (sent.first(), sent.last()) {
         (Some(a), Some(b)) if sent.len() > 1 => (*b - *a).as_secs_f64(),

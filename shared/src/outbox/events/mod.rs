@@ -14,6 +14,7 @@
 
 pub mod claim;
 pub mod lease;
+mod position;
 pub mod status;
 pub mod transitions;
 
