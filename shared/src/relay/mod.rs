@@ -18,6 +18,7 @@ pub mod lease;
 pub mod poller;
 pub mod rate;
 pub mod retention;
+pub mod role;
 pub mod status;
 pub mod summary;
 pub mod sweeper;

@@ -16,6 +16,7 @@ use tokio::task::JoinSet;
 
 use super::config::PollerConfig;
 use super::lease::Lease;
+use super::role::Loop;
 use super::summary::{Health, RunSummary};
 use super::wake::Wake;
 use super::RelayError;
@@ -67,25 +68,6 @@ pub struct Poller<M: Mailer + 'static> {
     pub(super) role: Loop,
 }
 
-/// A run's batch loops: with more than one, the first takes turns between
-/// organizers quickly and the others keep the rate fed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Loop {
-    /// The only loop (one batch in flight, a drain, one batch): fair turns
-    /// ([`claim::Turns::Shared`]) in batches of [`BATCH_SECS`].
-    Only,
-    /// Fair turns in batches of [`TURN_BATCH_SECS`], only while more than
-    /// one organizer has due work ([`claim::Turns::Contended`]; otherwise it
-    /// looks again after [`TURN_IDLE`]): it claims again every few tenths
-    /// of a second, so an organizer whose turn has come waits for that, not
-    /// for the end of the other loops' batches, and it costs nothing while
-    /// there is nobody to be fair to.
-    Turns,
-    /// Oldest-due first ([`claim::Turns::Skipped`]), in batches of
-    /// [`BATCH_SECS`]: the cheaper claim for the bulk of the rate.
-    Bulk,
-}
-
 /// Where the fleet's rate comes from, and when it was last read.
 #[derive(Debug, Default)]
 pub(super) struct RateSource {
@@ -93,22 +75,6 @@ pub(super) struct RateSource {
     pub(super) cap: Option<f64>,
     pub(super) read_at: Option<Instant>,
 }
-
-/// A paced batch holds at most this many seconds of the fleet's rate in
-/// events.
-pub const BATCH_SECS: f64 = 1.0;
-
-/// The loop that takes turns (`Loop::Turns`) claims at most this many
-/// seconds of the fleet's rate at once, so it claims again every few
-/// tenths of a second, whatever the others hold: an organizer whose turn
-/// has come (the claim takes a share of each due turn) waits for that
-/// loop's next claim, not for the end of batches a second of the rate long
-/// each.
-pub const TURN_BATCH_SECS: f64 = 1.0 / 32.0;
-
-/// The loop that takes turns looks again this soon after a claim that
-/// found at most one organizer with due work.
-pub const TURN_IDLE: Duration = Duration::from_millis(100);
 
 impl<M: Mailer + 'static> Clone for Poller<M> {
     fn clone(&self) -> Self {
@@ -237,12 +203,7 @@ impl<M: Mailer + 'static> Poller<M> {
         let mut tasks = JoinSet::new();
         let loops = self.config.batches_in_flight;
         for k in 0..loops {
-            let role = match (loops, k) {
-                (1, _) => Loop::Only,
-                (_, 0) => Loop::Turns,
-                _ => Loop::Bulk,
-            };
-            tasks.spawn(run(Self { role, ..self.clone() }, lease.clone()));
+            tasks.spawn(run(Self { role: Loop::of(loops, k), ..self.clone() }, lease.clone()));
         }
         let (mut summary, mut failed) = (RunSummary::default(), None);
         while let Some(joined) = tasks.join_next().await {
@@ -274,8 +235,7 @@ impl<M: Mailer + 'static> Poller<M> {
             summary.add(&batch);
             if idle {
                 let left = deadline.saturating_duration_since(Instant::now() + self.config.safety_margin);
-                let idle = if self.role == Loop::Turns { TURN_IDLE } else { self.config.idle_wait };
-                let wait = idle.min(left);
+                let wait = self.role.idle(self.config.idle_wait).min(left);
                 match &self.wake {
                     Some(wake) => wake.wait(wait).await,
                     None => tokio::time::sleep(wait).await,
@@ -347,12 +307,9 @@ impl<M: Mailer + 'static> Poller<M> {
             let client = self.pool.get().await?;
             *self.last_poll.lock().expect("last poll lock") = Some(Instant::now());
             let claimant = (self.config.worker_id.as_str(), lease.id);
-            let turns = match self.role {
-                Loop::Only => claim::Turns::Shared,
-                Loop::Turns => claim::Turns::Contended,
-                Loop::Bulk => claim::Turns::Skipped,
-            };
-            let limit = self.batch_size();
+            let paced = self.pace.provider().map(|_| self.pace.rate());
+            let limit = self.role.batch_size(paced, self.config.batch_size);
+            let turns = self.role.turns();
             claim::claim_due(&client, limit, turns, claimant, self.config.max_attempts, &self.position).await?
         };
         for id in &claimed.exhausted {
@@ -431,19 +388,6 @@ impl<M: Mailer + 'static> Poller<M> {
         }
         summary.paused = self.paused.load(Ordering::SeqCst);
         Ok(summary)
-    }
-
-    /// Events claimed at once: `POLLER_BATCH_SIZE`, and when paced no more
-    /// than [`BATCH_SECS`] of the fleet's rate, so at a low rate a batch
-    /// does not hold events (PROCESSING) that it will not send soon; in
-    /// the loop that takes turns, [`TURN_BATCH_SECS`].
-    fn batch_size(&self) -> i64 {
-        let rate = self.pace.rate();
-        if self.pace.provider().is_none() || rate <= 0.0 {
-            return self.config.batch_size;
-        }
-        let secs = if self.role == Loop::Turns { TURN_BATCH_SECS } else { BATCH_SECS };
-        ((rate * secs).ceil() as i64).clamp(1, self.config.batch_size)
     }
 
     pub(super) fn backoff(&self, attempt: i32) -> Duration {
