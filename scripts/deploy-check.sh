@@ -348,6 +348,77 @@ assert "smtp-AbCdEf" in json.dumps(role["Policies"]), "the poller must read the 
 assert not [k for k in ses_only if k in smtp], [k for k in ses_only if k in smtp]
 print("    MailProvider=ses: SendEmail from the From address, SES's feedback and alarms; "
       "MailProvider=smtp: the SMTP settings and secret, no SES right, resource or alarm")
+
+# 6. The first invitation in a sandbox account: SES authorizes SendEmail
+# against the sender's identity, the configuration set and, in the
+# sandbox, each recipient's identity. So the account's identities in the
+# region, from the configured address only; nothing else of SES but
+# GetAccount (which has no resource-level permission).
+_, _, role = poller(res)
+statements = [st for pol in role["Policies"] for st in pol["PolicyDocument"]["Statement"]
+              if any(a.startswith("ses:") for a in (st["Action"] if isinstance(st["Action"], list) else [st["Action"]]))]
+send = [st for st in statements if st["Action"] == "ses:SendEmail"]
+assert len(send) == 1 and len(statements) == 2, statements
+send = send[0]
+text = lambda r: r["Fn::Sub"] if isinstance(r["Fn::Sub"], str) else r["Fn::Sub"][0]
+resources = sorted(text(r) for r in send["Resource"])
+assert resources == ["arn:${AWS::Partition}:ses:${AWS::Region}:${AWS::AccountId}:configuration-set/${ConfigurationSetName}",
+                     "arn:${AWS::Partition}:ses:${AWS::Region}:${AWS::AccountId}:identity/*"], resources
+assert list(send["Condition"]) == ["StringEquals"] and list(send["Condition"]["StringEquals"]) == ["ses:FromAddress"], send
+other = [st for st in statements if st is not send][0]
+assert other["Action"] == "ses:GetAccount" and other["Resource"] == "*", other
+print("    SendEmail on this account's identities in the region (the sandbox checks each recipient's too) and "
+      "the stack's configuration set, from the configured address only; GetAccount; no other SES right")
+
+# 7. Sending that stops is never silent: the poller's SendingStopped (the
+# provider paused the account, or refused the stack's configuration) and
+# its sends refused for good, as a share of those tried, each alarm.
+alarms = {k: r["Properties"] for k, r in res.items() if r["Type"] == "AWS::CloudWatch::Alarm"}
+stopped = alarms["SendingStoppedAlarm"]
+assert (stopped["MetricName"], stopped["Threshold"], stopped["AlarmActions"]) == ("SendingStopped", 0, [{"Ref": "AlarmTopic"}]), stopped
+failed = alarms["FailedSendRateAlarm"]
+names = sorted(m["MetricStat"]["Metric"]["MetricName"] for m in failed["Metrics"] if "MetricStat" in m)
+assert names == ["PermanentlyFailed", "Sent"] and failed["AlarmActions"] == [{"Ref": "AlarmTopic"}], failed
+assert str(failed["Threshold"]) == values["FailedSendRateAlarmThreshold"], failed["Threshold"]
+print(f"    alarms: SendingStopped > 0; PermanentlyFailed / tried >= {values['FailedSendRateAlarmThreshold']} in an hour")
+
+# 8. Teardown: the migration function's Delete reply leaves the VPC over
+# the private routes (the S3 endpoint, or the NAT gateway). SchemaMigration
+# depends on all of them, so CloudFormation deletes it first.
+import re
+def depends(res, name, seen=None):
+    seen = set() if seen is None else seen
+    def walk(node):
+        if isinstance(node, dict):
+            for k, v in node.items():
+                if k == "Ref" and isinstance(v, str):
+                    yield v
+                elif k == "Fn::GetAtt":
+                    yield (v[0] if isinstance(v, list) else v.split(".")[0])
+                elif k == "Fn::Sub":
+                    yield from re.findall(r"\$\{([A-Za-z0-9]+)", v if isinstance(v, str) else v[0])
+                    if not isinstance(v, str):
+                        yield from walk(v[1])
+                else:
+                    yield from walk(v)
+        elif isinstance(node, list):
+            for v in node:
+                yield from walk(v)
+    r = res[name]
+    on = r.get("DependsOn", [])
+    for dep in ([on] if isinstance(on, str) else on) + list(walk({k: v for k, v in r.items() if k != "DependsOn"})):
+        if dep in res and dep not in seen:
+            seen.add(dep)
+            depends(res, dep, seen)
+    return seen
+needed = {"S3Endpoint", "SecretsManagerEndpoint", "PrivateDefaultRoute", "NatGateway", "PrivateSubnetARoutes", "PrivateSubnetBRoutes"}
+missing = needed - depends(res, "SchemaMigration")
+assert not missing, f"SchemaMigration does not depend on {sorted(missing)}: sam delete may remove them before its Delete reply"
+own, _ = translated(CreateNetwork="false", CreateDatabase="false", SubnetIds="subnet-0123456789abcdef0",
+                    SecurityGroupIds="sg-0123456789abcdef0",
+                    MigrationDatabaseSecretArn="arn:aws:secretsmanager:us-east-1:123456789012:secret:owner-AbCdEf")
+assert "S3Endpoint" not in own and "NetworkReady" in own, "without the stack's network, nothing to wait for"
+print(f"    teardown: SchemaMigration depends on {', '.join(sorted(needed))}, so its Delete reply still has a route")
 PY
 for mode in smtp; do
   python3 - "$TMP/$mode.yaml" <<'PY'

@@ -104,6 +104,16 @@ pub async fn status(out: Output<'_>, client: &Client) -> anyhow::Result<()> {
     out.print(&s, |s| {
         let line = |counts: Vec<String>| counts.join("  ");
         outln!(out, "events:  {}", line(s.events.iter().map(|(k, v)| format!("{k} {v}")).collect()));
+        if let Some(stopped) = &s.sending_stopped {
+            // The provider's answer, cut to what a terminal shows.
+            let reason: String = stopped.reason.chars().take(300).collect();
+            outln!(
+                out,
+                "SENDING STOPPED: {} events wait (no attempt used; they go once it is fixed); last at {}: {reason}",
+                stopped.events,
+                stopped.at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+            );
+        }
         match s.oldest_due_pending_age_secs {
             Some(age) => outln!(out, "oldest due PENDING event: {age:.1}s old"),
             None => outln!(out, "oldest due PENDING event: none"),

@@ -139,6 +139,21 @@ pub fn poller(db: &TestDb, mailer: Arc<RecordingMailer>, config: PollerConfig) -
     Poller::new(db.pool.clone(), mailer, Faults::none(), config)
 }
 
+/// A poller's settings for a test that needs an event dead-lettered: one
+/// attempt, so the first send the mailer refuses ([`refused`]) ends its
+/// event DEAD (a stack's misconfiguration no longer does: it waits).
+pub fn one_attempt(worker: &str) -> PollerConfig {
+    let mut config = PollerConfig::for_tests(worker);
+    config.max_attempts = 1;
+    config
+}
+
+/// A send certainly not made (a known failure): released and, under
+/// [`one_attempt`], its event dead-lettered.
+pub fn refused() -> SendOutcome {
+    SendOutcome::NotSent { reason: "refused".into() }
+}
+
 pub fn sweeper_config(max_attempts: i32) -> SweeperConfig {
     SweeperConfig::new(Duration::from_secs(300), Duration::from_secs(60), max_attempts, 500, RetentionConfig::default())
         .unwrap()

@@ -14,6 +14,12 @@
 //! upstream (moto) when there is one, and answered with moto's message id;
 //! without one, the stand-in answers with its own id, as SES would.
 //!
+//! With [`Limits::identities`] it checks identities as SES does: the From
+//! address must belong to a verified identity of the account (an address,
+//! or its domain) in every case and, while the account is in the sandbox,
+//! each recipient too, except the mailbox simulator's addresses; a refusal
+//! is SES's 400 `MessageRejected` naming the identities that failed.
+//!
 //! HTTP/1.1 with keep-alive, as the SDK's connection pool expects. Loopback
 //! only; every connection ends with its client.
 
@@ -75,6 +81,52 @@ pub struct Limits {
     pub jitter: Duration,
     /// moto's endpoint, to forward accepted messages to; None: answer here.
     pub upstream: Option<String>,
+    /// The account's verified identities, checked as SES checks them
+    /// (None: not checked here).
+    pub identities: Option<Identities>,
+}
+
+/// The account's verified identities in the region, and whether it is in
+/// the SES sandbox.
+#[derive(Debug, Clone)]
+pub struct Identities {
+    /// Addresses and domains, verified.
+    pub verified: Vec<String>,
+    /// In the sandbox: every recipient must be verified too (or the mailbox
+    /// simulator's).
+    pub sandbox: bool,
+}
+
+/// The mailbox simulator's domain: SES accepts its addresses from any
+/// account, in the sandbox too, and answers with the scenario the local
+/// part names (`success@`, `bounce@`, `complaint@`, ...).
+pub const SIMULATOR: &str = "simulator.amazonses.com";
+
+impl Identities {
+    fn verified(&self, address: &str) -> bool {
+        let address = address.to_ascii_lowercase();
+        let domain = address.rsplit_once('@').map_or("", |(_, d)| d);
+        self.verified.iter().any(|v| {
+            let v = v.to_ascii_lowercase();
+            v == address || v == domain
+        })
+    }
+
+    /// The identities of a message that fail the check, as SES lists them.
+    fn failing(&self, from: &str, to: &[String]) -> Vec<String> {
+        let mut failing: Vec<String> = Vec::new();
+        if !self.verified(from) {
+            failing.push(from.to_string());
+        }
+        if self.sandbox {
+            failing.extend(
+                to.iter()
+                    .filter(|t| !t.to_ascii_lowercase().ends_with(&format!("@{SIMULATOR}")) && !self.verified(t))
+                    .cloned(),
+            );
+        }
+        failing
+    }
 }
 
 /// One accepted message.
@@ -263,6 +315,17 @@ fn addressed(body: &[u8]) -> (String, Option<String>) {
     (recipient, claim)
 }
 
+/// The identities of a SendEmail request that fail the account's check.
+fn unverified(identities: &Identities, body: &[u8]) -> Vec<String> {
+    let json: serde_json::Value = serde_json::from_slice(body).unwrap_or_default();
+    let from = json["FromEmailAddress"].as_str().unwrap_or_default();
+    let to: Vec<String> = json["Destination"]["ToAddresses"]
+        .as_array()
+        .map(|a| a.iter().filter_map(|t| t.as_str().map(str::to_string)).collect())
+        .unwrap_or_default();
+    identities.failing(from, &to)
+}
+
 async fn serve(state: Arc<State>, mut client: TcpStream) {
     while let Some(request) = crate::http::read_message(&mut client).await {
         let end = request.windows(4).position(|w| w == b"\r\n\r\n").unwrap_or(request.len());
@@ -286,7 +349,20 @@ async fn serve(state: Arc<State>, mut client: TcpStream) {
             response("200 OK", "", &body.to_string())
         } else if line.starts_with("POST /v2/email/outbound-emails ") {
             let arrived = state.started.elapsed();
-            if state.admit() {
+            if let Some(failing) =
+                state.limits.identities.as_ref().map(|ids| unverified(ids, body)).filter(|f| !f.is_empty())
+            {
+                // SES's words and status (a refusal sent nothing, counts for nothing).
+                let message = format!(
+                    "Email address is not verified. The following identities failed the check in region US-EAST-1: {}",
+                    failing.join(", ")
+                );
+                response(
+                    "400 Bad Request",
+                    "x-amzn-errortype: MessageRejected\r\n",
+                    &serde_json::json!({ "message": message }).to_string(),
+                )
+            } else if state.admit() {
                 let (recipient, claim) = addressed(body);
                 let accepted = Accepted { at: arrived, recipient, claim };
                 state.log.lock().unwrap().accepted.push(accepted);

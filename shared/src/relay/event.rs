@@ -21,6 +21,7 @@ use crate::notify::mailer::Mailer;
 use crate::notify::plan::{plan_many, Planned, Waiting};
 use crate::notify::unknown;
 use crate::outbox::events::transitions::{self, Retried};
+use crate::outbox::events::{STOPPED_MISCONFIGURED, STOPPED_PAUSED};
 use crate::outbox::processed;
 
 /// Every recipient handled; `processed_events` + DONE not yet committed.
@@ -50,8 +51,10 @@ enum Settle {
     Wait(String, std::time::Duration),
     /// A known failure: back to PENDING with backoff (or DEAD when out of attempts).
     Retry(String),
-    /// Our mailer configuration is wrong: DEAD until an operator replays it.
-    DeadLetter(String),
+    /// The provider refused the stack's own configuration (the sender's
+    /// identity, its rights, its TLS): sending stops, and the event waits
+    /// for the fix without using an attempt.
+    Misconfigured(String),
     /// Another claim took the event over (this run's lease ended): nothing
     /// more is written about it here.
     Lost,
@@ -66,7 +69,7 @@ impl Settle {
             Settle::Requeue(_) => 3,
             Settle::Wait(..) => 4,
             Settle::Retry(_) => 5,
-            Settle::DeadLetter(_) => 6,
+            Settle::Misconfigured(_) => 6,
             Settle::Lost => 7,
         }
     }
@@ -84,7 +87,7 @@ impl Settle {
             Delivery::Released { reason } => Settle::Retry(reason.clone()),
             Delivery::Throttled { reason } => Settle::Throttled(reason.clone()),
             Delivery::Paused { reason } => Settle::Requeue(reason.clone()),
-            Delivery::Misconfigured { reason } => Settle::DeadLetter(reason.clone()),
+            Delivery::Misconfigured { reason } => Settle::Misconfigured(reason.clone()),
             Delivery::Deferred { reason } => Settle::Deadline(reason.clone()),
             Delivery::Replan { reason } => Settle::Wait(reason.clone(), Waiting::RETRY),
             Delivery::Fenced => Settle::Lost,
@@ -239,11 +242,12 @@ impl<M: Mailer + 'static> Poller<M> {
         let lease = lease.id;
         let moved = match settle {
             Settle::Done | Settle::Lost => true, // committed by the caller; another holder's
-            Settle::DeadLetter(reason) => {
-                let reason = format!("mailer misconfigured: {reason}");
-                let moved = transitions::dead_letter(&client, event_id, lease, &reason).await?;
-                summary.dead_lettered += moved as u32;
-                moved
+            Settle::Misconfigured(reason) => {
+                // Nothing was sent and nothing the event holds is wrong:
+                // it waits, like a pause, until the configuration is fixed
+                // (each run tries one send, alarmed by SendingStopped).
+                let reason = format!("{STOPPED_MISCONFIGURED}{reason}");
+                transitions::requeue(&client, event_id, lease, self.config.pause_delay, &reason).await?
             }
             Settle::Retry(reason) => {
                 let delay = self.backoff(attempts);
@@ -281,7 +285,7 @@ impl<M: Mailer + 'static> Poller<M> {
             }
             Settle::Requeue(reason) => {
                 let delay = self.config.pause_delay;
-                transitions::requeue(&client, event_id, lease, delay, &format!("sending paused: {reason}")).await?
+                transitions::requeue(&client, event_id, lease, delay, &format!("{STOPPED_PAUSED}{reason}")).await?
             }
         };
         if !moved {

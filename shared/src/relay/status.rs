@@ -29,6 +29,9 @@ pub struct Status {
     pub unknown: UnknownCounts,
     /// What holds back vacuum, and for how long.
     pub vacuum_horizon: Horizon,
+    /// Events waiting because sending stopped (the provider paused the
+    /// account, or refused the stack's configuration), and why.
+    pub sending_stopped: Option<events::Stopped>,
 }
 
 pub async fn fetch(client: &impl GenericClient, config: &SweeperConfig) -> DbResult<Status> {
@@ -41,5 +44,6 @@ pub async fn fetch(client: &impl GenericClient, config: &SweeperConfig) -> DbRes
         sends: sends::counts(client).await?,
         unknown: unknown::counts(client, config.feedback.grace).await?,
         vacuum_horizon: horizon::fetch(client).await?,
+        sending_stopped: events::sending_stopped(client).await?,
     })
 }

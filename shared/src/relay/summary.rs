@@ -28,7 +28,12 @@ pub struct RunSummary {
     pub unknown: u32,
     pub retried: u32,
     pub dead_lettered: u32,
+    /// Sending stopped this run: the provider paused the account, or
+    /// refused the stack's configuration.
     pub paused: bool,
+    /// Sends the provider refused for the stack's configuration (the
+    /// sender's identity, its rights, TLS): nothing goes until it is fixed.
+    pub misconfigured: u32,
     /// Events handed back unfinished because the deadline came first.
     pub deadline_requeued: u32,
     /// Events handed back because a send was throttled (no attempt used).
@@ -66,6 +71,7 @@ impl RunSummary {
         self.retried += o.retried;
         self.dead_lettered += o.dead_lettered;
         self.paused |= o.paused;
+        self.misconfigured += o.misconfigured;
         self.deadline_requeued += o.deadline_requeued;
         self.throttled += o.throttled;
         self.waiting += o.waiting;
@@ -85,10 +91,13 @@ impl RunSummary {
             Delivery::Superseded { .. } => self.superseded += 1,
             Delivery::Capped { .. } => self.capped += 1,
             Delivery::Orphaned | Delivery::Unknown { .. } => self.unknown += 1,
+            Delivery::Misconfigured { .. } => {
+                self.released += 1;
+                self.misconfigured += 1;
+            }
             Delivery::Released { .. }
             | Delivery::Throttled { .. }
             | Delivery::Paused { .. }
-            | Delivery::Misconfigured { .. }
             | Delivery::Deferred { .. } => self.released += 1,
             Delivery::Rejected { .. } => self.failed += 1,
             // Not claimed: its event waits and is planned again (`waiting`),
@@ -108,6 +117,8 @@ impl RunSummary {
             ("Unknown", self.unknown as f64, Unit::Count),
             ("PermanentlyFailed", self.failed as f64, Unit::Count),
             ("DeadLettered", self.dead_lettered as f64, Unit::Count),
+            ("Misconfigured", self.misconfigured as f64, Unit::Count),
+            ("SendingStopped", if self.paused { 1.0 } else { 0.0 }, Unit::Count),
             ("Throttled", self.throttled as f64, Unit::Count),
             ("TakenOver", self.taken_over as f64, Unit::Count),
             ("Fenced", self.fenced as f64, Unit::Count),

@@ -304,6 +304,7 @@ fn standin_limits(rate: f64, limiter: Limiter) -> Limits {
         latency: Duration::from_millis(env_u64("BENCH_SES_LATENCY_MS", 80)),
         jitter: Duration::from_millis(env_u64("BENCH_SES_JITTER_MS", 20)),
         upstream: None,
+        identities: None,
     }
 }
 

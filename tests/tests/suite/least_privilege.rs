@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use outbox_tests::api::{booking_body, test_config, TestApi, BOB};
-use outbox_tests::outbox::{age_processing_rows, sweeper_config, AGE_SENDS_30_DAYS};
+use outbox_tests::outbox::{age_processing_rows, one_attempt, sweeper_config, AGE_SENDS_30_DAYS};
 use outbox_tests::TestDb;
 use serde_json::json;
 use shared::api::Api;
@@ -43,11 +43,11 @@ async fn each_function_runs_as_its_own_role_and_the_operators_as_theirs() {
     dead["attendees"] = json!([{"email": "dave@example.com", "name": "Dave"}]);
     assert_eq!(api.post("/bookings", BOB, &dead).await.status, 201);
 
-    // The poller: sends, an unknown outcome, a released claim, a dead letter.
+    // The poller: sends, an unknown outcome, a released claim and, its
+    // one attempt used, a dead letter.
     let mailer = Arc::new(RecordingMailer::new());
-    mailer.script("alice@example.com", SendOutcome::NotSent { reason: "throttled".into() }, 1);
-    mailer.script("dave@example.com", SendOutcome::Misconfigured { reason: "unverified".into() }, 1);
-    let poller = Poller::new(poller_pool.clone(), mailer.clone(), Faults::none(), PollerConfig::for_tests("app"));
+    mailer.script("dave@example.com", outbox_tests::outbox::refused(), 1);
+    let poller = Poller::new(poller_pool.clone(), mailer.clone(), Faults::none(), one_attempt("app"));
     poller.drain().await.unwrap();
     mailer.script("alice@example.com", SendOutcome::Unknown { reason: "timeout".into() }, 1);
     poller.drain().await.unwrap();

@@ -34,6 +34,7 @@ mod reminders;
 mod send_rate;
 mod ses_feedback;
 mod ses_feedback_end_to_end;
+mod ses_identity;
 mod ses_mailer;
 mod settings;
 mod smtp_mailer;

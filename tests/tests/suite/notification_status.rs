@@ -7,7 +7,7 @@
 use std::sync::Arc;
 
 use outbox_tests::api::{Caller, TestApi, ALICE, BOB, EVE};
-use outbox_tests::outbox::{killed, message_id_of, poller, sweep_after_timeout, Worker};
+use outbox_tests::outbox::{killed, message_id_of, one_attempt, poller, refused, sweep_after_timeout, Worker};
 use outbox_tests::ses_events::*;
 use outbox_tests::TestDb;
 use serde_json::{json, Value};
@@ -244,8 +244,8 @@ async fn a_dead_lettered_notification_reads_failed() {
     let api = TestApi::new(&db);
     let id = create(&api, 9, &[ALICE.email]).await;
     let mailer = Arc::new(RecordingMailer::new());
-    mailer.script(ALICE.email, SendOutcome::Misconfigured { reason: "the sender is not verified".into() }, 1);
-    poller(&db, mailer, PollerConfig::for_tests("w")).drain().await.unwrap();
+    mailer.script(ALICE.email, refused(), 1);
+    poller(&db, mailer, one_attempt("w")).drain().await.unwrap();
     let rows = notifications(&api, &id, BOB).await;
     assert_eq!(states(&rows), vec![(1, ALICE.email.into(), "failed".into())]);
     assert_eq!(rows[0]["detail"], json!("the event was dead-lettered"));

@@ -27,10 +27,6 @@ fn unknown_outcome() -> SendOutcome {
     SendOutcome::Unknown { reason: "read timeout".into() }
 }
 
-fn misconfigured() -> SendOutcome {
-    SendOutcome::Misconfigured { reason: "MailFromDomainNotVerified".into() }
-}
-
 async fn cancel(db: &TestDb, booking: Uuid) {
     let service = BookingService::new(db.pool.clone(), Faults::none(), Limits::UNLIMITED);
     service.cancel(&organizer(), booking, None).await.unwrap();
@@ -92,15 +88,15 @@ async fn replay_of_an_invite_whose_cancel_is_dead_sends_nothing() {
     let db = TestDb::create().await;
     let mailer = Arc::new(RecordingMailer::new());
     let booking = create_booking(&db, 1, &[ALICE, CAROL]).await;
-    // The invitation reaches Alice; Carol's send finds the mailer
-    // misconfigured: the event is dead-lettered.
-    mailer.script(CAROL, misconfigured(), 1);
-    poller(&db, mailer.clone(), PollerConfig::for_tests("w")).drain().await.unwrap();
+    // The invitation reaches Alice; Carol's send is refused on its one
+    // attempt: the event is dead-lettered.
+    mailer.script(CAROL, refused(), 1);
+    poller(&db, mailer.clone(), one_attempt("w")).drain().await.unwrap();
     cancel(&db, booking.id).await;
     // The CANCEL to Alice dies the same way (Carol was never told: nothing
     // to cancel for her).
-    mailer.script(ALICE, misconfigured(), 1);
-    poller(&db, mailer.clone(), PollerConfig::for_tests("w")).drain().await.unwrap();
+    mailer.script(ALICE, refused(), 1);
+    poller(&db, mailer.clone(), one_attempt("w")).drain().await.unwrap();
     let statuses: Vec<EventStatus> = events_of(&db, booking.id).await.iter().map(|e| e.status).collect();
     assert_eq!(statuses, vec![EventStatus::Dead, EventStatus::Dead]);
     let invite = events_of(&db, booking.id).await[0].id;
@@ -133,8 +129,8 @@ async fn a_replay_after_retention_never_mails_a_cancelled_booking() {
     let db = TestDb::create().await;
     let mailer = Arc::new(RecordingMailer::new());
     let booking = create_booking(&db, 1, &[ALICE]).await;
-    mailer.script(ALICE, misconfigured(), 1);
-    poller(&db, mailer.clone(), PollerConfig::for_tests("w")).drain().await.unwrap();
+    mailer.script(ALICE, refused(), 1);
+    poller(&db, mailer.clone(), one_attempt("w")).drain().await.unwrap();
     cancel(&db, booking.id).await;
     poller(&db, mailer.clone(), PollerConfig::for_tests("w")).drain().await.unwrap();
     let stored = events_of(&db, booking.id).await;

@@ -69,8 +69,8 @@ async fn a_dead_event_does_not_block_later_events_of_its_booking_forever() {
     let service = BookingService::new(db.pool.clone(), Faults::none(), Limits::UNLIMITED);
     service.cancel(&organizer(), a.id, None).await.unwrap();
     let mailer = Arc::new(RecordingMailer::new());
-    mailer.script("alice@example.com", SendOutcome::Misconfigured { reason: "MailFromDomainNotVerified".into() }, 1);
-    let mut config = PollerConfig::for_tests("w");
+    mailer.script("alice@example.com", refused(), 1);
+    let mut config = one_attempt("w");
     config.skip_superseded = false; // the invitation must be tried, and die
     poller(&db, mailer.clone(), config).drain().await.unwrap();
     let statuses: Vec<String> = events_of(&db, a.id).await.iter().map(|e| e.status.to_string()).collect();

@@ -350,19 +350,44 @@ async fn paused_provider_stops_the_run_without_burning_attempts() {
     assert_eq!(db.count("booking_notification_sends").await, 0, "claims released");
 }
 
+/// Issue 53, blocker 2: the provider refusing the stack's own
+/// configuration (here the sender's identity) is not one recipient's
+/// failure. Sending stops at once, stack-wide; nothing is failed or
+/// dead-lettered, no attempt is used, the run says why (SendingStopped,
+/// alarmed), and once it is fixed every invitation goes.
 #[tokio::test]
-async fn misconfigured_mailer_dead_letters_with_a_clear_reason() {
+async fn a_misconfigured_mailer_stops_sending_and_every_event_waits_for_the_fix_without_an_attempt() {
     let db = TestDb::create().await;
-    create_booking(&db, 9, &[ALICE]).await;
-    let event = only_event_id(&db).await;
+    let a = create_booking(&db, 1, &[ALICE]).await;
+    let c = create_booking(&db, 2, &[CAROL]).await;
     let mailer = Arc::new(RecordingMailer::new());
-    mailer.script(ALICE, SendOutcome::Misconfigured { reason: "MailFromDomainNotVerified".into() }, 1);
-    poller(&db, mailer.clone(), PollerConfig::for_tests("w")).drain().await.unwrap();
-    let (status, _, last_error) = event_status(&db, event).await;
-    assert_eq!(status, EventStatus::Dead);
-    assert_eq!(last_error.as_deref(), Some("mailer misconfigured: MailFromDomainNotVerified"));
-    assert!(sends(&db, event).await.is_empty(), "released, so a replay can send it");
+    let refused = SendOutcome::Misconfigured { reason: "MailFromDomainNotVerified".into() };
+    mailer.script(ALICE, refused.clone(), 1);
+    mailer.script(CAROL, refused, 1);
+    let mut config = PollerConfig::for_tests("w");
+    config.concurrency = 1;
+    let summary = poller(&db, mailer.clone(), config.clone()).drain().await.unwrap();
+    assert!(summary.paused, "the run stopped sending: {summary:?}");
+    assert_eq!((summary.misconfigured, summary.failed, summary.dead_lettered), (1, 0, 0), "{summary:?}");
+    let metrics: Vec<(&str, f64)> = summary.metrics().into_iter().map(|m| (m.0, m.1)).collect();
+    assert!(metrics.contains(&("SendingStopped", 1.0)) && metrics.contains(&("Misconfigured", 1.0)), "{metrics:?}");
+    assert_eq!(mailer.count(), 0);
+    let mut reasons = Vec::new();
+    for booking in [&a, &c] {
+        let event = events_of(&db, booking.id).await.remove(0);
+        let (status, attempts, last_error) = event_status(&db, event.id).await;
+        assert_eq!((status, attempts), (EventStatus::Pending, 0), "waits, no attempt used");
+        assert!(sends(&db, event.id).await.is_empty(), "claims released");
+        reasons.push(last_error);
+    }
+    let why = Some("mailer misconfigured: MailFromDomainNotVerified");
+    assert!(reasons.iter().any(|r| r.as_deref() == why), "{reasons:?}");
     assert_eq!(db.count("processed_events").await, 0);
+    // Fixed (the identity verified): the next run, once they are due, sends both.
+    db.pool.get().await.unwrap().execute("UPDATE outbox_events SET next_attempt_at = now()", &[]).await.unwrap();
+    let fixed = Arc::new(RecordingMailer::new());
+    let summary = poller(&db, fixed.clone(), config).drain().await.unwrap();
+    assert_eq!((summary.sent, summary.paused), (2, false), "{summary:?}");
 }
 
 #[tokio::test]

@@ -225,8 +225,8 @@ async fn replay_skips_an_event_superseded_by_a_later_delivered_one() {
     let db = TestDb::create().await;
     let booking = create_booking(&db, 1, &["alice@example.com"]).await;
     let mailer = Arc::new(RecordingMailer::new());
-    mailer.script("alice@example.com", SendOutcome::Misconfigured { reason: "unverified sender".into() }, 1);
-    let p = poller(&db, mailer.clone(), PollerConfig::for_tests("w"));
+    mailer.script("alice@example.com", refused(), 1);
+    let p = poller(&db, mailer.clone(), one_attempt("w"));
     p.drain().await.unwrap();
     // The booking is cancelled, and the cancellation is delivered.
     let service = shared::booking::service::BookingService::new(

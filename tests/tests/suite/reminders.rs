@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use chrono::{DateTime, DurationRound, Utc};
 use outbox_tests::api::{TestApi, ALICE, BOB};
-use outbox_tests::outbox::{killed, poller, sweep_after_timeout, Worker};
+use outbox_tests::outbox::{killed, one_attempt, poller, refused, sweep_after_timeout, Worker};
 use outbox_tests::TestDb;
 use serde_json::{json, Value};
 use shared::booking::events::{EventType, Notice};
@@ -771,9 +771,8 @@ async fn a_reminder_waits_while_its_invitation_is_dead_lettered_and_goes_after_t
     let mailer = Arc::new(RecordingMailer::new());
     let start = at(120);
     create(&api, &body(start, &[ALICE.email], json!(["PT1H"]))).await;
-    let misconfigured = shared::notify::mailer::SendOutcome::Misconfigured { reason: "no identity".into() };
-    mailer.script(ALICE.email, misconfigured, 1);
-    drain(&db, &mailer).await;
+    mailer.script(ALICE.email, refused(), 1);
+    poller(&db, mailer.clone(), one_attempt("w")).drain().await.unwrap();
     let client = db.pool.get().await.unwrap();
     let dead: i64 = db.scalar("SELECT count(*) FROM outbox_events WHERE status = 'DEAD'").await;
     assert_eq!(dead, 1, "the invitation is dead-lettered");

@@ -78,6 +78,7 @@ async fn standin(rate: f64, reported: Option<f64>) -> (SesStandIn, String) {
         latency: Duration::from_millis(30),
         jitter: Duration::from_millis(10),
         upstream: Some(moto),
+        identities: None,
     };
     (SesStandIn::start(limits).await, sender)
 }

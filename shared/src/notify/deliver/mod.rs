@@ -70,8 +70,9 @@ pub enum Delivery {
     Paused { reason: String },
     /// Permanently refused for this recipient: FAILED.
     Rejected { reason: String },
-    /// Our mailer configuration is wrong: the claim is released; the event
-    /// should be dead-lettered until an operator fixes it.
+    /// The provider refused the stack's own configuration (the sender's
+    /// identity not verified, access denied, TLS): the claim is released;
+    /// stop sending, and the event waits for the fix, using no attempt.
     Misconfigured { reason: String },
     /// The provider may or may not have accepted it: UNKNOWN, kept.
     Unknown { reason: String },
@@ -124,7 +125,7 @@ fn judge(outcome: SendOutcome) -> (Outcome, Delivery) {
             (Outcome::Settled(Settled::Failed, reason.clone()), Delivery::Rejected { reason })
         }
         SendOutcome::Misconfigured { reason } => {
-            tracing::error!(%reason, "mailer misconfigured; the event goes to the dead letter");
+            tracing::error!(%reason, "the provider refused the stack's configuration; sending stops until it is fixed");
             (Outcome::Released, Delivery::Misconfigured { reason })
         }
         SendOutcome::Unknown { reason } => {

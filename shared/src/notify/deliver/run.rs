@@ -347,7 +347,11 @@ impl<'a> Run<'a> {
             drop(place);
             self.faults.hit(FAULT_AFTER_SEND)?;
             match &outcome {
-                SendOutcome::Paused { .. } => self.gate.paused.store(true, Ordering::SeqCst),
+                // The provider paused the account, or refused the stack's
+                // configuration: every further send would be refused too.
+                SendOutcome::Paused { .. } | SendOutcome::Misconfigured { .. } => {
+                    self.gate.paused.store(true, Ordering::SeqCst)
+                }
                 SendOutcome::Throttled { .. } => {
                     if let Err(e) = pace.throttled().await {
                         tracing::warn!(error = %e, "could not slow the fleet down after a throttling answer");

@@ -35,7 +35,12 @@ const AUTH_CODES: &[&str] = &[
 /// failure: released and retried. Only a call whose answer never came (a
 /// timeout, a connection lost after the request went out) or cannot be
 /// read is unknown: only "unknown" can never produce a duplicate there.
-pub fn classify(err: &SdkError<SendEmailError, HttpResponse>) -> SendOutcome {
+///
+/// `from` is the address the stack sends from: a `MessageRejected` that
+/// names it (or its domain) as not verified is the whole stack's
+/// configuration (an identity never verified, or verified in another
+/// region), not the recipient's.
+pub fn classify(err: &SdkError<SendEmailError, HttpResponse>, from: &str) -> SendOutcome {
     let reason = format!("{}", aws_sdk_sesv2::error::DisplayErrorContext(err));
     match err {
         SdkError::ServiceError(ctx) => {
@@ -46,9 +51,22 @@ pub fn classify(err: &SdkError<SendEmailError, HttpResponse>) -> SendOutcome {
                 SendEmailError::SendingPausedException(_) | SendEmailError::AccountSuspendedException(_) => {
                     SendOutcome::Paused { reason }
                 }
-                SendEmailError::MessageRejected(_)
-                | SendEmailError::BadRequestException(_)
-                | SendEmailError::NotFoundException(_) => SendOutcome::Rejected { reason },
+                SendEmailError::MessageRejected(e) if sender_not_verified(e.message().unwrap_or_default(), from) => {
+                    SendOutcome::Misconfigured { reason }
+                }
+                SendEmailError::MessageRejected(e) if not_verified(e.message().unwrap_or_default()) => {
+                    // Only the recipient failed the check: the account is in
+                    // the SES sandbox, which sends only to verified
+                    // addresses and the mailbox simulator.
+                    let reason = format!("{reason} (the SES sandbox sends only to verified addresses)");
+                    SendOutcome::Rejected { reason }
+                }
+                SendEmailError::MessageRejected(_) | SendEmailError::BadRequestException(_) => {
+                    SendOutcome::Rejected { reason }
+                }
+                // SendEmail's resources are the stack's: its configuration
+                // set (or a template, a contact list). None is a recipient's.
+                SendEmailError::NotFoundException(_) => SendOutcome::Misconfigured { reason },
                 SendEmailError::MailFromDomainNotVerifiedException(_) => SendOutcome::Misconfigured { reason },
                 other => {
                     let code = other.code().unwrap_or_default();
@@ -81,6 +99,36 @@ pub fn classify(err: &SdkError<SendEmailError, HttpResponse>) -> SendOutcome {
         }
         _ => SendOutcome::Unknown { reason },
     }
+}
+
+/// Whether SES refused an identity as not verified. SES answers
+/// `MessageRejected`: "Email address is not verified. The following
+/// identities failed the check in region EU-WEST-1: a@example.com,
+/// b@example.com" (moto: "Email address not verified a@example.com", and
+/// for a raw message "Did not have authority to send from email
+/// a@example.com").
+fn not_verified(message: &str) -> bool {
+    let message = message.to_ascii_lowercase();
+    ["not verified", "failed the check", "authority to send from"].iter().any(|w| message.contains(w))
+}
+
+/// Whether the identities SES refused as not verified include the stack's
+/// own From address or its domain. Only the sender's identity is the
+/// stack's to fix: in the sandbox the recipient's is checked too, and an
+/// unverified recipient fails that recipient alone.
+pub fn sender_not_verified(message: &str, from: &str) -> bool {
+    if !not_verified(message) {
+        return false;
+    }
+    let from = from.to_ascii_lowercase();
+    let domain = from.rsplit_once('@').map_or("", |(_, d)| d);
+    let message = message.to_ascii_lowercase();
+    // The list after the last ':' when SES gives one, else every word.
+    let listed = message.rsplit_once(':').map_or(message.as_str(), |(_, list)| list);
+    listed
+        .split(|c: char| c == ',' || c.is_whitespace())
+        .map(|w| w.trim_matches(|c: char| matches!(c, '<' | '>' | '.' | '"' | '\'')))
+        .any(|identity| !identity.is_empty() && (identity == from || identity == domain))
 }
 
 /// Whether a dispatch failed before any connection to SES was made (the
@@ -122,65 +170,91 @@ mod tests {
         o.kind()
     }
 
+    const FROM: &str = "bookings@example.com";
+
+    fn classify_from(e: &SdkError<SendEmailError, HttpResponse>) -> SendOutcome {
+        classify(e, FROM)
+    }
+
+    fn rejected(message: &str) -> &'static str {
+        let e = SendEmailError::MessageRejected(MessageRejected::builder().message(message).build());
+        kind(classify_from(&service(e, 400)))
+    }
+
+    #[test]
+    fn an_unverified_sender_is_the_stacks_configuration_and_an_unverified_recipient_that_recipients_failure() {
+        let ses = "Email address is not verified. The following identities failed the check in region EU-WEST-1: ";
+        assert_eq!(rejected(&format!("{ses}bookings@example.com")), "configuration", "the From address");
+        assert_eq!(rejected(&format!("{ses}example.com")), "configuration", "its domain");
+        assert_eq!(rejected(&format!("{ses}alice@example.org, Bookings@Example.com")), "configuration", "among others");
+        assert_eq!(rejected("Email address not verified bookings@example.com"), "configuration", "moto's words");
+        let raw = "Did not have authority to send from email bookings@example.com";
+        assert_eq!(rejected(raw), "configuration", "moto's words for a raw message");
+        assert_eq!(rejected(&format!("{ses}alice@example.org")), "permanent", "the recipient alone (the sandbox)");
+        assert_eq!(rejected(&format!("{ses}alice@example.com")), "permanent", "a recipient at the sender's domain");
+        assert_eq!(rejected(&format!("{ses}bookings@example.com.evil.org")), "permanent", "not a prefix match");
+        assert_eq!(rejected("Message rejected: address invalid"), "permanent");
+    }
+
     #[test]
     fn too_many_requests_is_throttled() {
         let e = SendEmailError::TooManyRequestsException(TooManyRequestsException::builder().build());
-        assert_eq!(kind(classify(&service(e, 429))), "throttled");
+        assert_eq!(kind(classify_from(&service(e, 429))), "throttled");
     }
 
     #[test]
     fn limit_exceeded_is_retryable() {
         let e = SendEmailError::LimitExceededException(LimitExceededException::builder().build());
-        assert_eq!(kind(classify(&service(e, 400))), "retryable");
+        assert_eq!(kind(classify_from(&service(e, 400))), "retryable");
     }
 
     #[test]
     fn unmodelled_throttling_is_throttled() {
         let e = SendEmailError::generic(ErrorMetadata::builder().code("Throttling").build());
-        assert_eq!(kind(classify(&service(e, 400))), "throttled");
+        assert_eq!(kind(classify_from(&service(e, 400))), "throttled");
     }
 
     #[test]
     fn sending_paused_pauses() {
         let e = SendEmailError::SendingPausedException(SendingPausedException::builder().build());
-        assert_eq!(kind(classify(&service(e, 400))), "paused");
+        assert_eq!(kind(classify_from(&service(e, 400))), "paused");
     }
 
     #[test]
     fn account_suspended_pauses() {
         let e = SendEmailError::AccountSuspendedException(AccountSuspendedException::builder().build());
-        assert_eq!(kind(classify(&service(e, 400))), "paused");
+        assert_eq!(kind(classify_from(&service(e, 400))), "paused");
     }
 
     #[test]
     fn message_rejected_is_permanent_for_the_recipient() {
         let e = SendEmailError::MessageRejected(MessageRejected::builder().build());
-        assert_eq!(kind(classify(&service(e, 400))), "permanent");
+        assert_eq!(kind(classify_from(&service(e, 400))), "permanent");
     }
 
     #[test]
     fn bad_request_is_permanent_for_the_recipient() {
         let e = SendEmailError::BadRequestException(BadRequestException::builder().build());
-        assert_eq!(kind(classify(&service(e, 400))), "permanent");
+        assert_eq!(kind(classify_from(&service(e, 400))), "permanent");
     }
 
     #[test]
-    fn not_found_is_permanent_for_the_recipient() {
+    fn not_found_is_the_stacks_configuration() {
         let e = SendEmailError::NotFoundException(NotFoundException::builder().build());
-        assert_eq!(kind(classify(&service(e, 404))), "permanent");
+        assert_eq!(kind(classify_from(&service(e, 404))), "configuration");
     }
 
     #[test]
     fn mail_from_domain_not_verified_is_a_configuration_error() {
         let e =
             SendEmailError::MailFromDomainNotVerifiedException(MailFromDomainNotVerifiedException::builder().build());
-        assert_eq!(kind(classify(&service(e, 400))), "configuration");
+        assert_eq!(kind(classify_from(&service(e, 400))), "configuration");
     }
 
     #[test]
     fn access_denied_is_a_configuration_error() {
         let e = SendEmailError::generic(ErrorMetadata::builder().code("AccessDeniedException").build());
-        assert_eq!(kind(classify(&service(e, 403))), "configuration");
+        assert_eq!(kind(classify_from(&service(e, 403))), "configuration");
     }
 
     /// SES: "the call to Amazon SES fails, Amazon SES returns an error
@@ -189,27 +263,27 @@ mod tests {
     fn server_error_answered_by_ses_sent_nothing_and_is_retried() {
         for (code, status) in [("InternalFailure", 500), ("ServiceUnavailable", 503)] {
             let e = SendEmailError::generic(ErrorMetadata::builder().code(code).build());
-            assert_eq!(kind(classify(&service(e, status))), "retryable", "{code}");
+            assert_eq!(kind(classify_from(&service(e, status))), "retryable", "{code}");
         }
     }
 
     #[test]
     fn unhandled_error_answered_by_ses_sent_nothing_and_is_retried() {
         let e = SendEmailError::unhandled("something new");
-        assert_eq!(kind(classify(&service(e, 400))), "retryable");
+        assert_eq!(kind(classify_from(&service(e, 400))), "retryable");
     }
 
     #[test]
     fn timeout_is_unknown() {
         let e: SdkError<SendEmailError, HttpResponse> = SdkError::timeout_error("read timed out");
-        assert_eq!(kind(classify(&e)), "unknown");
+        assert_eq!(kind(classify_from(&e)), "unknown");
     }
 
     #[test]
     fn dispatch_failure_is_unknown() {
         let e: SdkError<SendEmailError, HttpResponse> =
             SdkError::dispatch_failure(ConnectorError::io("connection reset".into()));
-        assert_eq!(kind(classify(&e)), "unknown");
+        assert_eq!(kind(classify_from(&e)), "unknown");
     }
 
     /// A connection that was never made sent nothing: retried, not UNKNOWN.
@@ -218,7 +292,7 @@ mod tests {
         for text in ["client error (Connect)", "HTTP connect timeout occurred after 3s", "dns error: no record"] {
             let cause: Box<dyn std::error::Error + Send + Sync> = Box::new(std::io::Error::other(text));
             let e: SdkError<SendEmailError, HttpResponse> = SdkError::dispatch_failure(ConnectorError::io(cause));
-            assert_eq!(kind(classify(&e)), "retryable", "{text}");
+            assert_eq!(kind(classify_from(&e)), "retryable", "{text}");
         }
     }
 
@@ -226,12 +300,12 @@ mod tests {
     fn unreadable_response_is_unknown() {
         let raw = HttpResponse::new(200u16.try_into().unwrap(), SdkBody::from("not json"));
         let e: SdkError<SendEmailError, HttpResponse> = SdkError::response_error("bad body", raw);
-        assert_eq!(kind(classify(&e)), "unknown");
+        assert_eq!(kind(classify_from(&e)), "unknown");
     }
 
     #[test]
     fn construction_failure_is_a_configuration_error() {
         let e: SdkError<SendEmailError, HttpResponse> = SdkError::construction_failure("no region");
-        assert_eq!(kind(classify(&e)), "configuration");
+        assert_eq!(kind(classify_from(&e)), "configuration");
     }
 }

@@ -198,7 +198,7 @@ impl Mailer for SesMailer {
             .await;
         Some(match result {
             Ok(out) => SendOutcome::Sent { message_id: out.message_id.unwrap_or_default() },
-            Err(e) => classify(&e),
+            Err(e) => classify(&e, self.config.from.email.as_str()),
         })
     }
 
@@ -220,7 +220,7 @@ impl Mailer for SesMailer {
             .await;
         match result {
             Ok(out) => SendOutcome::Sent { message_id: out.message_id.unwrap_or_default() },
-            Err(e) => classify(&e),
+            Err(e) => classify(&e, self.config.from.email.as_str()),
         }
     }
 }

@@ -1,0 +1,111 @@
+//! Issue 53: from an empty account to the first invitation. SES checks the
+//! sender's identity on every send and, while the account is in the
+//! sandbox, each recipient's too (the mailbox simulator's addresses
+//! excepted). A sender SES does not know as verified (never verified, or
+//! verified in another region) is the whole stack's configuration: sending
+//! stops, alarmed, and nothing is failed or dead-lettered. A recipient the
+//! sandbox refuses fails alone. The real SES v2 client, against moto and
+//! against the stand-in in front of it in its sandbox mode.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use outbox_tests::outbox::{create_booking, event_status, events_of, sweeper_config, EventStatus};
+use outbox_tests::ses::{moto_endpoint, ses_config, ses_mailer, unique_sender, verify_sender};
+use outbox_tests::ses_standin::{Identities, Limiter, Limits, SesStandIn, SIMULATOR};
+use outbox_tests::TestDb;
+use shared::fault::Faults;
+use shared::notify::mailer::ses::SesMailer;
+use shared::relay::{status, Poller, PollerConfig};
+
+fn ses_poller(db: &TestDb, mailer: SesMailer) -> Poller<SesMailer> {
+    Poller::new(db.pool.clone(), Arc::new(mailer), Faults::none(), PollerConfig::for_tests("identity"))
+}
+
+/// `(recipient, status, last_error)` of each send, by recipient.
+async fn sends_of(db: &TestDb, event: uuid::Uuid) -> Vec<(String, String, Option<String>)> {
+    let client = db.pool.get().await.unwrap();
+    let sql = "SELECT recipient_email, status, last_error FROM booking_notification_sends \
+                WHERE outbox_event_id = $1 ORDER BY recipient_email";
+    client.query(sql, &[&event]).await.unwrap().iter().map(|r| (r.get(0), r.get(1), r.get(2))).collect()
+}
+
+#[tokio::test]
+async fn an_unverified_sender_stops_sending_stack_wide_and_every_invitation_goes_once_it_is_verified() {
+    let endpoint = moto_endpoint();
+    let sender = unique_sender(); // not verified in moto
+    let db = TestDb::create().await;
+    let first = create_booking(&db, 1, &["alice@example.com", "carol@example.com"]).await;
+    let second = create_booking(&db, 2, &["dave@example.com"]).await;
+    let poller = ses_poller(&db, ses_mailer(ses_config(&endpoint, &sender)));
+    let summary = poller.drain().await.unwrap();
+    // The first send's refusal stops the run: no recipient is FAILED, no
+    // event is dead, no attempt is used, and the run says so.
+    assert!(summary.paused, "{summary:?}");
+    assert_eq!((summary.sent, summary.failed, summary.dead_lettered), (0, 0, 0), "{summary:?}");
+    assert!(summary.misconfigured >= 1, "(those already in flight refused too) {summary:?}");
+    let metrics: Vec<(&str, f64)> = summary.metrics().into_iter().map(|m| (m.0, m.1)).collect();
+    assert!(metrics.contains(&("SendingStopped", 1.0)), "alarmed (SendingStoppedAlarm): {metrics:?}");
+    let mut why = Vec::new();
+    for booking in [&first, &second] {
+        let event = events_of(&db, booking.id).await.remove(0);
+        let (status, attempts, last_error) = event_status(&db, event.id).await;
+        assert_eq!((status, attempts), (EventStatus::Pending, 0), "{last_error:?}");
+        assert!(sends_of(&db, event.id).await.is_empty(), "nothing sent, nothing FAILED");
+        why.extend(last_error);
+    }
+    assert!(
+        why.iter().any(|w| w.starts_with("mailer misconfigured:") && w.contains("MessageRejected")),
+        "the reason is SES's: {why:?}"
+    );
+    // `outboxctl status` says so, and why (the operator's role reads it).
+    let operator = db.operator_pool().await;
+    let status = status::fetch(&operator.get().await.unwrap(), &sweeper_config(8)).await.unwrap();
+    let stopped = status.sending_stopped.expect("status names the stop");
+    assert!(stopped.events >= 1 && stopped.reason.contains("MessageRejected"), "{stopped:?}");
+    // The operator verifies the identity: the events go as they come due,
+    // with no replay.
+    verify_sender(&endpoint, &sender).await;
+    db.pool.get().await.unwrap().execute("UPDATE outbox_events SET next_attempt_at = now()", &[]).await.unwrap();
+    let summary = poller.drain().await.unwrap();
+    assert_eq!((summary.sent, summary.paused), (3, false), "{summary:?}");
+    let status = status::fetch(&operator.get().await.unwrap(), &sweeper_config(8)).await.unwrap();
+    assert_eq!(status.sending_stopped, None);
+}
+
+#[tokio::test]
+async fn in_the_sandbox_an_unverified_recipient_fails_alone_and_the_mailbox_simulator_is_delivered() {
+    let moto = moto_endpoint();
+    let sender = unique_sender();
+    verify_sender(&moto, &sender).await;
+    // The sandbox's 1 a second is not the point here (this poller is not paced).
+    let standin = SesStandIn::start(Limits {
+        rate: 100.0,
+        limiter: Limiter::Sliding,
+        reported: None,
+        latency: Duration::from_millis(5),
+        jitter: Duration::ZERO,
+        upstream: Some(moto),
+        identities: Some(Identities { verified: vec![sender.clone(), "carol@example.com".into()], sandbox: true }),
+    })
+    .await;
+    let db = TestDb::create().await;
+    let simulator = format!("success@{SIMULATOR}");
+    let booking = create_booking(&db, 1, &["alice@example.com", "carol@example.com", &simulator]).await;
+    let summary = ses_poller(&db, ses_mailer(ses_config(&standin.endpoint, &sender))).drain().await.unwrap();
+    assert!(!summary.paused, "a recipient's refusal does not stop the stack: {summary:?}");
+    assert_eq!((summary.sent, summary.failed, summary.misconfigured), (2, 1, 0), "{summary:?}");
+    let event = events_of(&db, booking.id).await.remove(0).id;
+    let sends = sends_of(&db, event).await;
+    let status: Vec<(&str, &str)> = sends.iter().map(|(r, s, _)| (r.as_str(), s.as_str())).collect();
+    assert_eq!(
+        status,
+        vec![("alice@example.com", "FAILED"), ("carol@example.com", "SENT"), (simulator.as_str(), "SENT")]
+    );
+    let alice = sends[0].2.as_deref().unwrap_or_default();
+    assert!(alice.contains("SES sandbox sends only to verified addresses"), "{alice}");
+    assert!(!alice.contains("alice@example.com"), "masked: {alice}");
+    assert_eq!(event_status(&db, event).await.0, EventStatus::Done);
+    let accepted: Vec<String> = standin.accepted().into_iter().map(|a| a.recipient).collect();
+    assert_eq!(accepted.len(), 2, "{accepted:?}");
+}
