@@ -1,4 +1,4 @@
-.PHONY: dev test mailbox bench bench-production measure-functions deploy-check deploy operator smoke smoke-localstack smoke-smtp
+.PHONY: dev test mailbox bench bench-production measure-functions deploy-check deploy operator delete smoke smoke-localstack smoke-smtp
 # The whole stack locally: Postgres, migrations, moto SES, cargo lambda watch, schedules.
 # `make dev MAILER=smtp`: the poller sends through SMTP, to a local SMTP
 # server (STARTTLS, AUTH) whose mailbox `make mailbox` reads.
@@ -27,10 +27,13 @@ deploy-check:
 	./scripts/deploy-check.sh
 # sam build --beta-features, then sam deploy (--guided the first time), with the pinned SAM CLI and cargo-lambda.
 deploy:
-	ARGS="$(ARGS)" ./scripts/deploy.sh
+	REGION="$(REGION)" ARGS="$(ARGS)" ./scripts/deploy.sh
 # One outboxctl command against a deployed stack's database: make operator STACK=<stack> ARGS='status'.
 operator:
-	STACK="$(STACK)" ARGS="$(ARGS)" ./scripts/operator.sh
+	STACK="$(STACK)" REGION="$(REGION)" ARGS="$(ARGS)" ./scripts/operator.sh
+# Delete a deployed stack, then say what is left and what it costs: make delete STACK=<stack> [REGION=<region>].
+delete:
+	STACK="$(STACK)" REGION="$(REGION)" ./scripts/delete.sh
 # End-to-end smoke test of `make dev`: invites, a stalled poller recovering, Ctrl-C twice, SIGTERM through make.
 smoke:
 	./scripts/smoke-dev.sh

@@ -7,7 +7,11 @@
   numbered -1, -2, ...); http(s):// and mailto: links are not checked;
 - README.md stays under 250 lines (it is the front door; the rest is in docs/);
 - every "start"/"end" date in the JSON examples is at least 60 days ahead,
-  so that the examples still work when someone copies them.
+  so that the examples still work when someone copies them;
+- every parameter of template.yaml is named in docs/deploy.md's
+  "Parameters" section, and the raw `aws lambda invoke` there has the form
+  scripts/operator.sh uses (the AWS CLI v2's `--cli-binary-format
+  raw-in-base64-out`, and an output file).
 
 Prints one line per problem and exits 1, or `docs: N links checked,
 0 problems`. CHECK_DOCS_TODAY=YYYY-MM-DD replaces today's date (UTC).
@@ -165,6 +169,32 @@ def today():
     return datetime.datetime.now(datetime.timezone.utc).date()
 
 
+def deploy_doc_problems():
+    """docs/deploy.md against template.yaml and scripts/operator.sh."""
+    problems = []
+    template = open(os.path.join(ROOT, "template.yaml"), encoding="utf-8").read()
+    block = re.search(r"^Parameters:\n(.*?)^\S", template, re.M | re.S).group(1)
+    params = re.findall(r"^  ([A-Za-z0-9]+):$", block, re.M)
+    deploy = open(os.path.join(ROOT, "docs", "deploy.md"), encoding="utf-8").read()
+    section = deploy[deploy.index("\n## Parameters"):]
+    section = section[:section.find("\n## ", 1)]
+    for name in params:
+        if f"`{name}`" not in section:
+            problems.append(f"docs/deploy.md: the template's parameter {name} is not in the Parameters section")
+    invokes = re.findall(r"aws lambda invoke[^`]*?(?=```|\n\n)", deploy, re.S)
+    if not invokes:
+        problems.append("docs/deploy.md: no raw `aws lambda invoke` example for the operator function")
+    for cmd in invokes:
+        flat = " ".join(cmd.replace("\\\n", " ").split())
+        if "--cli-binary-format raw-in-base64-out" not in flat or not re.search(r"--payload '[^']*' \S+", flat):
+            problems.append(f"docs/deploy.md: `{flat[:60]}...` lacks --cli-binary-format raw-in-base64-out "
+                            "or its output file (scripts/operator.sh's form)")
+    operator = open(os.path.join(ROOT, "scripts", "operator.sh"), encoding="utf-8").read()
+    if "--cli-binary-format raw-in-base64-out" not in operator:
+        problems.append("scripts/operator.sh: no longer the form docs/deploy.md shows")
+    return problems
+
+
 def main():
     problems = []
     checked = 0
@@ -184,6 +214,7 @@ def main():
                     problems.append(
                         f"{rel(path)}:{number}: \"{field}\": {value} is less than {MIN_DAYS_AHEAD} days ahead "
                         f"(use {earliest.isoformat()} or later)")
+    problems.extend(deploy_doc_problems())
     readme = os.path.join(ROOT, "README.md")
     count = len(read_lines(readme)) - 1 if open(readme, encoding="utf-8").read().endswith("\n") else len(read_lines(readme))
     if count >= README_MAX_LINES:

@@ -13,6 +13,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib/lambda.sh
 source scripts/lib/sam.sh
+source scripts/lib/venv.sh
 sam_ensure_installed
 
 echo "==> sam validate"
@@ -59,7 +60,7 @@ echo "==> checkov (a template security scanner, pinned; each check the template 
 CHECKOV_VENV="${CHECKOV_VENV:-.venv/checkov}"
 if [ ! -x "$CHECKOV_VENV/bin/checkov" ]; then
   echo "==> installing checkov into $CHECKOV_VENV"
-  python3 -m venv "$CHECKOV_VENV"
+  venv_create "$CHECKOV_VENV"
   "$CHECKOV_VENV/bin/pip" install -q --disable-pip-version-check 'checkov==3.2.334'
 fi
 checkov_scan() { "$CHECKOV_VENV/bin/checkov" -f "$1" --framework cloudformation --compact --quiet 2>/dev/null; }

@@ -2,26 +2,34 @@
 # `make deploy`: build the six functions exactly as deploy-check does, then
 # deploy with the pinned SAM CLI. The first run asks every parameter
 # (`sam deploy --guided`, saved to samconfig.toml, which git ignores); later
-# runs reuse the answers. Needs AWS credentials for the target account and
-# region (AWS_PROFILE / AWS_REGION), and nothing installed by hand: SAM CLI
-# (1.170.0) and cargo-lambda (with its zig, for arm64) come into .venv/.
+# runs reuse the answers. Needs AWS credentials for the target account
+# (AWS_PROFILE, ...) and nothing installed by hand: SAM CLI (1.170.0) and
+# cargo-lambda (with its zig, for arm64) come into .venv/. The region: REGION
+# (or AWS_REGION, AWS_DEFAULT_REGION), passed to sam deploy explicitly (SAM
+# reads AWS_DEFAULT_REGION, not AWS_REGION); given none, samconfig.toml's,
+# or on the first run the one the guided deploy asks.
 #
-#   make deploy                      # guided on the first run
+#   make deploy REGION=eu-west-1     # guided on the first run
 #   make deploy ARGS="--parameter-overrides AlarmEmail=oncall@example.com"
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib/lambda.sh
 source scripts/lib/sam.sh
+source scripts/lib/region.sh
 lambda_ensure_installed
 sam_ensure_installed
 
 # SAM's cargo-lambda builder is a beta feature: without the flag SAM asks,
 # and without a terminal that question aborts the build.
 "$SAM" build --beta-features -t template.yaml
+REGION_ARG=()
+if region_given; then
+  REGION_ARG=(--region "$(aws_region)")
+fi
 if [ -f samconfig.toml ]; then
   # shellcheck disable=SC2086 # ARGS is a list of sam deploy options
-  "$SAM" deploy ${ARGS:-}
+  "$SAM" deploy "${REGION_ARG[@]}" ${ARGS:-}
 else
   # shellcheck disable=SC2086
-  "$SAM" deploy --guided --capabilities CAPABILITY_IAM CAPABILITY_AUTO_EXPAND ${ARGS:-}
+  "$SAM" deploy --guided --capabilities CAPABILITY_IAM CAPABILITY_AUTO_EXPAND "${REGION_ARG[@]}" ${ARGS:-}
 fi

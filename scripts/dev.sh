@@ -170,6 +170,16 @@ wait_http() {
 }
 
 pg_ensure_installed
+# As root the server runs as `postgres`, which cannot enter a checkout under
+# a private directory (root's home, a mode-700 parent, as in a container):
+# the cluster then lives under /var/tmp, one per checkout, kept between
+# runs like .local/pg; everything else stays in DEV_DIR.
+if ! pg_reachable "$PG_DIR"; then
+  rmdir "$PG_DIR" 2>/dev/null || true
+  PG_DIR="/var/tmp/outbox-dev-$(printf '%s' "$PWD" | sha1sum | cut -c1-12)/pg"
+  mkdir -p "$(dirname "$PG_DIR")"
+  echo "==> the postgres user cannot reach $(shown "$DEV_DIR"); its cluster goes to $PG_DIR instead"
+fi
 moto_ensure_installed  # with LOCALSTACK=1 too: its boto3 talks to LocalStack
 lambda_ensure_installed
 
@@ -402,12 +412,23 @@ spawn "${schedule_env[@]}" bash -c 'source scripts/lib/schedule.sh && schedule_l
 spawn "${schedule_env[@]}" bash -c 'source scripts/lib/schedule.sh && schedule_loop "$@"' dev-schedule outbox-sweeper "$DEV_SWEEP_EVERY" "$DEV_DIR"
 
 # The first invoke of a function compiles it; the publisher gives up on an
-# event after 3 x 10 s, so build ses-events now, with an event for mail this
-# service did not tag (acknowledged, records nothing).
+# event after 3 x 10 s, so build ses-events now, with a Send event of this
+# account's SES for mail this service did not tag (acknowledged, records
+# nothing, logs no error).
 echo "==> waiting for the ses-events, outbox-poller and outbox-sweeper functions (the first invoke compiles each)"
+warm_up=$(python3 - "$DEV_SES_ACCOUNT" "$DEV_SES_CONFIGURATION_SET" <<'PY'
+import json, sys
+account, config_set = sys.argv[1], sys.argv[2]
+mail = {"timestamp": "2030-01-01T00:00:00.000Z", "source": "warm-up@example.com", "sendingAccountId": account,
+        "messageId": "dev-warm-up", "destination": [], "tags": {"ses:configuration-set": [config_set]}}
+print(json.dumps({"version": "0", "id": "dev-warm-up", "detail-type": "Email Sent", "source": "aws.ses",
+                  "account": account, "time": "2030-01-01T00:00:00Z", "region": "us-east-1",
+                  "resources": [f"arn:aws:ses:us-east-1:{account}:configuration-set/{config_set}"],
+                  "detail": {"eventType": "Send", "mail": mail, "send": {}}}))
+PY
+)
 code=$(curl -s -o /dev/null -w '%{http_code}' --max-time "$DEV_FIRST_INVOKE_TIMEOUT" -H 'content-type: application/json' \
-  -d '{"detail": {"eventType": "Send", "mail": {"messageId": "dev-warm-up", "timestamp": "2030-01-01T00:00:00.000Z"}, "send": {}}}' \
-  "$SES_INVOKE_URL" 2>/dev/null || true)
+  -d "$warm_up" "$SES_INVOKE_URL" 2>/dev/null || true)
 [ "$code" = "200" ] || echo "warning: the ses-events function did not answer (HTTP $code); the publisher retries each event 3 times, see $LOGS/watch.log" >&2
 for _ in $(seq 1 $(( DEV_FIRST_INVOKE_TIMEOUT + 10 ))); do
   [ -e "$DEV_DIR/.first-run-outbox-poller" ] && [ -e "$DEV_DIR/.first-run-outbox-sweeper" ] && break

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `make operator STACK=<stack> ARGS='status'`: one outboxctl command against
 # the deployed database, run by the stack's OperatorFunction inside its
-# network as the operator login (role outbox_operator). Needs the AWS CLI,
+# network as the operator login (role outbox_operator). Needs the AWS CLI v2
+# (`--cli-binary-format`),
 # credentials allowed lambda:InvokeFunction on that function, and
 # cloudformation:DescribeStacks to find it. Prints the command's output
 # (with --json, its JSON); a refused or failed command prints its one-line
@@ -10,7 +11,13 @@
 #   make operator STACK=bookings ARGS='dead list --limit 10'
 #   make operator STACK=bookings ARGS="--operator $USER dead replay <id>"
 set -euo pipefail
+cd "$(dirname "$0")/.."
 : "${STACK:?set STACK to the stack name (sam deploy --stack-name)}"
+# The region, explicitly (REGION, AWS_REGION, AWS_DEFAULT_REGION, or the CLI's).
+source scripts/lib/region.sh
+REGION=$(aws_region)
+[ -n "$REGION" ] || { echo "operator: no region: set REGION=<region> (or AWS_DEFAULT_REGION)" >&2; exit 2; }
+aws() { command aws --region "$REGION" "$@"; }
 ARGS="${ARGS:-status}"
 # Who asks: the function cannot know (Lambda gives it no caller identity),
 # so a decision it records names the caller's ARN, as the caller's own

@@ -35,6 +35,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import urlsplit
 
 SEND_PATH = "/v2/email/outbound-emails"
+ACCOUNT_PATH = "/v2/email/account"
 HOP_BY_HOP = {"connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "te",
               "trailers", "transfer-encoding", "upgrade", "proxy-connection", "expect"}
 
@@ -135,6 +136,7 @@ class Proxy(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     upstream = None  # (host, port)
     publisher = None
+    max_send_rate = 14.0
 
     def log_message(self, *args):  # no access log: one line per published message is enough
         pass
@@ -167,6 +169,16 @@ class Proxy(BaseHTTPRequestHandler):
         # Decided on the upstream's answer alone, before the client hears it.
         if self.command == "POST" and urlsplit(self.path).path == SEND_PATH and 200 <= status < 300:
             self.publisher.publish(body, data)
+        # moto has no SES v2 GetAccount (404): answer as SES does for an
+        # account out of the sandbox, so the poller paces at a real rate
+        # instead of logging that it cannot read one.
+        if self.command == "GET" and urlsplit(self.path).path == ACCOUNT_PATH and status == 404:
+            status, reason = 200, "OK"
+            data = json.dumps({"SendQuota": {"Max24HourSend": 50000.0, "MaxSendRate": self.max_send_rate,
+                                             "SentLast24Hours": 0.0},
+                               "SendingEnabled": True, "ProductionAccessEnabled": True,
+                               "EnforcementStatus": "HEALTHY"}).encode()
+            resp_headers = [("Content-Type", "application/json")]
         try:
             self.send_response_only(status, reason)
             for k, v in resp_headers:
@@ -195,6 +207,8 @@ def main():
     # the ARN it is invoked as), as SES in that account publishes them.
     p.add_argument("--account", default="123456789012", help="the events' AWS account (default 123456789012)")
     p.add_argument("--region", default="us-east-1", help="the events' region (default us-east-1)")
+    p.add_argument("--max-send-rate", type=float, default=14.0,
+                   help="GetAccount's MaxSendRate when the upstream has none (moto): default 14, a new account's")
     args = p.parse_args()
     if not (len(args.account) == 12 and args.account.isdigit()):
         p.error("--account must be 12 digits")
@@ -205,6 +219,7 @@ def main():
     if up.scheme != "http" or not up.hostname:
         p.error("--upstream must be an http:// URL")
     Proxy.upstream = (up.hostname, up.port or 80)
+    Proxy.max_send_rate = args.max_send_rate
     Proxy.publisher = Publisher(args.events_file, args.invoke, args.delay_ms, args.account, args.region)
     server = ThreadingHTTPServer((host, int(port)), Proxy)
     server.daemon_threads = True

@@ -39,6 +39,11 @@ t=$(date +%s)
 smoke_wait_invites "Smoke test" 60
 say "one REQUEST invite per attendee, each with Send + Delivery, $(( $(date +%s) - t ))s after the booking"
 smoke_mailbox
+# A healthy stack logs no error on its way up (a new user reads one as a
+# failure): the functions' logs (watch.log) and the publisher's.
+errors=$(grep -h '"level":"ERROR"' "$DEV_DIR/watch.log" "$DEV_DIR/ses-publisher.log" 2>/dev/null | head -n 3 || true)
+[ -z "$errors" ] || fail "the healthy stack logged errors on its way up: $errors"
+say "no ERROR in the functions' logs on the way up"
 
 # (b) The README's own examples, as a reader pastes them (on this stack's port).
 readme_example() { python3 scripts/lib/readme-example.py "$1" | sed "s#127.0.0.1:9000/#127.0.0.1:$DEV_LAMBDA_PORT/#g"; }

@@ -9,6 +9,7 @@
 #
 # LocalStack's free edition emulates Secrets Manager and SES v1, not SES v2
 # (every sesv2 call answers 501 "not included in your current license plan").
+source scripts/lib/venv.sh
 
 LOCALSTACK_VENV="${LOCALSTACK_VENV:-.venv/localstack}"
 LOCALSTACK_PINS=("localstack-core[runtime]==2026.3.0" "cbor2<6" "pyopenssl==25.3.0" "cryptography<47" "service-identity")
@@ -38,7 +39,7 @@ localstack_ensure_installed() {
   }
   echo "==> installing ${LOCALSTACK_PINS[0]} into $LOCALSTACK_VENV (Python: $py; takes a few minutes once)" >&2
   rm -rf "$LOCALSTACK_VENV"
-  "$py" -m venv "$LOCALSTACK_VENV"
+  venv_create "$LOCALSTACK_VENV" "$py"
   "$LOCALSTACK_VENV/bin/pip" install -q --disable-pip-version-check "${LOCALSTACK_PINS[@]}" >&2
 }
 

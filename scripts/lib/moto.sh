@@ -1,6 +1,7 @@
 # moto (SES v2 emulator) helpers shared by scripts/test.sh and scripts/dev.sh (sourced);
 # the same venv holds aiosmtpd, the local SMTP server (scripts/smtp-server.py).
 # moto lives in a project-local, git-ignored venv: .venv/moto.
+source scripts/lib/venv.sh
 
 MOTO_VENV="${MOTO_VENV:-.venv/moto}"
 MOTO_PIN="moto[server]==5.2.5"
@@ -11,7 +12,7 @@ AIOSMTPD_PIN="aiosmtpd==1.4.6"
 moto_ensure_installed() {
   if [ -x "$MOTO_VENV/bin/moto_server" ] && "$MOTO_VENV/bin/python" -c 'import icalendar, aiosmtpd' 2>/dev/null; then return 0; fi
   echo "==> installing $MOTO_PIN, $AIOSMTPD_PIN into $MOTO_VENV" >&2
-  python3 -m venv "$MOTO_VENV"
+  venv_create "$MOTO_VENV"
   "$MOTO_VENV/bin/pip" install -q --disable-pip-version-check "$MOTO_PIN" "$ICALENDAR_PIN" "$AIOSMTPD_PIN" >&2
 }
 

@@ -2,19 +2,49 @@
 # A cluster is a data directory plus a port on 127.0.0.1; as root the server
 # runs as the `postgres` user, because postgres refuses to run as root.
 
-PG_BIN="${PG_BIN:-/usr/lib/postgresql/15/bin}"
+# The server's binaries: PG_BIN when set, else the newest major the
+# distribution installed (/usr/lib/postgresql/N/bin: Debian, Ubuntu), else
+# initdb on PATH (other systems, a build of your own). 15 or newer.
+PG_MIN_MAJOR=15
+
+pg_find_bin() {
+  local dir
+  for dir in $(find /usr/lib/postgresql -mindepth 2 -maxdepth 2 -name bin 2>/dev/null | sort -t/ -k5,5nr); do
+    if [ -x "$dir/initdb" ]; then echo "$dir"; return 0; fi
+  done
+  if command -v initdb >/dev/null 2>&1; then dirname "$(command -v initdb)"; fi
+}
+
+PG_BIN="${PG_BIN:-$(pg_find_bin)}"
 
 pg_ensure_installed() {
-  if [ -x "$PG_BIN/initdb" ]; then return 0; fi
-  if [ "$(id -u)" -ne 0 ]; then
-    echo "error: Postgres 15 binaries are missing at $PG_BIN; install postgresql-15 (apt) or set PG_BIN" >&2
+  if [ -z "$PG_BIN" ] || [ ! -x "$PG_BIN/initdb" ]; then
+    if [ "$(id -u)" -ne 0 ] || ! command -v apt-get >/dev/null 2>&1; then
+      echo "error: no Postgres server found (initdb${PG_BIN:+ in $PG_BIN}): install your distribution's server" \
+        "(Debian, Ubuntu: sudo apt-get install postgresql) or set PG_BIN to the directory holding initdb" \
+        "($PG_MIN_MAJOR or newer)" >&2
+      return 1
+    fi
+    echo "==> installing the distribution's Postgres server with apt" >&2
+    DEBIAN_FRONTEND=noninteractive apt-get update -qq >&2
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >&2
+    PG_BIN="$(pg_find_bin)"
+    [ -n "$PG_BIN" ] || { echo "error: apt installed no initdb under /usr/lib/postgresql" >&2; return 1; }
+  fi
+  local major
+  major="$("$PG_BIN/initdb" --version | sed -E 's/.* ([0-9]+)(\.[0-9]+)*.*/\1/')"
+  if [ "${major:-0}" -lt "$PG_MIN_MAJOR" ] 2>/dev/null; then
+    echo "error: $PG_BIN/initdb is Postgres $major; the project needs $PG_MIN_MAJOR or newer (set PG_BIN)" >&2
     return 1
   fi
-  echo "==> installing postgresql-15 with apt" >&2
-  DEBIAN_FRONTEND=noninteractive apt-get update -qq >&2
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql-15 postgresql-contrib-15 >&2 \
-    || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql-15 >&2
-  [ -x "$PG_BIN/initdb" ] || { echo "error: apt did not install $PG_BIN/initdb" >&2; return 1; }
+  export PG_BIN
+}
+
+# Whether the server's user can write DIR (as root it runs as `postgres`,
+# which cannot enter a private parent such as /root).
+pg_reachable() {
+  if [ "$(id -u)" -ne 0 ]; then return 0; fi
+  mkdir -p "$1" && chown postgres:postgres "$1" && runuser -u postgres -- test -w "$1" 2>/dev/null
 }
 
 # Runs a command as the server's user: `postgres` when we are root.
@@ -49,6 +79,11 @@ pg_start() {
   local dir="$1" port="$2"; shift 2
   mkdir -p "$dir"
   if [ "$(id -u)" -eq 0 ]; then chown postgres:postgres "$dir"; chmod 700 "$dir"; fi
+  if ! pg_reachable "$dir"; then
+    echo "error: the postgres user cannot reach $dir (a parent directory is private to root):" \
+      "give the data a place it can reach, e.g. under /var/tmp" >&2
+    return 1
+  fi
   if [ ! -f "$dir/PG_VERSION" ]; then
     pg_as_owner "$PG_BIN/initdb" -D "$dir" -U postgres -A trust -E UTF8 --locale=C.UTF-8 >"$dir.initdb.log" 2>&1 \
       || { cat "$dir.initdb.log" >&2; return 1; }

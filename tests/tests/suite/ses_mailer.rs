@@ -222,19 +222,6 @@ async fn throttled_send_is_released_and_later_delivered_once() {
 }
 
 #[tokio::test]
-async fn unverified_sender_is_rejected_per_recipient_not_retried() {
-    let endpoint = moto_endpoint();
-    let db = TestDb::create().await;
-    let api = TestApi::new(&db);
-    assert_eq!(api.post("/bookings", BOB, &outbox_tests::api::booking_body(9)).await.status, 201);
-    let event = outbox_tests::outbox::only_event_id(&db).await;
-    let mailer = ses_mailer(ses_config(&endpoint, &unique_sender()));
-    let summary = ses_poller(&db, mailer).drain().await.unwrap();
-    assert_eq!((summary.failed, summary.retried), (1, 0));
-    assert_eq!(sends(&db, event).await, vec![("alice@example.com".into(), SendStatus::Failed)]);
-}
-
-#[tokio::test]
 async fn the_sender_name_is_fixed_and_the_organizer_is_named_in_reply_to_and_the_body() {
     let endpoint = moto_endpoint();
     let sender = unique_sender();
