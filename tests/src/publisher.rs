@@ -34,6 +34,9 @@ impl Publisher {
         let child = Command::new(python)
             .arg(script)
             .args(["--listen", &format!("127.0.0.1:{port}"), "--upstream", upstream])
+            // moto has no GetAccount: the publisher answers for it. A rate
+            // above any test's SES_MAX_SEND_RATE, so each test's cap paces.
+            .args(["--max-send-rate", "1000"])
             .arg("--events-file")
             .arg(&events_file)
             .stdout(Stdio::null())
