@@ -5,7 +5,10 @@
 #   3. template defaults agree with the code (sweep timeout > poller timeout);
 #   4. a first deploy in a new account (reserved concurrency against a
 #      quota, the user pool behind the authorizer, the operator function's
-#      rights, both mail providers, a rollback that can delete what it made);
+#      rights, both mail providers, a rollback that can delete what it made,
+#      the poller's SES policy for the sandbox, the sending alarms, the
+#      teardown order); make operator and the documented raw invoke against
+#      a stand-in AWS CLI v2; make delete against moto;
 #   5. `sam build` of the six functions (cargo lambda, as a deploy builds
 #      them); none of the binaries it produced carries a dev switch, and only
 #      the poller links the SES v2 client and the SMTP mailer.
@@ -436,6 +439,67 @@ PY
   checkov_scan "$TMP/$mode.yaml" >"$TMP/checkov.log" || { cat "$TMP/checkov.log" >&2; echo "error: checkov failed the $mode mode" >&2; exit 1; }
   echo "    MailProvider=$mode at its defaults: sam validate --lint and checkov pass"
 done
+
+echo "==> make operator's AWS CLI v2 commands, run against a stand-in CLI that refuses what v2 would"
+mkdir -p "$TMP/bin"
+ln -sf "$PWD/tests/tools/aws-v2-stub.py" "$TMP/bin/aws"
+out=$(PATH="$TMP/bin:$PATH" AWS_STUB_LOG="$TMP/aws.log" STACK=bookings REGION=eu-west-1 \
+  ARGS="--operator ci dead list --limit 10" ./scripts/operator.sh) || { cat "$TMP/aws.log" >&2; exit 1; }
+[ "$out" = "ran: --operator ci dead list --limit 10" ] || { echo "error: make operator printed '$out'" >&2; exit 1; }
+python3 - "$TMP/aws.log" <<'PY'
+import json, sys
+calls = [json.loads(line) for line in open(sys.argv[1])]
+assert all(c[c.index("--region") + 1] == "eu-west-1" for c in calls), calls
+invoke = [c for c in calls if c[:2] == ["lambda", "invoke"] or c[2:4] == ["lambda", "invoke"]]
+assert len(invoke) == 1, calls
+PY
+# The raw command docs/deploy.md shows, as a reader pastes it.
+python3 - docs/deploy.md >"$TMP/raw-invoke.sh" <<'PY'
+import re, sys
+blocks = re.findall(r"```sh\n(.*?)```", open(sys.argv[1]).read(), re.S)
+print(next(b for b in blocks if "aws lambda invoke" in b))
+PY
+(cd "$TMP" && PATH="$TMP/bin:$PATH" AWS_STUB_LOG="$TMP/aws.log" REGION=eu-west-1 \
+  bash -euo pipefail -c "out() { echo bookings-OperatorFunction-AbC123; }; $(cat "$TMP/raw-invoke.sh")" >/dev/null) \
+  || { echo "error: docs/deploy.md's aws lambda invoke fails as written" >&2; exit 1; }
+grep -q '"ran: status"' "$TMP/out.json" || { echo "error: docs/deploy.md's invoke wrote no answer to out.json" >&2; exit 1; }
+echo "    make operator: --region on every call; lambda invoke with --cli-binary-format raw-in-base64-out and an output file;"
+echo "    docs/deploy.md's raw invoke runs as written"
+
+echo "==> make delete against moto: the stack deleted, what is left named with its command"
+source scripts/lib/moto.sh
+moto_ensure_installed
+# The AWS CLI the script calls (v1 and v2 agree on every command it runs).
+AWSCLI_VENV="${AWSCLI_VENV:-.venv/awscli}"
+if [ ! -x "$AWSCLI_VENV/bin/aws" ]; then
+  venv_create "$AWSCLI_VENV"
+  "$AWSCLI_VENV/bin/pip" install -q --disable-pip-version-check 'awscli==1.45.11'
+fi
+source scripts/lib/postgres.sh
+MOTO_PORT=$(free_port)
+moto_start "$MOTO_PORT" "$TMP/moto.log"
+trap 'moto_stop 2>/dev/null; rm -rf "$TMP"' EXIT
+printf 'Resources:\n  Queue:\n    Type: AWS::SQS::Queue\n' >"$TMP/stack.yaml"
+moto_aws() {
+  PATH="$PWD/$AWSCLI_VENV/bin:$PATH" AWS_ENDPOINT_URL="http://127.0.0.1:$MOTO_PORT" AWS_ACCESS_KEY_ID=test \
+    AWS_SECRET_ACCESS_KEY=test AWS_DEFAULT_REGION= "$@"
+}
+moto_aws aws --region us-east-1 cloudformation create-stack --stack-name bookings --template-body "file://$TMP/stack.yaml" >/dev/null
+moto_aws aws --region us-east-1 logs create-log-group --log-group-name /aws/lambda/bookings-OutboxPollerFunction-AbC123
+moto_aws env STACK=bookings REGION=us-east-1 ./scripts/delete.sh >"$TMP/delete.log" 2>&1 \
+  || { cat "$TMP/delete.log" >&2; echo "error: make delete failed against moto" >&2; exit 1; }
+grep -q "the stack bookings is deleted" "$TMP/delete.log" \
+  && grep -q "aws logs delete-log-group --region us-east-1 --log-group-name /aws/lambda/bookings-OutboxPollerFunction-AbC123" "$TMP/delete.log" \
+  || { cat "$TMP/delete.log" >&2; echo "error: make delete did not report what is left" >&2; exit 1; }
+if moto_aws aws --region us-east-1 cloudformation describe-stacks --stack-name bookings >/dev/null 2>&1; then
+  echo "error: make delete left the stack" >&2; exit 1
+fi
+moto_aws env STACK=bookings REGION=us-east-1 ./scripts/delete.sh >"$TMP/delete2.log" 2>&1 \
+  && { echo "error: make delete of a stack that is gone succeeded" >&2; exit 1; }
+grep -q "no stack bookings in us-east-1" "$TMP/delete2.log" || { cat "$TMP/delete2.log" >&2; exit 1; }
+moto_stop
+trap 'rm -rf "$TMP"' EXIT
+echo "    make delete: sam delete ran, the stack is gone, the leftover log group named with its command; a second run says there is no stack"
 
 echo "==> sam build (the six functions, exactly as a deploy builds them)"
 lambda_ensure_installed

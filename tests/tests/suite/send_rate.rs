@@ -25,6 +25,10 @@ fn paced_poller(db: &TestDb, endpoint: &str, sender: &str, name: &str, cap: Opti
     // Small batches, so every poller of a few has events to claim.
     config.batch_size = 4;
     config.concurrency = 16;
+    // As deployed (POLLER_BATCHES_IN_FLIGHT's default): the first loop
+    // takes turns between organizers and claims nothing while one alone
+    // has due work (here), the other three keep the rate fed.
+    config.batches_in_flight = 4;
     let pool = TestDb::pool_for(&db.url, PollerConfig::min_pool_size(config.batches_in_flight) + 2);
     let pacer = Pacer::new(pool.clone(), send_rate::SES, config.concurrency, config.send_rate_headroom);
     let mailer = ses_mailer(ses_config(endpoint, sender));
