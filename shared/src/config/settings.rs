@@ -145,7 +145,7 @@ settings! {
     OUTBOX_BACKOFF_BASE_SECS = Some("2"), &[Poller];
     /// the longest retry delay
     OUTBOX_BACKOFF_CAP_SECS = Some("900"), &[Poller];
-    /// retry delay after SES paused sending
+    /// how long an event waits once sending stopped (the provider paused the account, or refused the stack's configuration) before a run tries again; no attempt used
     OUTBOX_PAUSE_DELAY_SECS = Some("300"), &[Poller];
     /// the verified sender, `Name <address>`
     SES_FROM_ADDRESS = None, &[Poller];
