@@ -19,8 +19,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 : "${STACK:?set STACK to the stack name (as in make deploy: sam deploy --stack-name)}"
 source scripts/lib/region.sh
-REGION=$(aws_region)
-[ -n "$REGION" ] || { echo "delete: no region: set REGION=<region> (or AWS_DEFAULT_REGION)" >&2; exit 2; }
+require_region delete
 source scripts/lib/sam.sh
 sam_ensure_installed
 awsr() { aws --region "$REGION" "$@"; }

@@ -15,8 +15,7 @@ cd "$(dirname "$0")/.."
 : "${STACK:?set STACK to the stack name (sam deploy --stack-name)}"
 # The region, explicitly (REGION, AWS_REGION, AWS_DEFAULT_REGION, or the CLI's).
 source scripts/lib/region.sh
-REGION=$(aws_region)
-[ -n "$REGION" ] || { echo "operator: no region: set REGION=<region> (or AWS_DEFAULT_REGION)" >&2; exit 2; }
+require_region operator
 aws() { command aws --region "$REGION" "$@"; }
 ARGS="${ARGS:-status}"
 # Who asks: the function cannot know (Lambda gives it no caller identity),

@@ -16,3 +16,10 @@ aws_region() {
     aws configure get region 2>/dev/null || true
   fi
 }
+
+# require_region WHO: sets REGION by the rule above, or says in one line
+# what to set and exits (a script that must name the region on each call).
+require_region() {
+  REGION=$(aws_region)
+  [ -n "$REGION" ] || { echo "$1: no region: set REGION=<region> (or AWS_DEFAULT_REGION)" >&2; exit 2; }
+}
