@@ -4,9 +4,9 @@
 use anyhow::{anyhow, bail};
 use deadpool_postgres::{Client, Pool};
 use serde::Serialize;
-use shared::notify::feedback;
+use shared::notify::evidence::resend::{self, Confirmation};
+use shared::notify::evidence::suppression;
 use shared::notify::sends::{self, SendStatus};
-use shared::notify::unknown::{self, Confirmation};
 use shared::outbox::events;
 use shared::outbox::events::transitions::{self, ReplaySelection};
 use shared::outbox::EventStatus;
@@ -284,7 +284,7 @@ pub async fn dead_replay(
         return Ok(());
     }
     if let Some(asked) = asked {
-        let refused: Vec<String> = events::statuses(client, &asked)
+        let refused: Vec<String> = events::standing::statuses(client, &asked)
             .await?
             .into_iter()
             .filter(|(id, _)| !report.replayed.contains(id))
@@ -319,7 +319,7 @@ pub async fn dead_replay(
 
 pub async fn unknown_list(out: Output<'_>, client: &Client, limit: i64, confirmed: bool) -> anyhow::Result<()> {
     let grace = SweeperConfig::from_env()?.feedback.grace;
-    let list = unknown::list(client, grace, confirmed, limit).await?;
+    let list = resend::list(client, grace, confirmed, limit).await?;
     out.print(&list, |list| {
         if list.is_empty() {
             outln!(out, "no sends with an unknown outcome");
@@ -354,7 +354,7 @@ pub async fn unknown_list(out: Output<'_>, client: &Client, limit: i64, confirme
 }
 
 pub async fn unknown_resend(out: Output<'_>, client: &mut Client, id: Uuid, who: &str) -> anyhow::Result<()> {
-    let event = unknown::resend(client, id, unknown::Decision::Operator(who)).await?;
+    let event = resend::resend(client, id, resend::Decision::Operator(who)).await?;
     out.print(&serde_json::json!({"send_id": id, "event_id": event, "decided_by": who}), |_| {
         outln!(out, "send {id} will be re-sent: event {event} is PENDING again (decision recorded for {who})");
     });
@@ -368,7 +368,7 @@ pub async fn unknown_resend_unconfirmed(
     limits: ReplayLimits,
 ) -> anyhow::Result<()> {
     let grace = SweeperConfig::from_env()?.feedback.grace;
-    let report = unknown::resend_left(client, grace, who, limits.max, limits.dry_run).await?;
+    let report = resend::resend_left(client, grace, who, limits.max, limits.dry_run).await?;
     let verb = if limits.dry_run { "would resend" } else { "resending" };
     out.print(&report, |r| {
         outln!(
@@ -388,7 +388,7 @@ pub async fn unknown_resend_unconfirmed(
 }
 
 pub async fn suppression_list(out: Output<'_>, client: &Client, limit: i64) -> anyhow::Result<()> {
-    let list = feedback::suppressions(client, limit).await?;
+    let list = suppression::suppressions(client, limit).await?;
     out.print(&list, |list| {
         if list.is_empty() {
             outln!(out, "no suppressed addresses");
@@ -402,13 +402,13 @@ pub async fn suppression_list(out: Output<'_>, client: &Client, limit: i64) -> a
 
 pub async fn suppression_remove(out: Output<'_>, client: &Client, email: &str, who: &str) -> anyhow::Result<()> {
     let removed =
-        feedback::unsuppress(client, email, who).await?.ok_or_else(|| anyhow!("{email} is not suppressed"))?;
+        suppression::unsuppress(client, email, who).await?.ok_or_else(|| anyhow!("{email} is not suppressed"))?;
     out.print(&removed, |s| outln!(out, "{} may be mailed again (was: {})", s.email, s.reason));
     Ok(())
 }
 
 pub async fn organizers_paused(out: Output<'_>, client: &Client) -> anyhow::Result<()> {
-    let list = shared::notify::pauses::paused(client).await?;
+    let list = shared::notify::pacing::pauses::paused(client).await?;
     out.print(&list, |list| {
         if list.is_empty() {
             outln!(out, "no organizer is paused");
@@ -421,7 +421,7 @@ pub async fn organizers_paused(out: Output<'_>, client: &Client) -> anyhow::Resu
 }
 
 pub async fn organizers_lift(out: Output<'_>, client: &Client, key: &str, who: &str) -> anyhow::Result<()> {
-    if !shared::notify::pauses::lift(client, key, who).await? {
+    if !shared::notify::pacing::pauses::lift(client, key, who).await? {
         anyhow::bail!("{key} is not paused");
     }
     out.print(&serde_json::json!({"lifted": key, "by": who}), |_| outln!(out, "{key} may send again"));

@@ -14,6 +14,19 @@
 #[error("injected fault at {0}")]
 pub struct FaultError(pub &'static str);
 
+/// Why a worker's run stopped: the database, or an injected fault (a
+/// mailer's failure is an outcome, not an error). The deliverer and the
+/// relay both return it.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error(transparent)]
+    Db(#[from] crate::db::DbError),
+    #[error(transparent)]
+    Fault(#[from] FaultError),
+}
+
+crate::from_driver_errors!(RunError);
+
 #[cfg(feature = "dev")]
 pub use enabled::*;
 

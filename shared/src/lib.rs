@@ -29,9 +29,9 @@
 //!    ([`booking::events`] → [`outbox::events::insert`]) in one Postgres
 //!    transaction, so either both exist or neither does.
 //! 3. [`relay::poller`] claims due events with `FOR UPDATE SKIP LOCKED`
-//!    ([`outbox::events::claim`]); [`relay::event`] records each in
+//!    ([`outbox::events::claim`]); [`relay::batch`] records each in
 //!    `processed_events` ([`outbox::processed`]) and hands every recipient's
-//!    [`notify::Notification`] to [`notify::deliver`], which claims the send
+//!    [`notify::notification::Notification`] to [`notify::deliver`], which claims the send
 //!    in `booking_notification_sends` ([`notify::sends`]), commits, and only
 //!    then calls the mailer ([`notify::mailer::ses`]).
 //! 4. [`relay::sweeper`] resets rows stuck in PROCESSING and applies

@@ -164,8 +164,8 @@ async fn seed_in_languages(db: &TestDb, events: usize, recipients: usize, langua
 /// its init) and the next. Run before anything else renders in this process.
 fn first_renders() -> Vec<(&'static str, Duration, Duration)> {
     use shared::booking::events::{BookingEvent, EventPayload, EventType, Notice};
-    use shared::notify::Notification;
-    let sender = shared::notify::invite::Sender::parse("Bookings <bookings@example.com>").unwrap();
+    use shared::notify::notification::Notification;
+    let sender = shared::notify::render::invite::Sender::parse("Bookings <bookings@example.com>").unwrap();
     let mut booking: serde_json::Value =
         serde_json::from_str(outbox_tests::outbox::confirmed_event(0, 1).payload.get()).unwrap();
     booking["booking"]["timezone"] = serde_json::json!("Europe/Paris");
@@ -184,7 +184,7 @@ fn first_renders() -> Vec<(&'static str, Duration, Duration)> {
         };
         let timed = || {
             let started = Instant::now();
-            std::hint::black_box(shared::notify::invite::build(&n, &sender));
+            std::hint::black_box(shared::notify::render::invite::build(&n, &sender));
             started.elapsed()
         };
         let first = timed();
@@ -198,7 +198,7 @@ fn first_renders() -> Vec<(&'static str, Duration, Duration)> {
 /// (three languages): `rounds` of each, interleaved (one, three, three,
 /// one, ...), each on a fresh database; the best round of each.
 async fn languages(shape: Shape, events: usize, recipients: usize, rounds: usize) -> (f64, f64) {
-    let sender = shared::notify::invite::Sender::parse("Bookings <bookings@example.com>").unwrap();
+    let sender = shared::notify::render::invite::Sender::parse("Bookings <bookings@example.com>").unwrap();
     let (mut one, mut three) = (0f64, 0f64);
     for round in 0..rounds * 2 {
         let many = (round % 4 == 1) || (round % 4 == 2);

@@ -135,7 +135,7 @@ pub const AGE_SENDS_30_DAYS: &str = "UPDATE booking_notification_sends \
          id = (lpad(to_hex(floor(extract(epoch FROM now() - interval '30 days') * 1000)::bigint), 12, '0') \
                || substr(replace(id::text, '-', ''), 13))::uuid";
 
-pub fn poller(db: &TestDb, mailer: Arc<RecordingMailer>, config: PollerConfig) -> Poller<RecordingMailer> {
+pub fn poller(db: &TestDb, mailer: Arc<RecordingMailer>, config: PollerConfig) -> Poller {
     Poller::new(db.pool.clone(), mailer, Faults::none(), config)
 }
 
@@ -202,7 +202,7 @@ pub async fn sends(db: &TestDb, event_id: Uuid) -> Vec<(String, SendStatus)> {
 /// Events by status, zeros included.
 pub async fn event_counts(db: &TestDb) -> std::collections::BTreeMap<EventStatus, i64> {
     let client = db.pool.get().await.unwrap();
-    events::counts(&client).await.unwrap()
+    events::standing::counts(&client).await.unwrap()
 }
 
 /// Sends by status, zeros included.
@@ -334,7 +334,7 @@ pub async fn kill_then_drain(db: &TestDb, rng: &mut crate::Rng, worker: impl Fn(
         if counts[&EventStatus::Pending] + counts[&EventStatus::Processing] == 0 {
             return kills;
         }
-        tokio::time::sleep(shared::relay::event::THROTTLED_RETRY).await;
+        tokio::time::sleep(shared::relay::batch::THROTTLED_RETRY).await;
     }
     unreachable!()
 }

@@ -108,7 +108,7 @@ pub struct Delivery {
 /// SES's events on their way to the ses-events function, as EventBridge
 /// and Lambda deliver them: a task tails an events file (the publisher's,
 /// or the SMTP test server's as SES's SMTP interface) and
-/// hands each event to the feedback handler (`shared::notify::feedback::handle`)
+/// hands each event to the feedback handler (`shared::notify::evidence::intake::handle`)
 /// on a real Postgres, as the function does, `delivery.delay` after it was
 /// published, unless it is lost, or the stream is stopped (held events are
 /// handed over once it resumes). It stops with the test.
@@ -153,7 +153,7 @@ impl EventStream {
                     if !lost {
                         // As the function does; a failure would be retried by
                         // Lambda, and is retried here on the next round.
-                        if shared::notify::feedback::handle(&pool, &origin, event).await.is_err() {
+                        if shared::notify::evidence::intake::handle(&pool, &origin, event).await.is_err() {
                             break;
                         }
                         count.fetch_add(1, Ordering::SeqCst);

@@ -7,8 +7,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::Value;
-use shared::notify::invite::Sender;
 use shared::notify::mailer::ses::{SesConfig, SesMailer};
+use shared::notify::render::invite::Sender;
 use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
 

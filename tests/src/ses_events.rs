@@ -3,7 +3,7 @@
 //! feedback handler. Every event is about Alice's message.
 
 use serde_json::{json, Value};
-use shared::notify::feedback::Origin;
+use shared::notify::evidence::ses_event::Origin;
 use uuid::Uuid;
 
 pub const ALICE: &str = "alice@example.com";

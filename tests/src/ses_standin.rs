@@ -309,7 +309,7 @@ fn addressed(body: &[u8]) -> (String, Option<String>) {
     let recipient = json["Destination"]["ToAddresses"][0].as_str().unwrap_or_default().to_string();
     let claim = json["EmailTags"].as_array().and_then(|tags| {
         tags.iter()
-            .find(|t| t["Name"] == shared::notify::feedback::TAG_CLAIM)
+            .find(|t| t["Name"] == shared::notify::mailer::tags::CLAIM)
             .and_then(|t| t["Value"].as_str().map(str::to_string))
     });
     (recipient, claim)

@@ -9,8 +9,8 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use serde_json::Value;
-use shared::notify::invite::Sender;
 use shared::notify::mailer::smtp::{Login, Security, SmtpConfig};
+use shared::notify::render::invite::Sender;
 use uuid::Uuid;
 
 pub const USER: &str = "outbox";

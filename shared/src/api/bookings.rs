@@ -125,7 +125,7 @@ impl At<'_> {
 
     /// Whether the caller may create and change bookings: an address at
     /// the stack's `ORGANIZER_DOMAINS`, whose sending is not paused
-    /// ([`pauses`](crate::notify::pauses)). A cancel is never refused by
+    /// ([`pauses`](crate::notify::pacing::pauses)). A cancel is never refused by
     /// either: an organizer can always call a meeting off.
     async fn may_organize(&self) -> Result<(), Problem> {
         if let Some(domains) = &self.config.organizer_domains {
@@ -138,8 +138,9 @@ impl At<'_> {
         }
         let client = self.pool.get().await.map_err(|e| problem_for(DbError::from(e).into(), false))?;
         let key = [self.caller.person.email.as_str().to_string()];
-        let paused =
-            crate::notify::pauses::paused_among(&client, &key).await.map_err(|e| problem_for(e.into(), false))?;
+        let paused = crate::notify::pacing::pauses::paused_among(&client, &key)
+            .await
+            .map_err(|e| problem_for(e.into(), false))?;
         match paused.into_iter().next() {
             Some((_, why)) => Err(Problem::new(
                 &super::problem::ORGANIZER_PAUSED,

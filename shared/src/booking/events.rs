@@ -27,7 +27,7 @@ pub enum EventType {
     BookingUpdated,
     BookingCancelled,
     /// A reminder before the meeting, due at its start minus an offset, in
-    /// a lane of its own ([`super::reminders`]).
+    /// a lane of its own ([`super::reminder_events`]).
     BookingReminder,
 }
 

@@ -38,7 +38,7 @@ pub struct Limits {
 
 /// An account is new for this many days from its first booking; an
 /// organizer whose mail first reached someone this long ago has standing
-/// with each person (`notify::recipient_limit`).
+/// with each person (`notify::pacing::recipient_limit`).
 pub const NEW_ACCOUNT_DAYS: i32 = 7;
 
 /// The declared defaults (`LIMIT_*` in `config::settings`).

@@ -9,7 +9,7 @@ pub mod domain;
 pub mod events;
 pub mod idempotency;
 pub mod limits;
-pub mod reminders;
+pub mod reminder_events;
 pub mod service;
 pub mod store;
 

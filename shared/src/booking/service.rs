@@ -9,7 +9,7 @@ use super::domain::{Booking, BookingChanges, BookingStatus, Caller, Language, Ne
 use super::events::{EventPayload, EventType};
 use super::idempotency::{self, Begin, IdempotencyRequest, StoredResponse};
 use super::limits::{self, Limits};
-use super::{reminders, store, BookingError};
+use super::{reminder_events, store, BookingError};
 use crate::fault::Faults;
 use crate::outbox;
 
@@ -60,14 +60,14 @@ impl BookingService {
 
     /// Writes the reminders of `booking` as it now stands, changed from
     /// `before`, in `tx` (those an earlier event answers for are not
-    /// written again: [`reminders::covered`]).
+    /// written again: [`reminder_events::covered`]).
     async fn schedule_reminders(
         &self,
         tx: &impl deadpool_postgres::GenericClient,
         booking: &Booking,
         before: Option<&Booking>,
     ) -> Result<(), BookingError> {
-        for event in reminders::events(booking, before, chrono::Utc::now(), self.reminder_scale) {
+        for event in reminder_events::events(booking, before, chrono::Utc::now(), self.reminder_scale) {
             outbox::events::insert(tx, &event).await?;
         }
         Ok(())
@@ -103,7 +103,8 @@ impl BookingService {
         }
         // Each reminder mails every attendee too, on the day it falls due.
         let mut mailing = limits::Mailing::today(new.attendees.len());
-        for (_, _, due) in reminders::ahead(&new.reminders, new.range.start(), chrono::Utc::now(), self.reminder_scale)
+        for (_, _, due) in
+            reminder_events::ahead(&new.reminders, new.range.start(), chrono::Utc::now(), self.reminder_scale)
         {
             mailing.add(due, new.attendees.len());
         }
@@ -207,9 +208,9 @@ impl BookingService {
             mailing = limits::Mailing::today(wanted.attendees.len() + removed);
             let now = chrono::Utc::now();
             for (_, reminder, due) in
-                reminders::ahead(&wanted.reminders, wanted.range.start(), now, self.reminder_scale)
+                reminder_events::ahead(&wanted.reminders, wanted.range.start(), now, self.reminder_scale)
             {
-                let written_before = reminders::covered(Some(&current), &wanted, reminder);
+                let written_before = reminder_events::covered(Some(&current), &wanted, reminder);
                 mailing.add(due, if written_before { added } else { wanted.attendees.len() });
             }
         }
@@ -220,7 +221,7 @@ impl BookingService {
         let event_id = outbox::events::insert(&tx, &payload.to_outbox(EventType::BookingUpdated)).await?;
         // The reminders this change asks for anew (a new start, an offset
         // added); the older events of a moved start or a dropped offset
-        // are superseded by this one when they fall due (booking::reminders).
+        // are superseded by this one when they fall due (booking::reminder_events).
         self.schedule_reminders(&tx, &payload.booking, Some(&current)).await?;
         tx.commit().await?;
         tracing::info!(%event_id, sub = caller.subject.as_deref().unwrap_or("-"), "booking updated");

@@ -29,8 +29,8 @@ pub enum DbError {
     Corrupt(String),
 }
 
-impl From<super::UnknownValue> for DbError {
-    fn from(e: super::UnknownValue) -> Self {
+impl From<super::stored::UnknownValue> for DbError {
+    fn from(e: super::stored::UnknownValue) -> Self {
         DbError::Corrupt(e.to_string())
     }
 }

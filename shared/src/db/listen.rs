@@ -14,7 +14,7 @@ use tokio::sync::Notify;
 use tokio_postgres::{AsyncMessage, Connection, NoTls};
 use tokio_postgres_rustls::MakeRustlsConnect;
 
-use super::DbResult;
+use super::error::DbResult;
 
 /// Opens connections with the pool's settings and TLS ([`super::DbConfig::connector`]).
 #[derive(Clone)]

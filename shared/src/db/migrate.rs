@@ -13,8 +13,8 @@
 
 use deadpool_postgres::Pool;
 
+use super::error::DbError;
 use super::role_limits::{self, RoleLimits};
-use super::DbError;
 
 /// `pg_advisory_lock` key held while migrations run ("outbox" in ASCII), so two
 /// deploys or two cold starts cannot apply the same migration at once.

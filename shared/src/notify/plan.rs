@@ -17,7 +17,7 @@
 //!
 //! "Never told" is decided from the sends rows and the resends (a resend
 //! removes the UNKNOWN claim it replaces, but that person may have been
-//! told: `unknown::resent_recipients_of`) of the events still stored, and,
+//! told: `resend::resent_recipients_of`) of the events still stored, and,
 //! once retention has deleted some, from what it kept of theirs
 //! ([`introductions`]): a person added to an aged booking is a first
 //! contact like any other. Each decision is itself a claim, so a later
@@ -31,7 +31,7 @@
 //! now: an old message never overtakes a newer one.
 //!
 //! A reminder (`BOOKING_REMINDER`, in a lane of its own:
-//! `booking::reminders`) follows the booking's events instead of their
+//! `booking::reminder_events`) follows the booking's events instead of their
 //! order. It answers for one offset before one start until a later event
 //! moves the meeting, cancels it or drops the offset: that event supersedes
 //! it (so does a booking cancelled now). Any other change leaves it the
@@ -49,12 +49,13 @@ use chrono::{DateTime, Utc};
 use deadpool_postgres::GenericClient;
 use uuid::Uuid;
 
-use super::Notification;
-use super::{introductions, sends, unknown};
 use crate::booking::domain::BookingStatus;
 use crate::booking::events::{BookingEvent, EventPayload, EventType, Notice};
-use crate::booking::{reminders, store};
+use crate::booking::{reminder_events, store};
 use crate::db::DbResult;
+use crate::notify::evidence::resend;
+use crate::notify::notification::Notification;
+use crate::notify::sends::{self, introductions};
 use crate::outbox::events::{self, EventStatus, Unfinished};
 
 /// One recipient's message, to send or to record as superseded.
@@ -164,7 +165,7 @@ pub async fn plan_many(
     // delete.
     let asked_ids: Vec<Uuid> = asks.iter().map(|a| a.0).collect::<std::collections::HashSet<_>>().into_iter().collect();
     let mut told_by = sends::possibly_told_many(client, &asked_ids).await?;
-    for (booking, recipient) in unknown::resent_recipients_of(client, &asked_ids).await? {
+    for (booking, recipient) in resend::resent_recipients_of(client, &asked_ids).await? {
         told_by.entry(booking).or_default().push(recipient);
     }
     let aged: Vec<Uuid> = asked_ids.iter().filter(|id| !whole.contains(id)).copied().collect();
@@ -233,7 +234,8 @@ fn plan_reminder(
         return not_sent(event.id, "a reminder without its offset: no reminder".to_string());
     };
     // The first later event that no longer asks for it ends it.
-    let ended = later.iter().map(|l| &l.event).find(|l| !reminders::still_asks(&l.payload.booking, start, offset));
+    let ended =
+        later.iter().map(|l| &l.event).find(|l| !reminder_events::still_asks(&l.payload.booking, start, offset));
     if let Some(last) = ended {
         let b = &last.payload.booking;
         let reason = if last.event_type == EventType::BookingCancelled || b.status == BookingStatus::Cancelled {

@@ -19,16 +19,16 @@ use deadpool_postgres::GenericClient;
 use serde::Serialize;
 use uuid::Uuid;
 
-use super::deliver::SUPPRESSED;
-use super::feedback::VERDICT_OF_SEND;
-use super::plan::TOO_LATE;
-use super::sends::{ConfirmedBy, SendStatus, FEEDBACK_PROVIDER_NAMES, SENDS_OF_EVENT};
-use super::unknown::RESENT_ON_EVIDENCE;
 use crate::booking::domain::Booking;
 use crate::booking::domain::Reminder;
 use crate::booking::events::{BookingEvent, EventType};
-use crate::booking::reminders;
+use crate::booking::reminder_events;
 use crate::db::DbResult;
+use crate::notify::deliver::SUPPRESSED;
+use crate::notify::evidence::feedback::VERDICT_OF_SEND;
+use crate::notify::evidence::resend::RESENT_ON_EVIDENCE;
+use crate::notify::plan::TOO_LATE;
+use crate::notify::sends::{ConfirmedBy, SendStatus, FEEDBACK_PROVIDER_NAMES, SENDS_OF_EVENT};
 use crate::outbox::events::{EventStatus, EVENTS_OF_BOOKING};
 
 /// Where one recipient's notification stands.
@@ -128,7 +128,7 @@ const SQL: &str = formatcp!(
 /// recipients.
 pub async fn of_booking(client: &impl GenericClient, booking: &Booking, reader: Reader<'_>) -> DbResult<Vec<Tracked>> {
     let booking_id = booking.id;
-    let (first_lane, last_lane) = reminders::lanes_of(booking_id);
+    let (first_lane, last_lane) = reminder_events::lanes_of(booking_id);
     let rows = client.query(&client.prepare_cached(SQL).await?, &[&booking_id, &first_lane, &last_lane]).await?;
     let shown = |recipient: &str| match reader {
         Reader::Organizer => true,
@@ -193,7 +193,7 @@ pub async fn of_booking(client: &impl GenericClient, booking: &Booking, reader: 
                 let (version, start) = (event.payload.booking.version, event.payload.booking.range.start());
                 let ended_by = changes.iter().filter(|c| c.version > version).find(|c| !c.asks(start, offset));
                 match ended_by {
-                    None if reminders::still_asks(booking, start, offset) => (booking.attendees.clone(), None),
+                    None if reminder_events::still_asks(booking, start, offset) => (booking.attendees.clone(), None),
                     _ => {
                         let by = ended_by.map_or(booking.version, |c| c.version);
                         let why = format!("the booking changed (version {by}): this reminder will not be sent");

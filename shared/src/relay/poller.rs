@@ -1,4 +1,4 @@
-//! The poller: claims due events and hands each to [`super::event`], until
+//! The poller: claims due events and hands each batch to [`Batch`], until
 //! its deadline.
 //!
 //! One invocation keeps polling until the remaining time drops under a
@@ -9,31 +9,28 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use deadpool_postgres::Pool;
 use tokio::task::JoinSet;
 
+use super::batch::Batch;
+use super::canary;
 use super::config::PollerConfig;
 use super::lease::Lease;
+use super::rate::RateSource;
 use super::role::Loop;
 use super::summary::{Health, RunSummary};
 use super::wake::Wake;
-use super::RelayError;
-use crate::booking::events::BookingEvent;
-use crate::fault::Faults;
-use crate::notify::mailer::Mailer;
-use crate::notify::pace::Pacer;
-use crate::outbox::events::{self, claim, transitions};
+use crate::fault::{Faults, RunError};
+use crate::notify::mailer::{Mailer, SendOutcome};
+use crate::notify::pacing::pace::Pacer;
+use crate::outbox::events;
+use crate::outbox::events::claim::{self, ClaimPosition};
 use crate::telemetry::emf;
 
 /// Claimed rows are PROCESSING, nothing dispatched yet.
 pub const FAULT_AFTER_CLAIM: &str = "poller.after_claim";
-
-/// A batch whose processing failed on the database is processed again
-/// after each of these pauses, before it is left to the sweeper.
-pub const BATCH_RETRIES: [Duration; 3] =
-    [Duration::from_millis(100), Duration::from_millis(500), Duration::from_millis(2000)];
 
 /// Converts a Lambda deadline (wall clock) into an `Instant`.
 pub fn deadline_from(deadline: std::time::SystemTime) -> Instant {
@@ -41,92 +38,103 @@ pub fn deadline_from(deadline: std::time::SystemTime) -> Instant {
     Instant::now() + left
 }
 
-pub struct Poller<M: Mailer + 'static> {
-    pub(super) pool: Pool,
-    pub(super) mailer: Arc<M>,
-    pub(super) faults: Faults,
-    pub(super) config: PollerConfig,
+/// What a poller's batch loops share: one per container, kept across runs.
+struct Shared {
+    pool: Pool,
+    mailer: Arc<dyn Mailer>,
+    faults: Faults,
+    config: PollerConfig,
     /// Set once the provider pauses sending: no further send this run.
-    pub(super) paused: Arc<AtomicBool>,
+    paused: AtomicBool,
     /// The current run's deadline (none when draining): no send starts
     /// unless its worst case fits before it, with the safety margin.
-    pub(super) deadline: Arc<Mutex<Option<Instant>>>,
+    deadline: Mutex<Option<Instant>>,
     /// Wakes an idle run when an event commits (none: timed polls only).
-    pub(super) wake: Option<Arc<Wake>>,
+    wake: Option<Wake>,
     /// The sends in flight and, when paced, the fleet's shared rate
     /// (unpaced: as fast as the mailer answers, as in tests with the
     /// recording mailer).
-    pub(super) pace: Arc<Pacer>,
-    pub(super) rate: Arc<Mutex<RateSource>>,
+    pace: Pacer,
+    rate: RateSource,
     /// Where this poller's claims start in the due index (shared by its
     /// batches in flight and kept across runs).
-    position: Arc<claim::ClaimPosition>,
+    position: ClaimPosition,
     /// When this poller last tried to claim (the end of its claiming, once
     /// a run is over).
-    last_poll: Arc<Mutex<Option<Instant>>>,
-    /// What this batch loop claims ([`Loop`]).
-    pub(super) role: Loop,
+    last_poll: Mutex<Option<Instant>>,
 }
 
-/// Where the fleet's rate comes from, and when it was last read.
-#[derive(Debug, Default)]
-pub(super) struct RateSource {
-    /// The operator's cap (`SES_MAX_SEND_RATE`).
-    pub(super) cap: Option<f64>,
-    pub(super) read_at: Option<Instant>,
+/// A poller: what its batch loops share, and what this loop claims
+/// ([`Loop`]). A clone is another loop of the same poller.
+#[derive(Clone)]
+pub struct Poller {
+    shared: Arc<Shared>,
+    role: Loop,
 }
 
-impl<M: Mailer + 'static> Clone for Poller<M> {
-    fn clone(&self) -> Self {
-        Self {
-            pool: self.pool.clone(),
-            mailer: self.mailer.clone(),
-            faults: self.faults.clone(),
-            config: self.config.clone(),
-            paused: self.paused.clone(),
-            deadline: self.deadline.clone(),
-            wake: self.wake.clone(),
-            pace: self.pace.clone(),
-            rate: self.rate.clone(),
-            position: self.position.clone(),
-            last_poll: self.last_poll.clone(),
-            role: self.role,
-        }
-    }
-}
-
-impl<M: Mailer + 'static> Poller<M> {
-    pub fn new(pool: Pool, mailer: Arc<M>, faults: Faults, config: PollerConfig) -> Self {
-        Self {
-            pace: Arc::new(Pacer::unpaced(pool.clone(), config.concurrency)),
+impl Poller {
+    pub fn new<M: Mailer + 'static>(pool: Pool, mailer: Arc<M>, faults: Faults, config: PollerConfig) -> Self {
+        let shared = Shared {
+            pace: Pacer::unpaced(pool.clone(), config.concurrency),
             pool,
             mailer,
             faults,
             config,
-            paused: Arc::new(AtomicBool::new(false)),
+            paused: AtomicBool::new(false),
             deadline: Default::default(),
             wake: None,
             rate: Default::default(),
             position: Default::default(),
             last_poll: Default::default(),
-            role: Loop::Only,
-        }
+        };
+        Self { shared: Arc::new(shared), role: Loop::Only }
+    }
+
+    /// The poller being configured: before its first run, it is the only
+    /// holder of what its loops will share.
+    fn configuring(&mut self) -> &mut Shared {
+        Arc::get_mut(&mut self.shared).expect("a poller is configured before it runs or is cloned")
+    }
+
+    /// Paces every send by the fleet's shared rate: the account's
+    /// ([`Mailer::account_rate`]), or `cap` when lower. The rate is read at
+    /// the first run and again every [`RATE_REFRESH`](super::rate::RATE_REFRESH).
+    pub fn with_pace(mut self, pacer: Pacer, cap: Option<f64>) -> Self {
+        let shared = self.configuring();
+        shared.pace = pacer;
+        shared.rate = RateSource::capped(cap);
+        self
     }
 
     /// Waits for committed events' notifications between empty polls,
     /// instead of only the idle wait.
     pub fn with_wake(mut self, wake: Wake) -> Self {
-        self.wake = Some(Arc::new(wake));
+        self.configuring().wake = Some(wake);
         self
     }
 
     pub fn config(&self) -> &PollerConfig {
-        &self.config
+        &self.shared.config
+    }
+
+    /// Reads the account's rate and writes the fleet's to the shared row,
+    /// if it is due ([`RateSource::refresh`]). Returns the fleet's rate
+    /// when it was read.
+    pub async fn refresh_rate(&self) -> Result<Option<f64>, RunError> {
+        let s = &self.shared;
+        s.rate.refresh(&*s.mailer, &s.pace).await
+    }
+
+    /// Sends a canary when SES's evidence needs one ([`canary::send`]).
+    pub async fn canary(&self) -> Result<Option<SendOutcome>, RunError> {
+        let s = &self.shared;
+        let fits = || self.send_fits();
+        canary::send(&s.pool, &*s.mailer, &s.pace, s.config.canary_every, &fits).await
     }
 
     /// One scheduled invocation: poll until the deadline, then report the
     /// run and the outbox's lag as EMF metrics and as the returned health.
-    pub async fn invoke(&self, deadline: Instant) -> Result<Health, RelayError> {
+    pub async fn invoke(&self, deadline: Instant) -> Result<Health, RunError> {
         let started = Instant::now();
         let deadline = self.effective_deadline(deadline, started);
         tracing::info!(
@@ -138,15 +146,15 @@ impl<M: Mailer + 'static> Poller<M> {
             tracing::warn!(error = %e, "could not send a canary for SES's evidence; the next run tries again");
         }
         let summary = self.run_until(deadline).await?;
-        let client = self.pool.get().await?;
-        let oldest = events::oldest_due_age(&client).await?.unwrap_or(0.0);
-        let last_poll = self.last_poll.lock().expect("last poll lock").unwrap_or(started);
+        let client = self.shared.pool.get().await?;
+        let oldest = events::standing::oldest_due_age(&client).await?.unwrap_or(0.0);
+        let last_poll = self.shared.last_poll.lock().expect("last poll lock").unwrap_or(started);
         let health = Health {
             summary,
             oldest_due_pending_age_secs: oldest,
             duration_ms: started.elapsed().as_millis() as u64,
             claiming_until_ms: last_poll.saturating_duration_since(started).as_millis() as u64,
-            fleet_send_rate: self.pace.provider().map(|_| self.pace.rate()),
+            fleet_send_rate: self.shared.pace.provider().map(|_| self.shared.pace.rate()),
         };
         emf::emit("outbox-poller", &health.metrics());
         Ok(health)
@@ -156,8 +164,8 @@ impl<M: Mailer + 'static> Poller<M> {
     /// runtime emulator that reports a deadline already past (cargo lambda
     /// watch does) gets `now + POLLER_MAX_RUN_SECS` instead of a busy loop.
     fn effective_deadline(&self, deadline: Instant, now: Instant) -> Instant {
-        match self.config.max_run {
-            Some(max) if deadline <= now + self.config.safety_margin => {
+        match self.shared.config.max_run {
+            Some(max) if deadline <= now + self.shared.config.safety_margin => {
                 tracing::warn!("the runtime reported no usable deadline; polling for POLLER_MAX_RUN_SECS");
                 now + max
             }
@@ -169,41 +177,42 @@ impl<M: Mailer + 'static> Poller<M> {
     /// Polls until `deadline - safety_margin`, or until the provider pauses
     /// sending. No claim is made, and no send started, unless one send's
     /// worst case still fits before that.
-    pub async fn run_until(&self, deadline: Instant) -> Result<RunSummary, RelayError> {
-        self.paused.store(false, Ordering::SeqCst);
-        *self.deadline.lock().expect("deadline lock") = Some(deadline);
+    pub async fn run_until(&self, deadline: Instant) -> Result<RunSummary, RunError> {
+        self.shared.paused.store(false, Ordering::SeqCst);
+        *self.shared.deadline.lock().expect("deadline lock") = Some(deadline);
         let summary =
             self.leased(Some(deadline), move |p, lease| async move { p.poll_loop(deadline, &lease).await }).await;
-        *self.deadline.lock().expect("deadline lock") = None;
+        *self.shared.deadline.lock().expect("deadline lock") = None;
         summary
     }
 
     /// Runs `run` once per batch kept in flight (`POLLER_BATCHES_IN_FLIGHT`),
     /// under one lease ([`Lease`]) taken for them and ended after them, and
     /// adds up their runs.
-    async fn leased<F, Fut>(&self, deadline: Option<Instant>, run: F) -> Result<RunSummary, RelayError>
+    async fn leased<F, Fut>(&self, deadline: Option<Instant>, run: F) -> Result<RunSummary, RunError>
     where
         F: Fn(Self, Arc<Lease>) -> Fut,
-        Fut: std::future::Future<Output = Result<RunSummary, RelayError>> + Send + 'static,
+        Fut: std::future::Future<Output = Result<RunSummary, RunError>> + Send + 'static,
     {
-        let lease = Lease::take(&self.pool, &self.config.worker_id, self.config.lease, deadline).await?;
+        let lease =
+            Lease::take(&self.shared.pool, &self.shared.config.worker_id, self.shared.config.lease, deadline).await?;
         let mut summary = self.in_flight(&lease, run).await;
         if let Ok(s) = &mut summary {
             s.lease_lost = lease.lost();
         }
-        lease.end(&self.pool).await;
+        lease.end(&self.shared.pool).await;
         summary
     }
 
-    async fn in_flight<F, Fut>(&self, lease: &Arc<Lease>, run: F) -> Result<RunSummary, RelayError>
+    async fn in_flight<F, Fut>(&self, lease: &Arc<Lease>, run: F) -> Result<RunSummary, RunError>
     where
         F: Fn(Self, Arc<Lease>) -> Fut,
-        Fut: std::future::Future<Output = Result<RunSummary, RelayError>> + Send + 'static,
+        Fut: std::future::Future<Output = Result<RunSummary, RunError>> + Send + 'static,
     {
         let mut tasks = JoinSet::new();
-        let loops = self.config.batches_in_flight;
+        let loops = self.shared.config.batches_in_flight;
         for k in 0..loops {
-            tasks.spawn(run(Self { role: Loop::of(loops, k), ..self.clone() }, lease.clone()));
+            tasks.spawn(run(Self { role: Loop::of(loops, k), shared: self.shared.clone() }, lease.clone()));
         }
         let (mut summary, mut failed) = (RunSummary::default(), None);
         while let Some(joined) = tasks.join_next().await {
@@ -224,19 +233,19 @@ impl<M: Mailer + 'static> Poller<M> {
         }
     }
 
-    async fn poll_loop(&self, deadline: Instant, lease: &Lease) -> Result<RunSummary, RelayError> {
+    async fn poll_loop(&self, deadline: Instant, lease: &Lease) -> Result<RunSummary, RunError> {
         let mut summary = RunSummary::default();
         loop {
-            if !self.send_fits() || self.paused.load(Ordering::SeqCst) || !lease.holds() {
+            if !self.send_fits() || self.shared.paused.load(Ordering::SeqCst) || !lease.holds() {
                 break;
             }
             let batch = self.poll_batch(lease).await?;
             let idle = batch.claimed == 0;
             summary.add(&batch);
             if idle {
-                let left = deadline.saturating_duration_since(Instant::now() + self.config.safety_margin);
-                let wait = self.role.idle(self.config.idle_wait).min(left);
-                match &self.wake {
+                let left = deadline.saturating_duration_since(Instant::now() + self.shared.config.safety_margin);
+                let wait = self.role.idle(self.shared.config.idle_wait).min(left);
+                match &self.shared.wake {
                     Some(wake) => wake.wait(wait).await,
                     None => tokio::time::sleep(wait).await,
                 }
@@ -247,33 +256,35 @@ impl<M: Mailer + 'static> Poller<M> {
 
     /// Whether a send started now would end, at worst, before the run's
     /// deadline minus the safety margin (always, without a deadline).
-    pub(super) fn send_fits(&self) -> bool {
-        match *self.deadline.lock().expect("deadline lock") {
-            Some(deadline) => Instant::now() + self.mailer.worst_case() + self.config.safety_margin < deadline,
+    pub fn send_fits(&self) -> bool {
+        match *self.shared.deadline.lock().expect("deadline lock") {
+            Some(deadline) => {
+                Instant::now() + self.shared.mailer.worst_case() + self.shared.config.safety_margin < deadline
+            }
             None => true,
         }
     }
 
     /// Polls until nothing is due (tests, `outboxctl`).
-    pub async fn drain(&self) -> Result<RunSummary, RelayError> {
-        self.paused.store(false, Ordering::SeqCst);
+    pub async fn drain(&self) -> Result<RunSummary, RunError> {
+        self.shared.paused.store(false, Ordering::SeqCst);
         self.leased(None, |p, lease| async move { p.drain_loop(&lease).await }).await
     }
 
-    async fn drain_loop(&self, lease: &Lease) -> Result<RunSummary, RelayError> {
+    async fn drain_loop(&self, lease: &Lease) -> Result<RunSummary, RunError> {
         let mut summary = RunSummary::default();
         // Nothing due after the claim position: one full pass decides.
         let mut looked_from_start = false;
         loop {
             let batch = self.poll_batch(lease).await?;
             summary.add(&batch);
-            if self.paused.load(Ordering::SeqCst) || !lease.holds() {
+            if self.shared.paused.load(Ordering::SeqCst) || !lease.holds() {
                 return Ok(summary);
             }
             match (batch.claimed, looked_from_start) {
                 (0, true) => return Ok(summary),
                 (0, false) => {
-                    self.position.start_over();
+                    self.shared.position.start_over();
                     looked_from_start = true;
                 }
                 _ => looked_from_start = false,
@@ -283,34 +294,36 @@ impl<M: Mailer + 'static> Poller<M> {
 
     /// Claims one batch and processes it, under a lease of its own (tests; a
     /// run's batches share the run's).
-    pub async fn poll_once(&self) -> Result<RunSummary, RelayError> {
-        let lease = Lease::take(&self.pool, &self.config.worker_id, self.config.lease, None).await?;
+    pub async fn poll_once(&self) -> Result<RunSummary, RunError> {
+        let lease =
+            Lease::take(&self.shared.pool, &self.shared.config.worker_id, self.shared.config.lease, None).await?;
         let summary = self.poll_batch(&lease).await;
-        lease.end(&self.pool).await;
+        lease.end(&self.shared.pool).await;
         summary
     }
 
     /// Claims one batch under `lease` and processes it.
-    async fn poll_batch(&self, lease: &Lease) -> Result<RunSummary, RelayError> {
+    async fn poll_batch(&self, lease: &Lease) -> Result<RunSummary, RunError> {
         let started = Instant::now();
         let mut summary = self.claim_and_process(lease).await?;
         summary.batch_duration_ms_max = started.elapsed().as_millis() as u64;
         Ok(summary)
     }
 
-    async fn claim_and_process(&self, lease: &Lease) -> Result<RunSummary, RelayError> {
+    async fn claim_and_process(&self, lease: &Lease) -> Result<RunSummary, RunError> {
         let mut summary = RunSummary { batches: 1, ..RunSummary::default() };
         if !lease.holds() {
             return Ok(summary);
         }
         let claimed = {
-            let client = self.pool.get().await?;
-            *self.last_poll.lock().expect("last poll lock") = Some(Instant::now());
-            let claimant = (self.config.worker_id.as_str(), lease.id);
-            let paced = self.pace.provider().map(|_| self.pace.rate());
-            let limit = self.role.batch_size(paced, self.config.batch_size);
+            let client = self.shared.pool.get().await?;
+            *self.shared.last_poll.lock().expect("last poll lock") = Some(Instant::now());
+            let claimant = (self.shared.config.worker_id.as_str(), lease.id);
+            let paced = self.shared.pace.provider().map(|_| self.shared.pace.rate());
+            let limit = self.role.batch_size(paced, self.shared.config.batch_size);
             let turns = self.role.turns();
-            claim::claim_due(&client, limit, turns, claimant, self.config.max_attempts, &self.position).await?
+            claim::claim_due(&client, limit, turns, claimant, self.shared.config.max_attempts, &self.shared.position)
+                .await?
         };
         for id in &claimed.exhausted {
             tracing::error!(event_id = %id, "event taken over with its attempts used up (its pollers kept dying); \
@@ -329,68 +342,24 @@ impl<M: Mailer + 'static> Poller<M> {
         if claimed.is_empty() {
             return Ok(summary);
         }
-        self.faults.hit(FAULT_AFTER_CLAIM)?;
-        let mut readable = Vec::with_capacity(claimed.len());
-        for event in claimed {
-            match BookingEvent::decode(&event) {
-                Ok(decoded) => readable.push((decoded, event.attempts)),
-                Err(reason) => {
-                    // A poison message: retrying cannot help.
-                    tracing::error!(event_id = %event.id, %reason, "unreadable event dead-lettered");
-                    let client = self.pool.get().await?;
-                    if transitions::dead_letter(&client, event.id, lease.id, &reason).await? {
-                        summary.dead_lettered += 1;
-                    } else {
-                        summary.fenced += 1;
-                    }
-                }
-            }
-        }
-        if readable.is_empty() {
-            return Ok(summary);
-        }
-        // A lost connection, or a restarted server, fails the batch midway.
-        // The events are still this worker's (PROCESSING under its lease),
-        // so it processes them again itself on fresh connections while its
-        // lease holds: what was recorded stands (a claim with an outcome is
-        // never sent again, one left CLAIMED becomes UNKNOWN), the rest goes
-        // out now. Once the lease is lost, they are the next claim's.
-        let mut pauses = BATCH_RETRIES.iter();
-        loop {
-            match self.process(readable.clone(), lease).await {
-                Ok(one) => {
-                    summary.add(&one);
-                    break;
-                }
-                // An injected crash stops the run, as a real one would.
-                Err(e @ RelayError::Fault(_)) => return Err(e),
-                Err(e) if !lease.holds() => {
-                    tracing::warn!(error = %e, "batch processing failed and the lease is lost; the events are \
-                        the next claim's");
-                    summary.errors += 1;
-                    break;
-                }
-                Err(e) => match pauses.next() {
-                    Some(pause) => {
-                        tracing::warn!(error = %e, "batch processing failed; processing it again on fresh connections");
-                        summary.recovered += 1;
-                        tokio::time::sleep(*pause).await;
-                    }
-                    None => {
-                        // The events stay PROCESSING; once the run ends its
-                        // lease, the next claim takes them over.
-                        tracing::error!(error = %e, "batch processing failed again; left for the next claim");
-                        summary.errors += 1;
-                        break;
-                    }
-                },
-            }
-        }
-        summary.paused = self.paused.load(Ordering::SeqCst);
+        self.shared.faults.hit(FAULT_AFTER_CLAIM)?;
+        let fits = || self.send_fits();
+        summary.add(&self.batch(&fits).process_claimed(claimed, lease).await?);
+        summary.paused = self.shared.paused.load(Ordering::SeqCst);
         Ok(summary)
     }
 
-    pub(super) fn backoff(&self, attempt: i32) -> Duration {
-        self.config.backoff(attempt)
+    /// What processing a claimed batch needs of this poller.
+    fn batch<'a>(&'a self, send_fits: &'a (dyn Fn() -> bool + Sync)) -> Batch<'a> {
+        let s = &self.shared;
+        Batch {
+            pool: &s.pool,
+            mailer: &*s.mailer,
+            faults: &s.faults,
+            config: &s.config,
+            paused: &s.paused,
+            send_fits,
+            pace: &s.pace,
+        }
     }
 }

@@ -2,13 +2,12 @@
 //! `GetAccount`) or the operator's cap, written to the shared row every
 //! [`RATE_REFRESH`] for every poller's pacer.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use super::poller::{Poller, RateSource};
-use super::RelayError;
+use crate::fault::RunError;
 use crate::notify::mailer::Mailer;
-use crate::notify::pace::{Pacer, ASSUMED_LATENCY};
+use crate::notify::pacing::pace::{Pacer, ASSUMED_LATENCY};
 
 /// How often a poller reads the account's rate again (at the start of a
 /// run, once this long has passed since the last read).
@@ -18,14 +17,17 @@ pub const RATE_REFRESH: Duration = Duration::from_secs(60);
 /// lowest SES grants (a sandbox account sends 1 a second).
 pub const FALLBACK_RATE: f64 = 1.0;
 
-impl<M: Mailer + 'static> Poller<M> {
-    /// Paces every send by the fleet's shared rate: the account's
-    /// ([`Mailer::account_rate`]), or `cap` when lower. The rate is read at
-    /// the first run and again every [`RATE_REFRESH`].
-    pub fn with_pace(mut self, pacer: Pacer, cap: Option<f64>) -> Self {
-        self.pace = Arc::new(pacer);
-        self.rate = Arc::new(Mutex::new(RateSource { cap, read_at: None }));
-        self
+/// Where the fleet's rate comes from: the account's, or the operator's cap
+/// (`SES_MAX_SEND_RATE`) when lower; and when it was last read.
+#[derive(Debug, Default)]
+pub struct RateSource {
+    cap: Option<f64>,
+    read_at: Mutex<Option<Instant>>,
+}
+
+impl RateSource {
+    pub fn capped(cap: Option<f64>) -> Self {
+        Self { cap, read_at: Mutex::new(None) }
     }
 
     /// Reads the account's rate and writes the fleet's (with the cap) to
@@ -33,25 +35,22 @@ impl<M: Mailer + 'static> Poller<M> {
     /// rate when it was read. If the account's rate cannot be read, the
     /// row keeps what another poller wrote; a first read that fails writes
     /// the cap, or [`FALLBACK_RATE`].
-    pub async fn refresh_rate(&self) -> Result<Option<f64>, RelayError> {
-        let pace = &self.pace;
+    pub async fn refresh(&self, mailer: &dyn Mailer, pace: &Pacer) -> Result<Option<f64>, RunError> {
         if pace.provider().is_none() {
             return Ok(None);
         }
-        let (cap, read_at) = {
-            let r = self.rate.lock().expect("rate lock");
-            (r.cap, r.read_at)
-        };
+        let cap = self.cap;
+        let read_at = *self.read_at.lock().expect("rate lock");
         if read_at.is_some_and(|at| at.elapsed() < RATE_REFRESH) {
             return Ok(None);
         }
-        let account = match self.mailer.account_rate().await {
+        let account = match mailer.account_rate().await {
             Ok(Some(rate)) => rate,
             Ok(None) => cap.unwrap_or(FALLBACK_RATE),
             Err(e) if read_at.is_some() => {
                 tracing::error!(error = %e, "could not read the account's send rate; keeping the last one \
                     (the poller's role needs ses:GetAccount)");
-                self.rate.lock().expect("rate lock").read_at = Some(Instant::now());
+                *self.read_at.lock().expect("rate lock") = Some(Instant::now());
                 return Ok(None);
             }
             Err(e) => {
@@ -62,7 +61,7 @@ impl<M: Mailer + 'static> Poller<M> {
             }
         };
         let configured = pace.configure(account, cap).await?;
-        self.rate.lock().expect("rate lock").read_at = Some(Instant::now());
+        *self.read_at.lock().expect("rate lock") = Some(Instant::now());
         let reach = pace.ceiling();
         let needed = Pacer::needed(configured.rate, ASSUMED_LATENCY);
         tracing::info!(

@@ -14,7 +14,9 @@ use super::config::RetentionConfig;
 use super::summary::RetentionReport;
 use crate::booking::{idempotency, limits};
 use crate::db::DbResult;
-use crate::notify::{evidence, feedback, recipient_limit, sends};
+use crate::notify::evidence::{feedback, watermark};
+use crate::notify::pacing::recipient_limit;
+use crate::notify::sends;
 use crate::outbox::events::lease;
 use crate::outbox::{events, processed};
 
@@ -45,7 +47,7 @@ pub async fn run(client: &impl GenericClient, cfg: &RetentionConfig) -> DbResult
     let events = in_batches(cfg, |n| events::purge_done(client, age, n)).await?;
     let sends = in_batches(cfg, |n| sends::purge(client, age, n)).await?;
     let feedback = in_batches(cfg, |n| feedback::purge(client, age, n)).await?;
-    let evidence = in_batches(cfg, |n| evidence::purge(client, age, n)).await?;
+    let evidence = in_batches(cfg, |n| watermark::purge(client, age, n)).await?;
     let processed_events = in_batches(cfg, |n| processed::purge(client, age, n)).await?;
     let ttl = cfg.idempotency_key_ttl;
     let idempotency_keys = in_batches(cfg, |n| idempotency::purge_expired(client, ttl, n)).await?;

@@ -10,8 +10,8 @@ use serde::Serialize;
 use super::config::SweeperConfig;
 use crate::db::horizon::{self, Horizon};
 use crate::db::DbResult;
+use crate::notify::evidence::resend::{self, UnknownCounts};
 use crate::notify::sends::{self, SendStatus};
-use crate::notify::unknown::{self, UnknownCounts};
 use crate::outbox::events::{self, EventStatus};
 
 #[derive(Debug, Clone, Serialize, PartialEq)]
@@ -31,19 +31,19 @@ pub struct Status {
     pub vacuum_horizon: Horizon,
     /// Events waiting because sending stopped (the provider paused the
     /// account, or refused the stack's configuration), and why.
-    pub sending_stopped: Option<events::Stopped>,
+    pub sending_stopped: Option<events::standing::Stopped>,
 }
 
 pub async fn fetch(client: &impl GenericClient, config: &SweeperConfig) -> DbResult<Status> {
-    let events = events::counts(client).await?;
+    let events = events::standing::counts(client).await?;
     Ok(Status {
         dead: events[&EventStatus::Dead],
         events,
-        oldest_due_pending_age_secs: events::oldest_due_age(client).await?,
-        processing_past_sweep_timeout: events::count_stuck(client, config.stuck_after).await?,
+        oldest_due_pending_age_secs: events::standing::oldest_due_age(client).await?,
+        processing_past_sweep_timeout: events::standing::count_stuck(client, config.stuck_after).await?,
         sends: sends::counts(client).await?,
-        unknown: unknown::counts(client, config.feedback.grace).await?,
+        unknown: resend::counts(client, config.feedback.grace).await?,
         vacuum_horizon: horizon::fetch(client).await?,
-        sending_stopped: events::sending_stopped(client).await?,
+        sending_stopped: events::standing::sending_stopped(client).await?,
     })
 }

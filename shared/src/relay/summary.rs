@@ -5,7 +5,7 @@ use serde::Serialize;
 
 use crate::db::horizon::Horizon;
 use crate::notify::deliver::Delivery;
-use crate::notify::unknown::UnknownCounts;
+use crate::notify::evidence::resend::UnknownCounts;
 use crate::outbox::events::transitions::Reset;
 use crate::outbox::EventStatus;
 use crate::telemetry::emf::Unit;

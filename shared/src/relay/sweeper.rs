@@ -11,7 +11,7 @@ use super::config::SweeperConfig;
 use super::retention;
 use super::summary::{FeedbackReport, SweepRun};
 use crate::db::{horizon, DbResult};
-use crate::notify::{evidence, feedback, unknown};
+use crate::notify::evidence::{feedback, resend, watermark};
 use crate::outbox::events;
 use crate::outbox::events::transitions::{self, Reset};
 use crate::telemetry::emf;
@@ -62,9 +62,9 @@ async fn reconcile(client: &mut deadpool_postgres::Client, config: &SweeperConfi
              events rule, SesEventsDeadLetterQueue and the ses-events function)",
             f.grace.as_secs()
         );
-        unknown::EvidenceReport::default()
+        resend::EvidenceReport::default()
     } else {
-        unknown::settle_on_evidence(client, f.grace, f.max_resends, config.batch_size).await?
+        resend::settle_on_evidence(client, f.grace, f.max_resends, config.batch_size).await?
     };
     for (send_id, event_id) in &settled.resent {
         tracing::warn!(%send_id, %event_id, "ambiguous send resent on SES's evidence: its stream moved past it \
@@ -73,7 +73,7 @@ async fn reconcile(client: &mut deadpool_postgres::Client, config: &SweeperConfi
     for (send_id, why) in &settled.left {
         tracing::error!(%send_id, %why, "ambiguous send left for an operator (outboxctl unknown list)");
     }
-    let counts = unknown::counts(&*client, f.grace).await?;
+    let counts = resend::counts(&*client, f.grace).await?;
     if counts.evidence_stalled > 0 {
         tracing::error!(
             stalled = counts.evidence_stalled,
@@ -83,7 +83,7 @@ async fn reconcile(client: &mut deadpool_postgres::Client, config: &SweeperConfi
             f.grace.as_secs()
         );
     }
-    let watermark_age_secs = evidence::watermark(&*client)
+    let watermark_age_secs = watermark::watermark(&*client)
         .await?
         .map(|w| (chrono::Utc::now() - w.mail_second).num_milliseconds() as f64 / 1000.0);
     Ok(FeedbackReport {
@@ -108,7 +108,7 @@ const HELD_SNAPSHOT_WARN_SECS: f64 = 600.0;
 /// Step 4: how far behind the outbox is, and what holds back vacuum, as
 /// EMF metrics.
 async fn report(client: &impl GenericClient, out: &mut SweepRun) -> DbResult<()> {
-    out.oldest_due_pending_age_secs = events::oldest_due_age(client).await?.unwrap_or(0.0);
+    out.oldest_due_pending_age_secs = events::standing::oldest_due_age(client).await?.unwrap_or(0.0);
     out.vacuum_horizon = horizon::fetch(client).await?;
     if let Some(h) =
         out.vacuum_horizon.holder.as_ref().filter(|_| out.vacuum_horizon.oldest_age_secs > HELD_SNAPSHOT_WARN_SECS)

@@ -28,9 +28,8 @@ use shared::fault::Faults;
 use shared::notify::mailer::recording::RecordingMailer;
 use shared::notify::mailer::ses::{SesConfig, SesMailer};
 use shared::notify::mailer::smtp::{SmtpConfig, SmtpMailer};
-use shared::notify::mailer::Mailer;
-use shared::notify::pace::Pacer;
-use shared::notify::send_rate;
+use shared::notify::pacing::pace::Pacer;
+use shared::notify::pacing::send_rate;
 use shared::relay::{Poller, PollerConfig};
 
 #[tokio::main]
@@ -99,7 +98,7 @@ async fn main() {
     }
 }
 
-async fn run<M: Mailer + 'static>(poller: Poller<M>, cmd: &str) {
+async fn run(poller: Poller, cmd: &str) {
     match cmd {
         "drain" => {
             // As each Lambda run starts: the rate, then a canary if one is due.

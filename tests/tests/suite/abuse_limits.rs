@@ -116,9 +116,9 @@ async fn daily_limits_hold_under_concurrent_requests() {
 }
 
 /// The recipient limits as the template deploys them.
-fn deployed_limits() -> shared::notify::recipient_limit::RecipientLimits {
+fn deployed_limits() -> shared::notify::pacing::recipient_limit::RecipientLimits {
     use shared::config::settings as S;
-    shared::notify::recipient_limit::RecipientLimits {
+    shared::notify::pacing::recipient_limit::RecipientLimits {
         invitations_per_organizer: S::LIMIT_INVITATIONS_PER_RECIPIENT_PER_DAY.default_value(),
         new_organizers: S::LIMIT_NEW_ORGANIZERS_PER_RECIPIENT_PER_DAY.default_value(),
     }
@@ -275,7 +275,7 @@ async fn twenty_attacker_accounts_block_no_organizer_the_victim_already_knows() 
     let shown = api.get(&path, eve).await;
     assert_eq!(shown.body["notifications"][0]["state"], "capped", "{}", shown.body);
     let client = db.pool.get().await.unwrap();
-    let newcomers = shared::notify::recipient_limit::newcomers_today(&client, VICTIM).await.unwrap();
+    let newcomers = shared::notify::pacing::recipient_limit::newcomers_today(&client, VICTIM).await.unwrap();
     assert_eq!(newcomers, limits.new_organizers as i64, "only the first ten accounts got through");
 }
 
@@ -297,7 +297,7 @@ async fn throwaway_accounts_at_midnight_cannot_take_an_established_organizers_fi
     // Bob has mailed Alice's mailbox for eight days: he has standing.
     assert_eq!(api.post("/bookings", BOB, &invitation(5000, &["alice@example.com"])).await.status, 201);
     poller().drain().await.unwrap();
-    for _ in 0..shared::notify::recipient_limit::STANDING_AFTER_DAYS + 1 {
+    for _ in 0..shared::notify::pacing::recipient_limit::STANDING_AFTER_DAYS + 1 {
         outbox_tests::outbox::a_day_passes_for_the_recipient_limits(&db).await;
     }
 
@@ -473,7 +473,7 @@ async fn one_organizer_under_many_spellings_has_one_budget_per_mailbox() {
     use shared::booking::limits::Limits;
     use shared::booking::service::BookingService;
     use shared::notify::mailer::recording::RecordingMailer;
-    use shared::notify::recipient_limit::{self, RecipientLimits};
+    use shared::notify::pacing::recipient_limit::{self, RecipientLimits};
     use std::sync::Arc;
 
     let db = TestDb::create().await;
@@ -529,7 +529,7 @@ async fn a_released_send_gives_its_count_back() {
     use outbox_tests::outbox::{create_booking, poller};
     use shared::notify::mailer::recording::RecordingMailer;
     use shared::notify::mailer::SendOutcome;
-    use shared::notify::recipient_limit::{self, RecipientLimits};
+    use shared::notify::pacing::recipient_limit::{self, RecipientLimits};
     use shared::relay::PollerConfig;
     use std::sync::Arc;
 
@@ -553,7 +553,7 @@ async fn a_released_send_gives_its_count_back() {
 /// one organizer's invitations from ten at once: exactly the limits pass.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn concurrent_pollers_never_pass_a_recipient_limit() {
-    use shared::notify::recipient_limit::{take, Invitation, RecipientLimits, Verdict};
+    use shared::notify::pacing::recipient_limit::{take, Invitation, RecipientLimits, Verdict};
     let db = TestDb::create().await;
     let limits = RecipientLimits { invitations_per_organizer: 3, new_organizers: 5 };
     let mut tasks = Vec::new();
@@ -594,7 +594,7 @@ async fn concurrent_pollers_never_pass_a_recipient_limit() {
 /// newcomers, each with both of its invitations.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn concurrent_batches_over_shared_mailboxes_admit_exactly_the_limit() {
-    use shared::notify::recipient_limit::{newcomers_today, take, Invitation, RecipientLimits, Verdict};
+    use shared::notify::pacing::recipient_limit::{newcomers_today, take, Invitation, RecipientLimits, Verdict};
     let db = TestDb::create().await;
     let limits = RecipientLimits { invitations_per_organizer: 5, new_organizers: 3 };
     let mailbox = |m: usize| format!("m{m}@example.com");
@@ -630,7 +630,7 @@ async fn concurrent_batches_over_shared_mailboxes_admit_exactly_the_limit() {
 /// counts nothing.
 #[tokio::test]
 async fn counting_invitations_is_refused_outside_read_committed() {
-    use shared::notify::recipient_limit::{newcomers_today, take, Invitation, RecipientLimits};
+    use shared::notify::pacing::recipient_limit::{newcomers_today, take, Invitation, RecipientLimits};
     let db = TestDb::create().await;
     let mut client = db.pool.get().await.unwrap();
     let tx = client

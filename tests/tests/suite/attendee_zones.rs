@@ -408,8 +408,8 @@ async fn a_resend_after_a_crash_renders_the_same_bytes_for_the_recipient_but_the
     let send: uuid::Uuid = db.scalar("SELECT id FROM booking_notification_sends WHERE status = 'UNKNOWN'").await;
     tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
     let mut client = db.pool.get().await.unwrap();
-    let decision = shared::notify::unknown::Decision::Operator("a test");
-    shared::notify::unknown::resend(&mut client, send, decision).await.unwrap();
+    let decision = shared::notify::evidence::resend::Decision::Operator("a test");
+    shared::notify::evidence::resend::resend(&mut client, send, decision).await.unwrap();
     assert!(worker.run(&db, "", &env).await.success());
     let stored = server.messages();
     assert_eq!(stored.len(), 2, "the operator's resend went");

@@ -256,7 +256,8 @@ async fn invisible_and_separator_characters_are_refused_where_they_reach_a_heade
 #[tokio::test]
 async fn a_lone_cr_in_the_description_is_stored_as_a_line_break_and_never_reaches_the_ics() {
     use shared::booking::events::{EventPayload, EventType};
-    use shared::notify::{invite, Notification};
+    use shared::notify::notification::Notification;
+    use shared::notify::render::calendar;
     let db = TestDb::create().await;
     let api = TestApi::new(&db);
     let created = api
@@ -280,7 +281,7 @@ async fn a_lone_cr_in_the_description_is_stored_as_a_line_break_and_never_reache
         claim: None,
         trace_id: None,
     };
-    let ics = invite::ics(&n).expect("an update carries its calendar object");
+    let ics = calendar::ics(&n).expect("an update carries its calendar object");
     assert!(ics.contains("DESCRIPTION:line one\\nline two\\nline three"), "{ics}");
     assert!(!ics.replace("\r\n", "").contains('\r'), "no CR but the line endings");
 }

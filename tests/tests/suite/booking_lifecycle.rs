@@ -329,7 +329,7 @@ async fn superseded_decision_survives_a_crash_between_claim_and_send() {
     };
     let worker = Worker::new(env!("CARGO_BIN_EXE_outbox-worker"));
 
-    let crash = format!("{}=kill", shared::relay::event::FAULT_BEFORE_DONE_COMMIT);
+    let crash = format!("{}=kill", shared::relay::batch::FAULT_BEFORE_DONE_COMMIT);
     assert!(killed(worker.run(&db, &crash, &[]).await), "the worker died at the fault point");
     assert!(worker.sent().is_empty(), "nothing was sent before the crash");
     assert_eq!(event_status(&db, confirm).await.0, EventStatus::Processing);

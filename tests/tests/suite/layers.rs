@@ -1,6 +1,9 @@
-//! The library's layers point one way (see `shared/src/lib.rs`): this test
-//! reads every source file of `shared/src` and fails on a `crate::…` path
-//! that points up or sideways.
+//! The library's layers point one way (see `shared/src/lib.rs`), and so do
+//! the wings of `notify` (see `shared/src/notify/mod.rs`): these tests read
+//! every source file of `shared/src` and fail on a `crate::…` path that
+//! points up or sideways, on two files of one folder that import each
+//! other, on a file over 400 lines, and on a wing over a fifth of the
+//! library.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -88,12 +91,33 @@ fn modules() -> Vec<(String, String)> {
 /// `super::` paths, braces expanded; each path counts as the longest module
 /// it starts with. A module's own ancestors and descendants are not edges.
 fn module_edges(module: &str, text: &str, known: &BTreeSet<String>) -> BTreeSet<String> {
+    let own = |m: &String| module.starts_with(&format!("{m}::")) || m.starts_with(&format!("{module}::"));
+    file_edges(module, text, known).into_iter().filter(|m| !own(m)).collect()
+}
+
+/// [`module_edges`], a module's own parent and children included (a
+/// `mod x;` declaration is not an edge; `use x::…` or `pub use x::…` of a
+/// child is). A file's unit tests (`#[cfg(test)] mod …`, whose `super` is
+/// the file itself) are left out.
+fn file_edges(module: &str, text: &str, known: &BTreeSet<String>) -> BTreeSet<String> {
     let parent = module.rsplit_once("::").map_or("", |(p, _)| p);
+    let text = text.split("#[cfg(test)]\nmod ").next().unwrap();
     let code: String = text.lines().map(|l| l.split("//").next().unwrap()).collect::<Vec<_>>().join("\n");
     let mut paths = Vec::new();
+    // `use child::…` in a module's own file names its child.
+    for line in code.lines() {
+        let line = line.trim_start();
+        let Some(rest) = line.strip_prefix("pub use ").or_else(|| line.strip_prefix("use ")) else { continue };
+        let first: String = rest.chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect();
+        if !first.is_empty() && known.contains(&format!("{module}::{first}")) {
+            let path: String = rest.chars().take_while(|c| c.is_alphanumeric() || *c == '_' || *c == ':').collect();
+            paths.push(format!("{module}::{path}"));
+        }
+    }
     for (base, tail) in [("crate::", ""), ("super::", parent)] {
         for (i, _) in code.match_indices(base) {
-            if code[..i].ends_with(|c: char| c.is_alphanumeric() || c == '_' || c == ':') {
+            // `$crate::` is a macro's: it names the crate where the macro expands.
+            if code[..i].ends_with(|c: char| c.is_alphanumeric() || c == '_' || c == ':' || c == '$') {
                 continue;
             }
             let rest = &code[i + base.len()..];
@@ -115,7 +139,7 @@ fn module_edges(module: &str, text: &str, known: &BTreeSet<String>) -> BTreeSet<
             let parts: Vec<&str> = p.split("::").filter(|s| !s.is_empty()).collect();
             (1..=parts.len()).rev().map(|k| parts[..k].join("::")).find(|m| known.contains(m))
         })
-        .filter(|m| m != module && !module.starts_with(&format!("{m}::")) && !m.starts_with(&format!("{module}::")))
+        .filter(|m| m != module)
         .collect()
 }
 
@@ -146,4 +170,93 @@ fn no_two_modules_of_shared_import_each_other_even_through_others() {
         }
     }
     assert!(circles.is_empty(), "circles in shared's module graph:\n{}", circles.join("\n"));
+}
+
+/// The wings of `notify`, from the bottom up: a wing may use wings of a
+/// lower rank only (see `shared/src/notify/mod.rs`).
+fn wing_rank(wing: &str) -> Option<u8> {
+    Some(match wing {
+        "notification" => 0,
+        "sends" | "pacing" | "render" => 1,
+        "mailer" => 2,
+        "evidence" => 3,
+        "plan" => 4,
+        "deliver" => 5,
+        "tracking" => 6,
+        _ => return None,
+    })
+}
+
+/// The wing of `notify` a module belongs to (`notify::sends::claim` →
+/// `sends`).
+fn wing_of(module: &str) -> Option<&str> {
+    module.strip_prefix("notify::").map(|rest| rest.split("::").next().unwrap())
+}
+
+#[test]
+fn no_wing_of_notify_imports_a_wing_above_or_beside_it() {
+    let modules = modules();
+    let known: BTreeSet<String> = modules.iter().map(|(m, _)| m.clone()).collect();
+    let mut wrong = Vec::new();
+    let mut wings = BTreeSet::new();
+    for (module, text) in &modules {
+        let Some(own) = wing_of(module) else { continue };
+        wings.insert(own.to_string());
+        let Some(rank) = wing_rank(own) else {
+            wrong.push(format!("{module}: notify::{own} is no wing the test knows (give it a rank)"));
+            continue;
+        };
+        for used in module_edges(module, text, &known) {
+            let Some(theirs) = wing_of(&used) else { continue };
+            if theirs != own && wing_rank(theirs).is_none_or(|r| r >= rank) {
+                wrong.push(format!("{module} (notify::{own}) uses {used} (notify::{theirs})"));
+            }
+        }
+    }
+    assert!(wings.len() >= 8, "found the wings: {wings:?}");
+    assert!(wrong.is_empty(), "imports between notify's wings that point up or sideways:\n{}", wrong.join("\n"));
+}
+
+#[test]
+fn no_two_files_of_a_folder_import_each_other() {
+    let modules = modules();
+    let known: BTreeSet<String> = modules.iter().map(|(m, _)| m.clone()).collect();
+    let edges: std::collections::BTreeMap<&str, BTreeSet<String>> =
+        modules.iter().map(|(m, text)| (m.as_str(), file_edges(m, text, &known))).collect();
+    assert!(
+        edges["notify::sends"].contains("notify::sends::claim"),
+        "the edge finder sees a module's `pub use child::…`"
+    );
+    // A folder's files: its mod.rs (the folder's module) and the modules
+    // right under it.
+    let folder_of = |m: &str| m.rsplit_once("::").map_or(String::new(), |(p, _)| p.to_string());
+    let mut wrong = Vec::new();
+    for (a, used) in &edges {
+        for b in used {
+            let same_folder = folder_of(a) == folder_of(b) || folder_of(b) == *a || folder_of(a) == *b;
+            if *a < b.as_str() && same_folder && edges.get(b.as_str()).is_some_and(|back| back.contains(*a)) {
+                wrong.push(format!("{a} ↔ {b}"));
+            }
+        }
+    }
+    assert!(wrong.is_empty(), "files of one folder that import each other:\n{}", wrong.join("\n"));
+}
+
+#[test]
+fn no_file_of_shared_is_over_400_lines_and_no_wing_of_notify_over_a_fifth_of_it() {
+    let modules = modules();
+    let lines = |text: &str| text.lines().count();
+    let total: usize = modules.iter().map(|(_, t)| lines(t)).sum();
+    let long: Vec<String> =
+        modules.iter().filter(|(_, t)| lines(t) > 400).map(|(m, t)| format!("{m}: {} lines", lines(t))).collect();
+    assert!(long.is_empty(), "files over 400 lines (split them by duty):\n{}", long.join("\n"));
+    let mut wings: std::collections::BTreeMap<&str, usize> = Default::default();
+    for (m, t) in &modules {
+        if let Some(w) = wing_of(m) {
+            *wings.entry(w).or_default() += lines(t);
+        }
+    }
+    let big: Vec<String> =
+        wings.iter().filter(|(_, n)| **n * 5 >= total).map(|(w, n)| format!("notify::{w}: {n} of {total}")).collect();
+    assert!(big.is_empty(), "wings of notify over a fifth of the library:\n{}", big.join("\n"));
 }

@@ -29,10 +29,7 @@ fn kill_at(point: &str) -> String {
 
 /// Polls with `poller` (a claim a batch, as a run's batches do) until
 /// one claim takes events over; returns when, and what the polls did.
-async fn poll_until_taken_over(
-    poller: &shared::relay::Poller<RecordingMailer>,
-    within: Duration,
-) -> (Instant, RunSummary) {
+async fn poll_until_taken_over(poller: &shared::relay::Poller, within: Duration) -> (Instant, RunSummary) {
     let started = Instant::now();
     let mut total = RunSummary::default();
     loop {
@@ -305,7 +302,7 @@ async fn renewal_in_flight(db: &TestDb) -> i32 {
 }
 
 /// A run under a 2 s lease that sends one at a time, 400 ms each.
-fn slow_run(db: &TestDb, holder: &str) -> (shared::relay::Poller<RecordingMailer>, Arc<RecordingMailer>) {
+fn slow_run(db: &TestDb, holder: &str) -> (shared::relay::Poller, Arc<RecordingMailer>) {
     let mut config = PollerConfig::for_tests(holder);
     config.lease = Duration::from_secs(2);
     config.concurrency = 1;

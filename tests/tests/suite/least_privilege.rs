@@ -12,9 +12,12 @@ use outbox_tests::TestDb;
 use serde_json::json;
 use shared::api::Api;
 use shared::fault::Faults;
+use shared::notify::evidence::intake;
+use shared::notify::evidence::suppression;
+use shared::notify::evidence::{feedback, resend};
 use shared::notify::mailer::recording::RecordingMailer;
 use shared::notify::mailer::SendOutcome;
-use shared::notify::{feedback, sends, unknown};
+use shared::notify::sends;
 use shared::outbox::events::transitions::{self, ReplaySelection};
 use shared::relay::{status, sweeper, FeedbackConfig, Poller, PollerConfig};
 use tokio_postgres::error::SqlState;
@@ -59,8 +62,8 @@ async fn each_function_runs_as_its_own_role_and_the_operators_as_theirs() {
 
     // The operator CLI's commands.
     let mut client = pool.get().await.unwrap();
-    let unknown_send = unknown::list(&client, std::time::Duration::from_secs(900), false, 10).await.unwrap().remove(0);
-    unknown::resend(&mut client, unknown_send.id, unknown::Decision::Operator("operator")).await.unwrap();
+    let unknown_send = resend::list(&client, std::time::Duration::from_secs(900), false, 10).await.unwrap().remove(0);
+    resend::resend(&mut client, unknown_send.id, resend::Decision::Operator("operator")).await.unwrap();
     let all = ReplaySelection::All { event_type: None, since: None };
     let report = transitions::replay(&mut client, all, "operator", 100, false).await.unwrap();
     assert_eq!(report.replayed.len(), 1);
@@ -121,7 +124,7 @@ async fn the_sweeper_resends_on_ses_evidence_and_operators_manage_suppressions_e
         "mail": {"timestamp": chrono::Utc::now().to_rfc3339(), "messageId": "m", "destination": ["success@simulator.amazonses.com"],
                  "sendingAccountId": "123456789012", "tags": {"canary": [mailer.canaries()[0].to_string()], "ses:configuration-set": [outbox_tests::ses_events::CONFIGURATION_SET]}}, "send": {}}});
     let ses_events = db.role_pool("ses_events").await;
-    feedback::handle(&ses_events, &outbox_tests::ses_events::origin(), &canary).await.unwrap();
+    intake::handle(&ses_events, &outbox_tests::ses_events::origin(), &canary).await.unwrap();
     // An hour on: the canary's event is old evidence, and a later event
     // (here the same one, a minute later) shows the stream alive since.
     db.pool
@@ -134,7 +137,7 @@ async fn the_sweeper_resends_on_ses_evidence_and_operators_manage_suppressions_e
         )
         .await
         .unwrap();
-    feedback::handle(&ses_events, &outbox_tests::ses_events::origin(), &canary).await.unwrap();
+    intake::handle(&ses_events, &outbox_tests::ses_events::origin(), &canary).await.unwrap();
     let mut config = sweeper_config(8);
     config.feedback = FeedbackConfig::new(Duration::from_secs(60), 3).unwrap();
     let run = sweeper::run(&db.role_pool("outbox_sweeper").await, &config).await.unwrap();
@@ -152,9 +155,9 @@ async fn the_sweeper_resends_on_ses_evidence_and_operators_manage_suppressions_e
         .await
         .unwrap();
     let client = pool.get().await.unwrap();
-    assert_eq!(feedback::suppressions(&client, 10).await.unwrap().len(), 1);
-    assert!(feedback::unsuppress(&client, "Carol@example.com", "operator").await.unwrap().is_some());
-    assert!(feedback::suppressions(&client, 10).await.unwrap().is_empty());
+    assert_eq!(suppression::suppressions(&client, 10).await.unwrap().len(), 1);
+    assert!(suppression::unsuppress(&client, "Carol@example.com", "operator").await.unwrap().is_some());
+    assert!(suppression::suppressions(&client, 10).await.unwrap().is_empty());
 }
 
 #[tokio::test]
@@ -407,8 +410,8 @@ async fn the_ses_events_role_records_feedback_confirms_and_suppresses() {
         (send_event(claim), feedback::Recorded::Recorded { confirmed: false, suppressed: 0 }),
         (complaint_event(claim, &[ALICE]), feedback::Recorded::Recorded { confirmed: false, suppressed: 1 }),
     ] {
-        let handled = feedback::handle(&ses, &origin(), &with_message_id(event, &id)).await.unwrap();
-        assert_eq!(handled, feedback::Handled::Recorded(want));
+        let handled = intake::handle(&ses, &origin(), &with_message_id(event, &id)).await.unwrap();
+        assert_eq!(handled, intake::Handled::Recorded(want));
     }
 }
 

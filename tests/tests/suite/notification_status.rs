@@ -12,7 +12,8 @@ use outbox_tests::ses_events::*;
 use outbox_tests::TestDb;
 use serde_json::{json, Value};
 use shared::notify::deliver::FAULT_AFTER_SEND_CLAIM;
-use shared::notify::feedback::{self, Handled};
+use shared::notify::evidence::intake;
+use shared::notify::evidence::intake::Handled;
 use shared::notify::mailer::recording::RecordingMailer;
 use shared::notify::mailer::SendOutcome;
 use shared::relay::PollerConfig;
@@ -70,7 +71,7 @@ async fn claim_of(db: &TestDb, booking: &str, recipient: &str) -> Uuid {
 }
 
 async fn ses(db: &TestDb, event: Value) {
-    let handled = feedback::handle(&db.pool, &origin(), &event).await.unwrap();
+    let handled = intake::handle(&db.pool, &origin(), &event).await.unwrap();
     assert!(matches!(handled, Handled::Recorded(_)), "{handled:?}");
 }
 
@@ -127,7 +128,7 @@ async fn each_recipient_is_shown_where_their_notification_ended() {
     let api = TestApi::new(&db);
     let mut config = PollerConfig::for_tests("w");
     config.recipient_limits =
-        shared::notify::recipient_limit::RecipientLimits { invitations_per_organizer: 1, new_organizers: 10 };
+        shared::notify::pacing::recipient_limit::RecipientLimits { invitations_per_organizer: 1, new_organizers: 10 };
     let mailer = Arc::new(RecordingMailer::new());
     // Earlier today: Ivan was mailed his one mail, and Heidi complained.
     let earlier = create(&api, 8, &["heidi@example.com", "ivan@example.com"]).await;

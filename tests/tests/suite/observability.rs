@@ -70,13 +70,13 @@ async fn poller_invocation_emits_emf_and_returns_a_health_summary_without_addres
 #[test]
 fn every_alarm_on_an_outbox_metric_names_a_metric_the_code_emits() {
     let template = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../template.yaml")).unwrap();
-    let recorded = shared::notify::feedback::Recorded::Recorded { confirmed: true, suppressed: 0 };
+    let recorded = shared::notify::evidence::feedback::Recorded::Recorded { confirmed: true, suppressed: 0 };
     let emitted: Vec<String> = RunSummary::default()
         .metrics()
         .into_iter()
         .chain(shared::relay::SweepRun::default().metrics())
         .chain(std::iter::once(("SesWatermarkAgeSeconds", 0.0, emf::Unit::Seconds)))
-        .chain(shared::notify::feedback::metrics(&shared::notify::feedback::Kind::Send, &recorded))
+        .chain(shared::notify::evidence::intake::metrics(&shared::notify::evidence::ses_event::Kind::Send, &recorded))
         .map(|m| m.0.to_string())
         .collect();
     let mut checked = 0;
@@ -115,8 +115,11 @@ fn emitted_by(function: &str) -> Vec<String> {
             names(run.metrics())
         }
         "ses-events" => {
-            let recorded = shared::notify::feedback::Recorded::Recorded { confirmed: true, suppressed: 0 };
-            names(shared::notify::feedback::metrics(&shared::notify::feedback::Kind::Send, &recorded))
+            let recorded = shared::notify::evidence::feedback::Recorded::Recorded { confirmed: true, suppressed: 0 };
+            names(shared::notify::evidence::intake::metrics(
+                &shared::notify::evidence::ses_event::Kind::Send,
+                &recorded,
+            ))
         }
         other => panic!("no function {other:?} emits metrics"),
     }

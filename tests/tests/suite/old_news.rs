@@ -12,9 +12,9 @@ use shared::booking::events::{EventType, Notice};
 use shared::booking::limits::Limits;
 use shared::booking::service::BookingService;
 use shared::fault::Faults;
+use shared::notify::evidence::resend;
 use shared::notify::mailer::recording::RecordingMailer;
 use shared::notify::mailer::SendOutcome;
-use shared::notify::unknown;
 use shared::outbox::events::transitions::{self, ReplaySelection};
 use shared::outbox::events::EventStatus;
 use shared::relay::{sweeper, PollerConfig};
@@ -59,7 +59,7 @@ async fn resend_after_cancel_sends_nothing() {
     let (_, invite) = unknown_invite_then_delivered_cancel(&db, &mailer).await;
     let before = mailer.count();
     let mut client = db.pool.get().await.unwrap();
-    unknown::resend(&mut client, invite, unknown::Decision::Operator("operator")).await.unwrap();
+    resend::resend(&mut client, invite, resend::Decision::Operator("operator")).await.unwrap();
     poller(&db, mailer.clone(), PollerConfig::for_tests("w")).drain().await.unwrap();
     assert_eq!(mailed_since(&mailer, before), vec![], "no invitation to a cancelled meeting");
     let reason: String =
@@ -190,7 +190,7 @@ async fn a_cancellation_after_a_resend_still_reaches_a_person_who_may_have_been_
     poller(&db, mailer.clone(), PollerConfig::for_tests("w")).drain().await.unwrap();
     let invite: Uuid = db.scalar("SELECT id FROM booking_notification_sends WHERE status = 'UNKNOWN'").await;
     let mut client = db.pool.get().await.unwrap();
-    unknown::resend(&mut client, invite, unknown::Decision::Operator("operator")).await.unwrap();
+    resend::resend(&mut client, invite, resend::Decision::Operator("operator")).await.unwrap();
     cancel(&db, booking.id).await;
     poller(&db, mailer.clone(), PollerConfig::for_tests("w")).drain().await.unwrap();
     let told: Vec<Notice> = mailer.deliveries().iter().filter(|d| d.recipient == ALICE).map(|d| d.notice).collect();

@@ -126,7 +126,7 @@ fn pool_too_small_for_the_batches_in_flight_is_a_clear_config_error() {
     assert!(config.validate(10).is_ok());
 }
 
-fn listening(db: &TestDb, p: Poller<RecordingMailer>) -> Poller<RecordingMailer> {
+fn listening(db: &TestDb, p: Poller) -> Poller {
     let connector = DbConfig::from_url(&db.url, 1, Duration::from_secs(5)).unwrap().connector().unwrap();
     p.with_wake(Wake::new(connector))
 }
@@ -419,7 +419,8 @@ async fn provider_errors_are_stored_and_logged_with_addresses_masked() {
     let p = poller(&db, mailer, PollerConfig::for_tests("w"));
     p.poll_once().await.unwrap();
     let client = db.pool.get().await.unwrap();
-    let unknown = shared::notify::unknown::list(&client, std::time::Duration::from_secs(900), false, 10).await.unwrap();
+    let unknown =
+        shared::notify::evidence::resend::list(&client, std::time::Duration::from_secs(900), false, 10).await.unwrap();
     assert_eq!(unknown[0].last_error.as_deref(), Some("timeout sending to a***@example.com"));
     let (_, _, last_error) = event_status(&db, event).await;
     assert_eq!(last_error.as_deref(), Some("Throttled: c***@example.com"));

@@ -10,7 +10,7 @@ use outbox_tests::TestDb;
 use shared::notify::deliver::{FAULT_AFTER_SEND, FAULT_AFTER_SEND_CLAIM};
 use shared::notify::mailer::recording::RecordingMailer;
 use shared::notify::mailer::SendOutcome;
-use shared::relay::event::FAULT_BEFORE_DONE_COMMIT;
+use shared::relay::batch::FAULT_BEFORE_DONE_COMMIT;
 use shared::relay::poller::FAULT_AFTER_CLAIM;
 use shared::relay::PollerConfig;
 

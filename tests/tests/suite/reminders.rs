@@ -180,14 +180,14 @@ async fn a_reminder_is_text_only_and_never_changes_the_calendar_entry() {
     };
     let (person, notice) = event.audience().pop().unwrap();
     assert_eq!(notice, Notice::Reminder);
-    let n = shared::notify::Notification::new(&event, person, notice, false);
-    let sender = shared::notify::invite::Sender::parse("Bookings <bookings@example.com>").unwrap();
-    let raw = String::from_utf8(shared::notify::invite::build(&n, &sender)).unwrap();
+    let n = shared::notify::notification::Notification::new(&event, person, notice, false);
+    let sender = shared::notify::render::invite::Sender::parse("Bookings <bookings@example.com>").unwrap();
+    let raw = String::from_utf8(shared::notify::render::invite::build(&n, &sender)).unwrap();
     assert!(!raw.contains("text/calendar") && !raw.contains("METHOD"), "no iTIP part: {raw}");
     assert!(raw.contains("Subject: Reminder: Planning @ Mon 1 Mar 2027 10:00 (CET)"), "{raw}");
     assert!(raw.contains("starts in 15 minutes"), "{raw}");
     assert!(raw.contains("Where: https://meet.example.com/planning"), "a plain link: {raw}");
-    assert!(shared::notify::invite::ics(&n).is_none());
+    assert!(shared::notify::render::calendar::ics(&n).is_none());
 }
 
 #[tokio::test]
@@ -363,7 +363,7 @@ async fn a_reminder_due_now_is_not_an_old_backlog() {
         )
         .await
         .unwrap();
-    let age = shared::outbox::events::oldest_due_age(&client).await.unwrap().unwrap();
+    let age = shared::outbox::events::standing::oldest_due_age(&client).await.unwrap().unwrap();
     assert!((10.0..60.0).contains(&age), "due 10 s ago, written 3 days ago: {age}");
 }
 
@@ -858,7 +858,7 @@ async fn reminders_written_twice_by_the_older_build_are_sent_once_after_the_upgr
     // What the older build wrote for that change: the whole set again.
     let client = db.pool.get().await.unwrap();
     let v2 = shared::booking::store::get(&client, id).await.unwrap().unwrap();
-    for event in shared::booking::reminders::events(&v2, None, Utc::now(), 1) {
+    for event in shared::booking::reminder_events::events(&v2, None, Utc::now(), 1) {
         shared::outbox::events::insert(&client, &event).await.unwrap();
     }
     let later = start + chrono::Duration::hours(2);

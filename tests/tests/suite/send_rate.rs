@@ -15,12 +15,11 @@ use outbox_tests::ses::{moto_endpoint, ses_config, ses_mailer, unique_sender, ve
 use outbox_tests::ses_standin::{Accepted, Limiter, Limits, SesStandIn};
 use outbox_tests::TestDb;
 use shared::fault::Faults;
-use shared::notify::mailer::ses::SesMailer;
-use shared::notify::pace::{Pacer, HORIZON, THROTTLE};
-use shared::notify::send_rate;
+use shared::notify::pacing::pace::{Pacer, HORIZON, THROTTLE};
+use shared::notify::pacing::send_rate;
 use shared::relay::{Poller, PollerConfig};
 
-fn paced_poller(db: &TestDb, endpoint: &str, sender: &str, name: &str, cap: Option<f64>) -> Poller<SesMailer> {
+fn paced_poller(db: &TestDb, endpoint: &str, sender: &str, name: &str, cap: Option<f64>) -> Poller {
     let mut config = PollerConfig::for_tests(name);
     // Small batches, so every poller of a few has events to claim.
     config.batch_size = 4;
@@ -37,7 +36,7 @@ fn paced_poller(db: &TestDb, endpoint: &str, sender: &str, name: &str, cap: Opti
 
 /// Drains with every poller at once until every event is DONE (throttled
 /// events come back a little later), within `limit`.
-async fn drain_all(db: &TestDb, pollers: &[Poller<SesMailer>], limit: Duration) {
+async fn drain_all(db: &TestDb, pollers: &[Poller], limit: Duration) {
     let started = Instant::now();
     for p in pollers {
         p.refresh_rate().await.unwrap();

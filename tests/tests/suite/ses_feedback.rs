@@ -9,7 +9,11 @@ use outbox_tests::ses_events::*;
 use outbox_tests::TestDb;
 use serde_json::{json, Value};
 use shared::booking::events::Notice;
-use shared::notify::feedback::{self, Handled, Recorded, Refusal};
+use shared::notify::evidence::feedback::{self, Recorded};
+use shared::notify::evidence::intake;
+use shared::notify::evidence::intake::Handled;
+use shared::notify::evidence::ses_event::Refusal;
+use shared::notify::evidence::suppression;
 use shared::notify::mailer::SendOutcome;
 use shared::notify::sends::ConfirmedBy;
 use shared::relay::PollerConfig;
@@ -18,7 +22,7 @@ use uuid::Uuid;
 const CAROL: &str = "carol@example.com";
 
 async fn handle(db: &TestDb, event: &Value) -> Handled {
-    feedback::handle(&db.pool, &origin(), event).await.unwrap()
+    intake::handle(&db.pool, &origin(), event).await.unwrap()
 }
 
 async fn send_state(db: &TestDb, claim: Uuid) -> (SendStatus, Option<ConfirmedBy>) {
@@ -53,7 +57,7 @@ async fn dropped_connection_send_is_confirmed_by_its_ses_send_event() {
     assert_eq!(send_state(&db, claim).await, (SendStatus::Sent, Some(ConfirmedBy::SesEvent)));
     let client = db.pool.get().await.unwrap();
     assert!(
-        shared::notify::unknown::list(&client, std::time::Duration::from_secs(900), false, 10)
+        shared::notify::evidence::resend::list(&client, std::time::Duration::from_secs(900), false, 10)
             .await
             .unwrap()
             .is_empty(),
@@ -125,14 +129,14 @@ async fn a_complaint_suppresses_the_address_and_a_transient_bounce_does_not() {
         Handled::Recorded(Recorded::Recorded { confirmed: false, suppressed: 0 })
     );
     let client = db.pool.get().await.unwrap();
-    assert_eq!(feedback::suppression(&client, ALICE).await.unwrap(), None);
+    assert_eq!(suppression::suppression(&client, ALICE).await.unwrap(), None);
     let complaint = complaint_event(claim, &[ALICE]);
     let complaint = with_message_id(complaint, &id);
     assert_eq!(
         handle(&db, &complaint).await,
         Handled::Recorded(Recorded::Recorded { confirmed: false, suppressed: 1 })
     );
-    assert_eq!(feedback::suppression(&client, ALICE).await.unwrap().as_deref(), Some("complained"));
+    assert_eq!(suppression::suppression(&client, ALICE).await.unwrap().as_deref(), Some("complained"));
     assert_eq!(feedback_kinds(&db, claim).await, vec!["Bounce Transient/MailboxFull", "Complaint"]);
 }
 
@@ -269,7 +273,7 @@ async fn a_complaint_listing_other_addresses_suppresses_only_the_claims_recipien
     assert_eq!(handle(&db, &event).await, Handled::Recorded(Recorded::Recorded { confirmed: false, suppressed: 1 }));
     let client = db.pool.get().await.unwrap();
     let suppressed: Vec<String> =
-        feedback::suppressions(&client, 10).await.unwrap().into_iter().map(|s| s.email).collect();
+        suppression::suppressions(&client, 10).await.unwrap().into_iter().map(|s| s.email).collect();
     assert_eq!(suppressed, vec![ALICE]);
 }
 
@@ -315,14 +319,14 @@ struct ConfirmedWhileWaiting {
 
 #[async_trait::async_trait]
 impl shared::notify::mailer::Mailer for ConfirmedWhileWaiting {
-    async fn send(&self, n: &shared::notify::Notification) -> SendOutcome {
+    async fn send(&self, n: &shared::notify::notification::Notification) -> SendOutcome {
         let claim = n.claim.expect("the claim is committed before the call");
-        feedback::handle(&self.pool, &origin(), &send_event(claim)).await.unwrap();
+        intake::handle(&self.pool, &origin(), &send_event(claim)).await.unwrap();
         SendOutcome::Unknown { reason: "read timeout".into() }
     }
 
     fn provider(&self) -> &'static str {
-        shared::notify::send_rate::SES
+        shared::notify::pacing::send_rate::SES
     }
 }
 
@@ -393,11 +397,11 @@ async fn a_complaint_from_one_spelling_suppresses_every_spelling_of_the_mailbox(
     assert_eq!(new, vec![CAROL], "no spelling of the mailbox is mailed");
     let client = db.pool.get().await.unwrap();
     for spelling in respelled {
-        assert_eq!(feedback::suppression(&client, spelling).await.unwrap().as_deref(), Some("complained"));
+        assert_eq!(suppression::suppression(&client, spelling).await.unwrap().as_deref(), Some("complained"));
     }
-    let lifted = feedback::unsuppress(&client, "VICTIM+x@googlemail.com", "operator").await.unwrap();
+    let lifted = suppression::unsuppress(&client, "VICTIM+x@googlemail.com", "operator").await.unwrap();
     assert_eq!(lifted.map(|s| s.email).as_deref(), Some("vic.tim@gmail.com"));
-    assert_eq!(feedback::suppression(&client, "vic.tim@gmail.com").await.unwrap(), None);
+    assert_eq!(suppression::suppression(&client, "vic.tim@gmail.com").await.unwrap(), None);
 }
 
 /// High 1 of issue 52: anyone with a token can invite `victim+x@` at a
@@ -444,11 +448,14 @@ async fn a_bounce_of_a_sub_address_suppresses_that_address_alone() {
         "the person is still told; only the address that bounced is not mailed"
     );
     let client = db.pool.get().await.unwrap();
-    assert_eq!(feedback::suppression(&client, VICTIM).await.unwrap(), None);
-    assert_eq!(feedback::suppression(&client, TAGGED).await.unwrap().as_deref(), Some("bounced (Permanent/General)"));
+    assert_eq!(suppression::suppression(&client, VICTIM).await.unwrap(), None);
+    assert_eq!(
+        suppression::suppression(&client, TAGGED).await.unwrap().as_deref(),
+        Some("bounced (Permanent/General)")
+    );
     // Lifting the person's own address lifts nothing of another's spelling.
-    assert!(feedback::unsuppress(&client, VICTIM, "operator").await.unwrap().is_none());
-    assert!(feedback::suppression(&client, TAGGED).await.unwrap().is_some());
+    assert!(suppression::unsuppress(&client, VICTIM, "operator").await.unwrap().is_none());
+    assert!(suppression::suppression(&client, TAGGED).await.unwrap().is_some());
 }
 
 /// A complaint after a bounce of the same address widens its suppression
@@ -463,7 +470,7 @@ async fn a_complaint_after_a_bounce_of_the_same_address_suppresses_the_mailbox()
     assert_eq!(handle(&db, &bounce).await, Handled::Recorded(Recorded::Recorded { confirmed: false, suppressed: 1 }));
     let client = db.pool.get().await.unwrap();
     assert_eq!(
-        feedback::suppression(&client, "victim@gmail.com").await.unwrap(),
+        suppression::suppression(&client, "victim@gmail.com").await.unwrap(),
         None,
         "a bounce: that spelling alone"
     );
@@ -472,7 +479,10 @@ async fn a_complaint_after_a_bounce_of_the_same_address_suppresses_the_mailbox()
         handle(&db, &complaint).await,
         Handled::Recorded(Recorded::Recorded { confirmed: false, suppressed: 1 })
     );
-    assert_eq!(feedback::suppression(&client, "victim@googlemail.com").await.unwrap().as_deref(), Some("complained"));
+    assert_eq!(
+        suppression::suppression(&client, "victim@googlemail.com").await.unwrap().as_deref(),
+        Some("complained")
+    );
 }
 
 /// Low 7 of issue 52: an event is this stack's only if SES tagged it with
@@ -505,7 +515,7 @@ async fn an_event_of_another_configuration_set_changes_nothing() {
 #[tokio::test]
 async fn three_complaints_pause_an_organizers_sending_but_never_their_cancellations() {
     use outbox_tests::api::{Caller, TestApi};
-    use shared::notify::pauses;
+    use shared::notify::pacing::pauses;
     let db = TestDb::create().await;
     let api = TestApi::new(&db);
     let mailer = Arc::new(shared::notify::mailer::recording::RecordingMailer::new());

@@ -19,8 +19,9 @@ use outbox_tests::ses::*;
 use outbox_tests::{wait_until, Rng, TestDb};
 use serde_json::Value;
 use shared::fault::Faults;
-use shared::notify::feedback;
-use shared::notify::mailer::ses::{SesConfig, SesMailer};
+use shared::notify::evidence::feedback;
+use shared::notify::evidence::intake;
+use shared::notify::mailer::ses::SesConfig;
 use shared::notify::sends::ConfirmedBy;
 use shared::relay::{sweeper, FeedbackConfig, Poller, PollerConfig, SweeperConfig};
 use uuid::Uuid;
@@ -54,7 +55,7 @@ impl Stack {
         }
     }
 
-    fn poller(&self, endpoint: &str) -> Poller<SesMailer> {
+    fn poller(&self, endpoint: &str) -> Poller {
         let mut config = PollerConfig::for_tests("e2e");
         config.canary_every = Duration::from_millis(500);
         Poller::new(self.db.pool.clone(), Arc::new(ses_mailer(self.ses(endpoint))), Faults::none(), config)
@@ -71,8 +72,8 @@ impl Stack {
     async fn deliver_events(&self, at_least: usize) -> usize {
         let mut confirmed = 0;
         for event in self.publisher.settled_events(at_least, Duration::from_millis(500)).await {
-            if let feedback::Handled::Recorded(feedback::Recorded::Recorded { confirmed: true, .. }) =
-                feedback::handle(&self.db.pool, &outbox_tests::ses_events::origin(), &event).await.unwrap()
+            if let intake::Handled::Recorded(feedback::Recorded::Recorded { confirmed: true, .. }) =
+                intake::handle(&self.db.pool, &outbox_tests::ses_events::origin(), &event).await.unwrap()
             {
                 confirmed += 1;
             }
@@ -406,7 +407,7 @@ async fn fault_run(s: &Stack, stream: Stream) -> FaultRun {
     let reached: BTreeSet<Uuid> = by_claim.keys().copied().collect();
     run.orphans = orphan_ids.len() as i64;
     run.orphans_never_sent = orphan_ids.iter().filter(|id| !reached.contains(id)).count();
-    let counts = shared::notify::unknown::counts(&client, GRACE).await.unwrap();
+    let counts = shared::notify::evidence::resend::counts(&client, GRACE).await.unwrap();
     (run.confirmed_by_ses, run.resent_on_evidence, run.left_for_operator) =
         (counts.confirmed_by_ses, counts.resent_on_evidence, counts.left_for_operator);
     assert_eq!(run.left_for_operator, 0, "nothing left for an operator");
@@ -632,7 +633,7 @@ async fn fault_run_with_no_sweeper_takes_each_killed_pollers_events_over_within_
     let all = (bookings as usize + 40) * recipients.len();
     let settled = wait_until(Duration::from_secs(120), async || {
         let mut client = s.db.pool.get().await.unwrap();
-        shared::notify::unknown::settle_on_evidence(&mut client, GRACE, 3, 500).await.unwrap();
+        shared::notify::evidence::resend::settle_on_evidence(&mut client, GRACE, 3, 500).await.unwrap();
         assert!(s.worker(&proxy.endpoint, "drain").status().await.unwrap().success());
         let sends = send_counts(&s.db).await;
         sends[&SendStatus::Unknown] + sends[&SendStatus::Claimed] == 0

@@ -18,7 +18,7 @@ use shared::fault::Faults;
 use shared::notify::mailer::ses::SesMailer;
 use shared::relay::{status, Poller, PollerConfig};
 
-fn ses_poller(db: &TestDb, mailer: SesMailer) -> Poller<SesMailer> {
+fn ses_poller(db: &TestDb, mailer: SesMailer) -> Poller {
     Poller::new(db.pool.clone(), Arc::new(mailer), Faults::none(), PollerConfig::for_tests("identity"))
 }
 

@@ -16,7 +16,7 @@ use shared::relay::{Poller, PollerConfig};
 
 const BOB: Caller<'static> = Caller { email: "bob@example.com", name: "Bob Organizer", sub: "sub-bob" };
 
-fn ses_poller(db: &TestDb, mailer: SesMailer) -> Poller<SesMailer> {
+fn ses_poller(db: &TestDb, mailer: SesMailer) -> Poller {
     Poller::new(db.pool.clone(), Arc::new(mailer), Faults::none(), PollerConfig::for_tests("ses-test"))
 }
 
@@ -206,7 +206,7 @@ async fn throttled_send_is_released_and_later_delivered_once() {
     let (status, attempts, _) = event_status(&db, event).await;
     assert_eq!((status, attempts), (EventStatus::Pending, 0), "due again soon, without using an attempt");
 
-    tokio::time::sleep(shared::relay::event::THROTTLED_RETRY).await;
+    tokio::time::sleep(shared::relay::batch::THROTTLED_RETRY).await;
     let second = poller.drain().await.unwrap();
     assert_eq!(second.sent, 1);
     let mail = sent_mail(&endpoint, &sender);

@@ -17,20 +17,20 @@ use shared::fault::Faults;
 use shared::notify::deliver::{FAULT_AFTER_SEND, FAULT_AFTER_SEND_CLAIM};
 use shared::notify::mailer::smtp::{Login, SmtpConfig, SmtpMailer};
 use shared::notify::mailer::{Mailer, SendOutcome};
-use shared::notify::pace::Pacer;
-use shared::notify::send_rate;
-use shared::relay::event::FAULT_BEFORE_DONE_COMMIT;
+use shared::notify::pacing::pace::Pacer;
+use shared::notify::pacing::send_rate;
+use shared::relay::batch::FAULT_BEFORE_DONE_COMMIT;
 use shared::relay::{Poller, PollerConfig};
 use uuid::Uuid;
 
 const ALICE: &str = "alice@example.com";
 const CAROL: &str = "carol@example.com";
 
-fn smtp_poller(db: &TestDb, config: SmtpConfig) -> Poller<SmtpMailer> {
+fn smtp_poller(db: &TestDb, config: SmtpConfig) -> Poller {
     smtp_poller_with(db, config, PollerConfig::for_tests("smtp-test"))
 }
 
-fn smtp_poller_with(db: &TestDb, smtp: SmtpConfig, config: PollerConfig) -> Poller<SmtpMailer> {
+fn smtp_poller_with(db: &TestDb, smtp: SmtpConfig, config: PollerConfig) -> Poller {
     Poller::new(db.pool.clone(), Arc::new(SmtpMailer::new(smtp).unwrap()), Faults::none(), config)
 }
 
@@ -284,7 +284,7 @@ async fn an_unknown_smtp_send_is_never_resent_and_is_left_for_an_operator() {
     let listed = outbox_tests::ctl::ctl(&db, &["unknown", "list", "--json"]).await.json();
     assert_eq!(listed[0]["confirmation"], "left_for_operator", "{listed}");
     assert!(listed[0]["left_for_operator"].as_str().unwrap().contains("SMTP"), "{listed}");
-    let counts = shared::notify::unknown::counts(&client, Duration::from_secs(900)).await.unwrap();
+    let counts = shared::notify::evidence::resend::counts(&client, Duration::from_secs(900)).await.unwrap();
     assert_eq!((counts.awaiting_evidence, counts.left_for_operator), (0, 1), "it counts toward the alarm");
 }
 

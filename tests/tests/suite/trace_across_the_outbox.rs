@@ -12,7 +12,7 @@ use outbox_tests::outbox::{killed, poller, sweep_after_timeout, Worker};
 use outbox_tests::ses_events::{origin, send_event};
 use outbox_tests::{spans, TestDb};
 use serde_json::{json, Value};
-use shared::notify::feedback;
+use shared::notify::evidence::intake;
 use shared::notify::mailer::recording::RecordingMailer;
 use shared::relay::poller::FAULT_AFTER_CLAIM;
 use shared::relay::PollerConfig;
@@ -131,8 +131,8 @@ async fn ses_feedback_names_the_trace_its_message_carried_and_ignores_a_bad_one(
     let (exported, _guard) = spans::export();
     for (tag, want) in [(TRACE_ID, TRACE_ID), ("not-a-trace-id; DROP", "-")] {
         let mut event = send_event(uuid::Uuid::now_v7());
-        event["detail"]["mail"]["tags"][feedback::TAG_TRACE] = json!([tag]);
-        feedback::handle(&db.pool, &origin(), &event).await.unwrap();
+        event["detail"]["mail"]["tags"][shared::notify::mailer::tags::TRACE] = json!([tag]);
+        intake::handle(&db.pool, &origin(), &event).await.unwrap();
         let span = exported.named("ses_event").pop().unwrap();
         assert_eq!(span.fields["link_trace_id"], want, "{span:?}");
     }
@@ -155,12 +155,12 @@ fn a_send_carries_its_trace_to_ses_as_a_message_tag() {
         payload: shared::booking::events::EventPayload::of(booking.clone()),
         trace_id: Some(TRACE_ID.into()),
     };
-    let n = shared::notify::Notification::new(
+    let n = shared::notify::notification::Notification::new(
         &event,
         booking.attendees[0].clone(),
         shared::booking::events::Notice::Request,
         true,
     );
     let tags = shared::notify::mailer::ses::tags(&n);
-    assert!(tags.iter().any(|t| t.name() == feedback::TAG_TRACE && t.value() == TRACE_ID), "{tags:?}");
+    assert!(tags.iter().any(|t| t.name() == shared::notify::mailer::tags::TRACE && t.value() == TRACE_ID), "{tags:?}");
 }

@@ -13,10 +13,12 @@ use outbox_tests::ctl::*;
 use outbox_tests::outbox::*;
 use outbox_tests::ses_events::*;
 use outbox_tests::TestDb;
-use shared::notify::feedback::{self, Handled, Recorded};
+use shared::notify::evidence::feedback::Recorded;
+use shared::notify::evidence::intake;
+use shared::notify::evidence::intake::Handled;
+use shared::notify::evidence::resend::{self, Confirmation, EVIDENCE_DECIDER};
 use shared::notify::mailer::recording::RecordingMailer;
 use shared::notify::mailer::SendOutcome;
-use shared::notify::unknown::{self, Confirmation, EVIDENCE_DECIDER};
 use shared::relay::sweeper;
 use shared::relay::{FeedbackConfig, PollerConfig, SweeperConfig};
 use uuid::Uuid;
@@ -45,7 +47,7 @@ fn resends_max(max: u32) -> SweeperConfig {
 }
 
 async fn confirm(db: &TestDb, claim: Uuid) {
-    let handled = feedback::handle(&db.pool, &origin(), &send_event(claim)).await.unwrap();
+    let handled = intake::handle(&db.pool, &origin(), &send_event(claim)).await.unwrap();
     assert!(matches!(handled, Handled::Recorded(Recorded::Recorded { confirmed: true, .. })), "{handled:?}");
 }
 
@@ -86,7 +88,7 @@ async fn an_ambiguous_send_is_resent_once_ses_events_moved_past_it_by_the_grace_
     let again = sweeper::run(&db.pool, &sweeper_config(8)).await.unwrap();
     assert_eq!((again.feedback.resent_on_evidence, again.feedback.counts.awaiting_evidence), (0, 0));
     assert_eq!(again.feedback.counts.resent_on_evidence, 1);
-    let listed = unknown::list(&client, GRACE, false, 10).await.unwrap();
+    let listed = resend::list(&client, GRACE, false, 10).await.unwrap();
     assert_eq!((listed[0].id, listed[0].confirmation), (claim, Confirmation::ResentOnEvidence));
     assert!(listed[0].evidence.is_some() && listed[0].resent.is_some(), "{:?}", listed[0]);
 }
@@ -168,7 +170,7 @@ async fn with_no_event_stream_nothing_is_resent_and_the_stall_is_reported() {
     // An event about a message SES accepted before the send moves nothing.
     let client = db.pool.get().await.unwrap();
     let before = chrono::Utc::now() - chrono::Duration::hours(2);
-    shared::notify::evidence::observe(&client, before).await.unwrap();
+    shared::notify::evidence::watermark::observe(&client, before).await.unwrap();
     client.execute("UPDATE ses_event_watermarks SET received_at = now() - interval '1 hour'", &[]).await.unwrap();
     let run = sweeper::run(&db.pool, &sweeper_config(8)).await.unwrap();
     assert_eq!((run.feedback.resent_on_evidence, run.feedback.counts.evidence_stalled), (0, 1));
@@ -182,9 +184,9 @@ async fn an_event_arriving_after_a_resend_on_evidence_is_reported_as_a_likely_du
     stream_moved_past(&db, 1000).await;
     assert_eq!(sweeper::run(&db.pool, &sweeper_config(8)).await.unwrap().feedback.resent_on_evidence, 1);
     // SES had accepted it after all, and its event was held back past the grace.
-    let handled = feedback::handle(&db.pool, &origin(), &send_event(claim)).await.unwrap();
+    let handled = intake::handle(&db.pool, &origin(), &send_event(claim)).await.unwrap();
     assert_eq!(handled, Handled::Recorded(Recorded::AfterResend));
-    let metrics = feedback::metrics(&shared::notify::feedback::Kind::Send, &Recorded::AfterResend);
+    let metrics = intake::metrics(&shared::notify::evidence::ses_event::Kind::Send, &Recorded::AfterResend);
     assert_eq!(metrics[0].0, "EventsAfterResend");
 }
 
@@ -198,7 +200,7 @@ async fn a_rejection_settles_an_ambiguous_send_as_failed_and_it_is_never_resent(
         Some(claim),
         Some(("reject", serde_json::json!({"reason": "Bad content"}))),
     );
-    feedback::handle(&db.pool, &origin(), &reject).await.unwrap();
+    intake::handle(&db.pool, &origin(), &reject).await.unwrap();
     assert_eq!(send_counts(&db).await[&SendStatus::Failed], 1);
     stream_moved_past(&db, 1000).await;
     assert_eq!(sweeper::run(&db.pool, &sweeper_config(8)).await.unwrap().feedback.resent_on_evidence, 0);
@@ -227,7 +229,7 @@ async fn a_canary_goes_out_when_sends_await_evidence_and_no_event_came_for_a_min
     let mut event = ses_event("Send", "Email Sent", None, Some(("send", serde_json::json!({}))));
     event["detail"]["mail"]["tags"]["canary"] = serde_json::json!([mailer.canaries()[0].to_string()]);
     event["detail"]["mail"]["timestamp"] = serde_json::json!(chrono::Utc::now().to_rfc3339());
-    assert_eq!(feedback::handle(&db.pool, &origin(), &event).await.unwrap(), Handled::Recorded(Recorded::Canary));
+    assert_eq!(intake::handle(&db.pool, &origin(), &event).await.unwrap(), Handled::Recorded(Recorded::Canary));
     let seen: Option<chrono::DateTime<chrono::Utc>> = db.scalar("SELECT seen_at FROM ses_canaries").await;
     assert!(seen.is_some());
     assert_eq!(db.count("ses_event_watermarks").await, 1);
@@ -309,7 +311,7 @@ async fn outboxctl_lists_and_removes_suppressions() {
     let db = TestDb::create().await;
     let (claim, _) = one_send(&db, ALICE, None).await;
     let bounce = with_message_id(bounce_event(claim, "Permanent", "General"), &message_id_of(&db, claim).await);
-    feedback::handle(&db.pool, &origin(), &bounce).await.unwrap();
+    intake::handle(&db.pool, &origin(), &bounce).await.unwrap();
 
     let list = ctl(&db, &["suppression", "list", "--json"]).await.json();
     assert_eq!(list[0]["email"], ALICE);

@@ -1,11 +1,11 @@
 //! A person's language: the BCP 47 tag they gave (`fr`, `pt-BR`, `ja-JP`),
 //! checked and kept in its canonical form, and the shipped [`Language`]
 //! their messages are written in. The texts themselves are the messages'
-//! business (`notify::i18n`, `shared/locales`).
+//! business (`notify::render::i18n`, `shared/locales`).
 
 use serde::{Deserialize, Serialize};
 
-use super::ParseError;
+use super::parse::ParseError;
 
 /// A well-formed BCP 47 language tag.
 #[derive(Debug, Clone, PartialEq, Eq)]

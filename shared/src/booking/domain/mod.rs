@@ -9,41 +9,8 @@
 //! characters, Cf, such as bidi overrides and zero-width spaces) and the
 //! line and paragraph separators (Zl, Zp).
 
-use std::borrow::Cow;
-
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
-
-pub const MAX_TITLE_CHARS: usize = 200;
-pub const MAX_NAME_CHARS: usize = 100;
-pub const MAX_LOCATION_CHARS: usize = 500;
-pub const MAX_DESCRIPTION_CHARS: usize = 5000;
-pub const MAX_EMAIL_CHARS: usize = 254;
-pub const MAX_ATTENDEES: usize = 50;
-pub const MAX_DURATION_DAYS: i64 = 31;
-
-/// Why a value was refused, naming the field it was read as. The parsers
-/// below name their natural field (`title`, `email`, ...); a caller that
-/// knows the real path (`attendees[2].name`, `bookings.timezone`) says so
-/// with [`ParseError::at`].
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{field} {problem}")]
-pub struct ParseError {
-    pub field: Cow<'static, str>,
-    /// What is wrong, phrased to follow the field's name ("must not be empty").
-    pub problem: String,
-}
-
-impl ParseError {
-    pub fn new(field: &'static str, problem: impl Into<String>) -> Self {
-        Self { field: Cow::Borrowed(field), problem: problem.into() }
-    }
-
-    /// The same problem, under the name the caller knows the field by.
-    pub fn at(self, field: impl Into<Cow<'static, str>>) -> Self {
-        Self { field: field.into(), ..self }
-    }
-}
 
 /// Read back through the same parser that let the value in at the edge:
 /// a stored or queued value that no longer parses is refused, not trusted.
@@ -60,11 +27,16 @@ macro_rules! deserialize_via_parse {
 
 mod locale;
 mod mailbox;
+mod parse;
 mod reminders;
 mod text;
 mod time;
 
 pub use locale::{Language, LocaleTag};
+pub use parse::{
+    ParseError, MAX_ATTENDEES, MAX_DESCRIPTION_CHARS, MAX_DURATION_DAYS, MAX_EMAIL_CHARS, MAX_LOCATION_CHARS,
+    MAX_NAME_CHARS, MAX_TITLE_CHARS,
+};
 pub use reminders::{Reminder, Reminders, MAX_REMINDERS, MAX_REMINDER_SECS, MIN_REMINDER_SECS};
 pub use text::{Description, DisplayName, EmailAddress, Location, Title};
 pub use time::{parse_instant, StartWindow, TimeRange, Timezone};

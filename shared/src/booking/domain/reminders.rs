@@ -12,7 +12,7 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-use super::ParseError;
+use super::parse::ParseError;
 
 /// At most this many reminders per booking.
 pub const MAX_REMINDERS: usize = 5;

@@ -8,7 +8,9 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 use unicode_properties::{GeneralCategory, UnicodeGeneralCategory};
 
-use super::{ParseError, MAX_DESCRIPTION_CHARS, MAX_EMAIL_CHARS, MAX_LOCATION_CHARS, MAX_NAME_CHARS, MAX_TITLE_CHARS};
+use super::parse::{
+    ParseError, MAX_DESCRIPTION_CHARS, MAX_EMAIL_CHARS, MAX_LOCATION_CHARS, MAX_NAME_CHARS, MAX_TITLE_CHARS,
+};
 
 /// An email address, normalised to lower case so the same person written
 /// twice is one recipient.

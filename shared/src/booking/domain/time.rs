@@ -4,7 +4,7 @@
 use chrono::{DateTime, Datelike, Duration, Utc};
 use serde::{Deserialize, Serialize};
 
-use super::{ParseError, MAX_DURATION_DAYS};
+use super::parse::{ParseError, MAX_DURATION_DAYS};
 
 /// An IANA time zone name that exists in the tz database.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,4 +1,4 @@
-//! One call of [`deliver`](super::deliver): the decisions claimed up front,
+//! One call of `deliver`: the decisions claimed up front,
 //! each chunk of sends admitted by the pacer and claimed, each send made at
 //! its time.
 
@@ -8,24 +8,25 @@ use std::time::Instant;
 use tracing::Instrument;
 use uuid::Uuid;
 
-use super::{judge, release_unsent, DeliverError, Delivery, Gate, FAULT_AFTER_SEND, START_WITHIN, SUPPRESSED};
+use super::delivery::{judge, Delivery, Gate, FAULT_AFTER_SEND, START_WITHIN, SUPPRESSED};
+use super::record::release_unsent;
 use crate::booking::events::{EventType, Notice};
 use crate::booking::store;
 use crate::db::DbError;
-use crate::fault::{FaultError, Faults};
-use crate::notify::feedback;
+use crate::fault::{FaultError, Faults, RunError};
+use crate::notify::evidence::suppression;
 use crate::notify::mailer::{Mailer, SendOutcome};
-use crate::notify::pace::{Admitted, LATE};
-use crate::notify::pauses;
+use crate::notify::notification::Notification;
+use crate::notify::pacing::pace::{Admitted, LATE};
+use crate::notify::pacing::pauses;
+use crate::notify::pacing::recipient_limit::{self, Invitation, Verdict};
 use crate::notify::plan::Planned;
-use crate::notify::recipient_limit::{self, Invitation, Verdict};
 use crate::notify::sends::{self, Claim, Claimant, Decided, GroupClaim, Outcome, SendStatus, Settled};
-use crate::notify::Notification;
 use crate::telemetry::mask_email;
 use deadpool_postgres::Pool;
 
 /// One send admitted and claimed, to make.
-pub(super) struct Admission<'a> {
+pub struct Admission<'a> {
     pub item: usize,
     claim: Uuid,
     /// When its claim statement started: the send must start within
@@ -35,15 +36,15 @@ pub(super) struct Admission<'a> {
 }
 
 /// What claiming one chunk did.
-pub(super) struct Chunk<'a> {
+pub struct Chunk<'a> {
     /// How many pending items it took (claimed, or settled by their claim).
     pub taken: usize,
     pub sends: Vec<Admission<'a>>,
     pub settled: Vec<(usize, Delivery)>,
 }
 
-/// One call of [`deliver`].
-pub(super) struct Run<'a> {
+/// One call of `deliver`.
+pub struct Run<'a> {
     pub pool: &'a Pool,
     /// The call's connection: claims and outcomes, pipelined.
     pub client: &'a deadpool_postgres::Client,
@@ -77,14 +78,14 @@ impl<'a> Run<'a> {
     /// Step 1: claims the decisions that need no send (superseded, or to a
     /// suppressed address), settled at once; one an earlier attempt
     /// claimed stays as it was. Returns the items left to send, in order.
-    pub async fn settle_decided(&self, out: &mut [Option<Delivery>]) -> Result<Vec<usize>, DeliverError> {
+    pub async fn settle_decided(&self, out: &mut [Option<Delivery>]) -> Result<Vec<usize>, RunError> {
         let sends: Vec<&str> = (0..self.items.len())
             .filter(|i| matches!(self.items[*i], Planned::Send(_)))
             .map(|i| self.notification(i).recipient.email.as_str())
             .collect();
         let client = self.client;
         // An address that bounced permanently or complained is never mailed.
-        let suppressed = feedback::suppressions_of(client, &sends).await?;
+        let suppressed = suppression::suppressions_of(client, &sends).await?;
         let reasons: Vec<Option<String>> = self
             .items
             .iter()

@@ -7,10 +7,11 @@ pub mod recording;
 pub mod ses;
 #[cfg(feature = "smtp")]
 pub mod smtp;
+pub mod tags;
 
-use super::Notification;
 use crate::config::settings as S;
 use crate::config::ConfigError;
+use crate::notify::notification::Notification;
 
 /// Which provider the poller sends through (`MAILER`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -123,7 +124,7 @@ pub trait Mailer: Send + Sync {
         Ok(None)
     }
 
-    /// Sends a canary tagged `id` (`notify::evidence`): a message whose
+    /// Sends a canary tagged `id` (`notify::evidence::watermark`): a message whose
     /// SES events move the watermark when traffic does not. None: this
     /// mailer sends none (its provider publishes no events it could move,
     /// or no canary address is set).

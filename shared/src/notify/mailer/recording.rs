@@ -13,7 +13,7 @@ use uuid::Uuid;
 
 use super::{Mailer, SendOutcome};
 use crate::booking::events::{EventType, Notice};
-use crate::notify::Notification;
+use crate::notify::notification::Notification;
 
 /// One accepted send.
 #[derive(Debug, Clone)]
@@ -38,7 +38,7 @@ pub struct RecordingMailer {
     journal: Option<Mutex<std::fs::File>>,
     delay: Option<Duration>,
     /// Renders each message as the SES mailer does before its call.
-    render: Option<crate::notify::invite::Sender>,
+    render: Option<crate::notify::render::invite::Sender>,
     /// The canaries sent, by id.
     canaries: Mutex<Vec<Uuid>>,
 }
@@ -57,7 +57,7 @@ impl RecordingMailer {
     /// Each send renders its real message first, from `sender` (what the
     /// SES and SMTP mailers do before their call), so a benchmark counts
     /// each recipient's rendering in their language.
-    pub fn rendering(mut self, sender: crate::notify::invite::Sender) -> Self {
+    pub fn rendering(mut self, sender: crate::notify::render::invite::Sender) -> Self {
         self.render = Some(sender);
         self
     }
@@ -111,7 +111,7 @@ impl Mailer for RecordingMailer {
     /// It stands in for SES: its UNKNOWN sends are SES's, which SES's
     /// events (the tests publish them) may confirm.
     fn provider(&self) -> &'static str {
-        crate::notify::send_rate::SES
+        crate::notify::pacing::send_rate::SES
     }
 
     /// Like SES's mailbox simulator: accepted, never delivered anywhere.
@@ -129,7 +129,7 @@ impl Mailer for RecordingMailer {
             return outcome;
         }
         if let Some(sender) = &self.render {
-            std::hint::black_box(crate::notify::invite::build(n, sender));
+            std::hint::black_box(crate::notify::render::invite::build(n, sender));
         }
         let message_id = format!("rec-{}", Uuid::now_v7());
         if let Some(journal) = &self.journal {

@@ -10,7 +10,7 @@ use std::collections::{HashMap, HashSet};
 use deadpool_postgres::GenericClient;
 use uuid::Uuid;
 
-use super::SendStatus;
+use super::status::SendStatus;
 use crate::db::DbResult;
 
 /// Who claims: the worker (`claimed_by`), its mailer (`provider`), and the
@@ -21,7 +21,7 @@ pub struct Claimant<'a> {
     pub provider: &'a str,
     pub lease: Uuid,
 }
-use crate::notify::Notification;
+use crate::notify::notification::Notification;
 
 pub enum Claim {
     /// This worker owns the send; the claim is committed.
@@ -52,7 +52,7 @@ pub enum Decided<'a> {
 /// New claims' ids, one per item of a group, for [`claim`]: the caller
 /// knows them before the statement runs, so it can release what the
 /// statement may have committed when its answer is lost. They are UUIDv7s,
-/// made now: retention finds old sends by them ([`super::purge`]).
+/// made now: retention finds old sends by them ([`super::read::purge`]).
 pub fn new_ids(group: &[GroupClaim<'_>]) -> Vec<Uuid> {
     group.iter().map(|_| Uuid::now_v7()).collect()
 }

@@ -8,124 +8,19 @@
 //! - [`outcome`]: the outcomes recorded after the sends, orphans marked
 //!   UNKNOWN, and confirmations from SES's events;
 //! - [`unknown`]: the ambiguous sends as operators and the sweeper see them;
-//! - here: what the plans read (who may have been told), counts, retention.
+//! - [`read`]: what the plans read (who may have been told), counts, retention;
+//! - [`introductions`]: `booking_introductions`, who each booking may have
+//!   reached, kept past retention.
 
 pub mod claim;
+pub mod introductions;
 pub mod outcome;
+pub mod read;
 pub mod status;
 pub mod unknown;
 
-use std::collections::{BTreeMap, HashMap};
-use std::time::Duration;
-
-use const_format::formatcp;
-use deadpool_postgres::GenericClient;
-use uuid::Uuid;
-
 pub use claim::{claim, Claim, Claimant, Decided, GroupClaim};
 pub use outcome::{Outcome, Settled};
+pub use read::{counts, of_event, possibly_told_many, purge, ANSWERED_BY_SES, SENDS_OF_EVENT, SEND_WITH_ID};
 pub use status::{ConfirmedBy, SendStatus};
 pub use unknown::{Confirmation, UnknownCounts, UnknownSend, FEEDBACK_PROVIDER_NAMES};
-
-use crate::db::DbResult;
-use crate::outbox::events::{EVENTS_OF_BOOKINGS, EVENT_WITH_ID};
-use status::send_sql::{CAPPED, CLAIMED, FAILED, SENT, SUPERSEDED, UNKNOWN};
-
-/// For each booking, the recipients that may have been told something
-/// about it: a send SENT, UNKNOWN, or still CLAIMED (an attempt may be
-/// sending it). One statement for all of them. The sends are found through
-/// the bookings' events (every send names its event): the planner asks
-/// only for a booking whose every earlier event still exists.
-pub async fn possibly_told_many(
-    client: &impl GenericClient,
-    booking_ids: &[Uuid],
-) -> DbResult<HashMap<Uuid, Vec<String>>> {
-    let mut told: HashMap<Uuid, Vec<String>> = booking_ids.iter().map(|b| (*b, Vec::new())).collect();
-    if booking_ids.is_empty() {
-        return Ok(told);
-    }
-    let sql = formatcp!(
-        "SELECT DISTINCT e.aggregate_id, s.recipient_email FROM ({EVENTS_OF_BOOKINGS}) e \
-           JOIN booking_notification_sends s ON s.outbox_event_id = e.id \
-          WHERE s.status IN ({SENT}, {UNKNOWN}, {CLAIMED})"
-    );
-    for row in client.query(&client.prepare_cached(sql).await?, &[&booking_ids]).await? {
-        told.entry(row.get(0)).or_default().push(row.get(1));
-    }
-    Ok(told)
-}
-
-/// The sends of the event `e` (an outer row), as a lateral subquery `s`:
-/// `id`, `recipient_email`, `status`, `claimed_at`, `completed_at`,
-/// `confirmed_by`, `left_for_operator`, `last_error`, `provider`. It reads
-/// `booking_notification_sends_one_per_recipient`.
-pub const SENDS_OF_EVENT: &str = "SELECT s.id, s.recipient_email, s.status, s.claimed_at, s.completed_at, \
-            s.confirmed_by, s.left_for_operator, s.last_error, s.provider \
-       FROM booking_notification_sends s WHERE s.outbox_event_id = e.id";
-
-/// The ids of the latest `$3` sends SES accepted by its own answer (SENT,
-/// not confirmed later by an event) that were claimed between `$2` and `$1`
-/// seconds ago, newest first: messages whose events SES owes by now. Read
-/// from the primary key (UUIDv7s by claim time), as [`purge`] does.
-pub const ANSWERED_BY_SES: &str = formatcp!(
-    "SELECT s.id FROM booking_notification_sends s \
-      WHERE s.id >= {since2} AND s.id < {FIRST_ID_CLAIMED_SINCE} \
-        AND s.status = {SENT} AND s.confirmed_by IS NULL AND s.provider IN ('ses', 'ses-smtp') \
-      ORDER BY s.id DESC LIMIT $3",
-    since2 = "(lpad(to_hex(floor(extract(epoch FROM now() - make_interval(secs => $2)) * 1000)::bigint), 12, '0') \
-              || '00000000000000000000')::uuid"
-);
-
-/// `… <id expression>)` completes a subquery that finds the send at all:
-/// a table whose rows belong to a send keeps them while it exists.
-pub const SEND_WITH_ID: &str = "SELECT 1 FROM booking_notification_sends s WHERE s.id = ";
-
-/// `(recipient, status)` of every send of an event, by recipient.
-pub async fn of_event(client: &impl GenericClient, event_id: Uuid) -> DbResult<Vec<(String, SendStatus)>> {
-    let rows = client
-        .query(
-            "SELECT recipient_email, status FROM booking_notification_sends WHERE outbox_event_id = $1 \
-             ORDER BY recipient_email",
-            &[&event_id],
-        )
-        .await?;
-    rows.iter().map(|r| Ok((r.get("recipient_email"), SendStatus::from_row(r, "status")?))).collect()
-}
-
-/// Sends by status, zeros included.
-pub async fn counts(client: &impl GenericClient) -> DbResult<BTreeMap<SendStatus, i64>> {
-    let mut counts: BTreeMap<SendStatus, i64> = SendStatus::ALL.iter().map(|s| (*s, 0)).collect();
-    for row in client.query("SELECT status, count(*) AS n FROM booking_notification_sends GROUP BY status", &[]).await?
-    {
-        counts.insert(SendStatus::from_row(&row, "status")?, row.get("n"));
-    }
-    Ok(counts)
-}
-
-/// The smallest send id claimed at or after `now() - $1 seconds`: a send's
-/// id is a UUIDv7 made at its claim ([`claim::new_ids`]), whose first 48
-/// bits are the claim's Unix time in milliseconds, so the primary key
-/// orders the sends by claim time and no index on `claimed_at` is needed
-/// (each claim wrote one). Clocks of different pollers may differ by
-/// seconds; what reads this bound also checks `claimed_at` itself.
-const FIRST_ID_CLAIMED_SINCE: &str = "(lpad(to_hex(floor(extract(epoch FROM now() - make_interval(secs => $1)) \
-     * 1000)::bigint), 12, '0') || '00000000000000000000')::uuid";
-
-/// Retention: deletes up to `limit` SENT/FAILED/SUPERSEDED/CAPPED sends completed more than
-/// `max_age` ago whose event no longer exists (found by their ids, which
-/// order them by claim time: a send is claimed before it completes). A
-/// claim of an event that exists is kept, even a DONE one: the event may be
-/// reopened (a retry, a replay or an operator's resend), and without its
-/// claim it would send that email twice.
-pub async fn purge(client: &impl GenericClient, max_age: Duration, limit: i64) -> DbResult<u64> {
-    const SQL: &str = formatcp!(
-        "DELETE FROM booking_notification_sends WHERE id IN ( \
-             SELECT s.id FROM booking_notification_sends s \
-              WHERE s.id < {FIRST_ID_CLAIMED_SINCE} \
-                AND s.claimed_at < now() - make_interval(secs => $1) \
-                AND s.status IN ({SENT}, {FAILED}, {SUPERSEDED}, {CAPPED}) \
-                AND s.completed_at < now() - make_interval(secs => $1) \
-                AND NOT EXISTS ({EVENT_WITH_ID}s.outbox_event_id) LIMIT $2)"
-    );
-    Ok(client.execute(SQL, &[&max_age.as_secs_f64(), &limit]).await?)
-}

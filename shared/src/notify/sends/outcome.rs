@@ -6,7 +6,7 @@ use deadpool_postgres::GenericClient;
 use uuid::Uuid;
 
 use super::status::send_sql::{CLAIMED, FAILED, SENT, UNKNOWN};
-use super::{ConfirmedBy, SendStatus};
+use super::status::{ConfirmedBy, SendStatus};
 use crate::db::DbResult;
 
 /// What became of one claimed send, to record with [`record`].

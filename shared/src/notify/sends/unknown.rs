@@ -2,7 +2,7 @@
 //! listed with where they stand against SES's evidence, found for a resend
 //! once SES's event stream has moved past them, left for an operator when
 //! no evidence can settle them, and locked or deleted for a resend
-//! (`notify::unknown` records the decision).
+//! (`notify::evidence::resend` records the decision).
 
 use std::time::Duration;
 
@@ -14,9 +14,8 @@ use uuid::Uuid;
 
 use super::status::confirmed_sql::SES_EVENT;
 use super::status::send_sql::{CLAIMED, SENT, UNKNOWN};
-use super::SendStatus;
+use super::status::SendStatus;
 use crate::db::DbResult;
-use crate::notify::evidence::{PASSED, REACHED};
 
 /// An ambiguous send SES's evidence has not settled within this long is
 /// left for an operator (its events are not coming: no event destination,
@@ -168,7 +167,7 @@ pub async fn list_unknown(
 ) -> DbResult<Vec<UnknownSend>> {
     let sql = formatcp!(
         "SELECT {UNKNOWN_COLUMNS} FROM booking_notification_sends s {REACHES_BY} \
-           LEFT JOIN LATERAL ({PASSED}) w ON s.status = {UNKNOWN} \
+           LEFT JOIN LATERAL ses_stream_passed(r.reaches_by, $1) w ON s.status = {UNKNOWN} \
           WHERE s.status = {UNKNOWN} OR {ORPHANED} \
              OR ($2 AND s.status = {SENT} AND s.confirmed_by = {SES_EVENT}) \
           ORDER BY s.id DESC LIMIT $3"
@@ -199,7 +198,7 @@ pub async fn awaiting_evidence(client: &impl GenericClient, grace: Duration, lim
         "SELECT s.id, s.outbox_event_id, s.recipient_email, s.event_type, \
                 w.mail_second AS evidence_mail_second, w.received_at AS evidence_received_at, \
                 r.reaches_by < now() - make_interval(secs => {give_up}) AS given_up \
-           FROM booking_notification_sends s {REACHES_BY} LEFT JOIN LATERAL ({PASSED}) w ON true \
+           FROM booking_notification_sends s {REACHES_BY} LEFT JOIN LATERAL ses_stream_passed(r.reaches_by, $1) w ON true \
           WHERE s.last_error IS NOT NULL AND s.status = {UNKNOWN} AND s.provider IN ({FEEDBACK_PROVIDERS}) \
             AND s.left_for_operator IS NULL \
           ORDER BY w.mail_second IS NULL, s.claimed_at LIMIT $2",
@@ -253,7 +252,7 @@ pub struct UnknownCounts {
     pub left_for_operator: i64,
     /// Ambiguous, then confirmed by SES's own event.
     pub confirmed_by_ses: i64,
-    /// Resent on SES's evidence (filled in by `notify::unknown::counts`).
+    /// Resent on SES's evidence (filled in by `notify::evidence::resend::counts`).
     pub resent_on_evidence: i64,
 }
 
@@ -263,7 +262,7 @@ pub async fn unknown_counts(client: &impl GenericClient, grace: Duration) -> DbR
                                    AND s.left_for_operator IS NULL), \
                 count(*) FILTER (WHERE s.status = {UNKNOWN} AND s.provider IN ({FEEDBACK_PROVIDERS}) \
                                    AND s.left_for_operator IS NULL \
-                                   AND r.reaches_by < now() - make_interval(secs => $1) AND NOT EXISTS ({REACHED})), \
+                                   AND r.reaches_by < now() - make_interval(secs => $1) AND NOT ses_stream_reached(r.reaches_by)), \
                 count(*) FILTER (WHERE s.status = {UNKNOWN} AND (s.left_for_operator IS NOT NULL \
                                    OR s.provider NOT IN ({FEEDBACK_PROVIDERS}))), \
                 count(*) FILTER (WHERE s.status = {SENT} AND s.confirmed_by = {SES_EVENT}) \

@@ -8,7 +8,7 @@
 //! explicit so a hung endpoint cannot eat the Lambda's deadline.
 //!
 //! The send rate is not this adapter's: the poller paces every send against
-//! the fleet's shared bucket ([`crate::notify::pace`]), whose rate comes from
+//! the fleet's shared bucket ([`crate::notify::pacing::pace`]), whose rate comes from
 //! [`Mailer::account_rate`] (`GetAccount`), capped by `SES_MAX_SEND_RATE`.
 
 use std::time::Duration;
@@ -20,11 +20,12 @@ mod classify;
 
 pub use classify::classify;
 
+use super::tags;
 use super::{Mailer, SendOutcome};
 use crate::config::settings as S;
 use crate::config::ConfigError;
-use crate::notify::invite::{self, Sender};
-use crate::notify::{feedback, Notification};
+use crate::notify::notification::Notification;
+use crate::notify::render::invite::{self, Sender};
 
 #[derive(Debug, Clone)]
 pub struct SesConfig {
@@ -135,15 +136,13 @@ impl SesMailer {
 /// SES's events about it map back to exactly one claim; and the trace of
 /// the request that wrote the event, which the feedback handler logs.
 pub fn tags(n: &Notification) -> Vec<MessageTag> {
-    let mut tags = vec![
-        SesMailer::tag(feedback::TAG_EVENT, &n.event_id.to_string()),
-        SesMailer::tag(feedback::TAG_TYPE, n.event_type.as_str()),
-    ];
+    let mut tags =
+        vec![SesMailer::tag(tags::EVENT, &n.event_id.to_string()), SesMailer::tag(tags::TYPE, n.event_type.as_str())];
     if let Some(claim) = n.claim {
-        tags.push(SesMailer::tag(feedback::TAG_CLAIM, &claim.to_string()));
+        tags.push(SesMailer::tag(tags::CLAIM, &claim.to_string()));
     }
     if let Some(trace_id) = &n.trace_id {
-        tags.push(SesMailer::tag(feedback::TAG_TRACE, trace_id));
+        tags.push(SesMailer::tag(tags::TRACE, trace_id));
     }
     tags
 }
@@ -159,7 +158,7 @@ impl Mailer for SesMailer {
     }
 
     fn provider(&self) -> &'static str {
-        crate::notify::send_rate::SES
+        crate::notify::pacing::send_rate::SES
     }
 
     async fn account_rate(&self) -> Result<Option<f64>, String> {
@@ -192,7 +191,7 @@ impl Mailer for SesMailer {
             .from_email_address(self.config.from.email.as_str())
             .destination(Destination::builder().to_addresses(to).build())
             .content(EmailContent::builder().simple(message).build())
-            .email_tags(Self::tag(crate::notify::evidence::TAG_CANARY, &id.to_string()))
+            .email_tags(Self::tag(tags::CANARY, &id.to_string()))
             .configuration_set_name(set)
             .send()
             .await;

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use crate::config::settings as S;
 use crate::config::ConfigError;
-use crate::notify::invite::Sender;
+use crate::notify::render::invite::Sender;
 
 /// How the connection is secured.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -52,8 +52,8 @@ use transport::{tls_for, Transport};
 use super::{Mailer, SendOutcome};
 use crate::config::settings as S;
 use crate::config::ConfigError;
-use crate::notify::invite;
-use crate::notify::Notification;
+use crate::notify::notification::Notification;
+use crate::notify::render::invite;
 
 /// How long a kept connection may sit idle before it is closed instead of
 /// reused (servers must wait at least 5 minutes, RFC 5321 4.5.3.2.7; many
@@ -290,7 +290,7 @@ impl Mailer for SmtpMailer {
     fn provider(&self) -> &'static str {
         match self.config.ses_configuration_set {
             Some(_) => ses::SES_SMTP,
-            None => crate::notify::send_rate::SMTP,
+            None => crate::notify::pacing::send_rate::SMTP,
         }
     }
 

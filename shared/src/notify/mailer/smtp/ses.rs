@@ -5,7 +5,8 @@
 
 use uuid::Uuid;
 
-use crate::notify::{evidence, feedback, Notification};
+use crate::notify::mailer::tags;
+use crate::notify::notification::Notification;
 
 /// The claim provider of an SMTP send through SES's own SMTP interface.
 pub const SES_SMTP: &str = "ses-smtp";
@@ -15,22 +16,19 @@ pub const SES_SMTP: &str = "ses-smtp";
 /// same tags SES v2's sends carry (`claim`, `event_id`, `event_type`,
 /// `trace`), so an event maps back to its claim.
 pub fn headers(set: &str, n: &Notification) -> String {
-    let mut tags = vec![
-        format!("{}={}", feedback::TAG_EVENT, n.event_id),
-        format!("{}={}", feedback::TAG_TYPE, n.event_type.as_str()),
-    ];
+    let mut tags = vec![format!("{}={}", tags::EVENT, n.event_id), format!("{}={}", tags::TYPE, n.event_type.as_str())];
     if let Some(claim) = n.claim {
-        tags.push(format!("{}={claim}", feedback::TAG_CLAIM));
+        tags.push(format!("{}={claim}", tags::CLAIM));
     }
     if let Some(trace) = &n.trace_id {
-        tags.push(format!("{}={trace}", feedback::TAG_TRACE));
+        tags.push(format!("{}={trace}", tags::TRACE));
     }
     format!("X-SES-CONFIGURATION-SET: {set}\r\nX-SES-MESSAGE-TAGS: {}\r\n", tags.join(", "))
 }
 
 /// A canary's headers: the configuration set and its own tag.
 pub fn canary_headers(set: &str, id: Uuid) -> String {
-    format!("X-SES-CONFIGURATION-SET: {set}\r\nX-SES-MESSAGE-TAGS: {}={id}\r\n", evidence::TAG_CANARY)
+    format!("X-SES-CONFIGURATION-SET: {set}\r\nX-SES-MESSAGE-TAGS: {}={id}\r\n", tags::CANARY)
 }
 
 /// SES's message id from its reply to the final `.` ("Ok <id>").

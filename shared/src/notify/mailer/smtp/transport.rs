@@ -2,7 +2,7 @@
 
 use lettre::transport::smtp::client::AsyncTokioStream;
 
-use super::SmtpConfig;
+use super::config::SmtpConfig;
 use crate::config::settings as S;
 use crate::config::ConfigError;
 

@@ -2,10 +2,10 @@
 //! provider's answer was ambiguous before the outcome was recorded. These
 //! are the emails that may have been lost in the claim-then-crash window.
 //!
-//! SES's own events settle the ones SES accepted (`feedback`): an event
+//! SES's own events settle the ones SES accepted ([`feedback`](super::feedback)): an event
 //! proves acceptance and the claim becomes SENT. The rest are resent, but
 //! only on SES's evidence ([`settle_on_evidence`], the sweeper's step):
-//! its event stream has moved past the send (`evidence`), the grace has
+//! its event stream has moved past the send ([`watermark`](super::watermark)), the grace has
 //! passed since, and still no event names it. Each resend is a recorded
 //! decision in `notification_resends` (every statement on that table lives
 //! here), with its evidence: the claim is removed and the event reopened,
@@ -22,8 +22,8 @@ use deadpool_postgres::GenericClient;
 use serde::Serialize;
 use uuid::Uuid;
 
-use super::sends::{self, SendStatus};
 use crate::db::{DbError, DbResult};
+use crate::notify::sends::{self, SendStatus};
 use crate::outbox::events::{self, transitions, EventStatus};
 use crate::outbox::processed;
 

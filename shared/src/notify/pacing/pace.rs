@@ -31,8 +31,8 @@ use std::time::{Duration, Instant};
 use deadpool_postgres::Pool;
 use tokio::sync::Notify;
 
-use super::send_rate::{self, Configured, Shape};
 use crate::db::{DbError, DbResult};
+use crate::notify::pacing::send_rate::{self, Configured, Shape};
 
 /// How far ahead of now a poller reserves the fleet's schedule at most.
 pub const HORIZON: Duration = Duration::from_millis(50);

@@ -9,7 +9,7 @@
 //! spend them for another:
 //!
 //! - only an invitation counts (a mail that introduces a booking to its
-//!   recipient, [`Notification::introduces`](super::Notification)): an
+//!   recipient, [`Notification::introduces`](crate::notify::notification::Notification)): an
 //!   update or cancellation of one they may have received is never
 //!   counted, never capped;
 //! - each organizer has their own daily budget per mailbox
@@ -39,8 +39,8 @@ use std::collections::HashMap;
 
 use deadpool_postgres::GenericClient;
 
-use super::Notification;
 use crate::db::DbResult;
+use crate::notify::notification::Notification;
 
 /// An organizer whose invitation first reached someone at least this many
 /// days ago has standing: its first contacts are admitted from a pool of

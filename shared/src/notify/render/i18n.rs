@@ -16,11 +16,11 @@ pub use crate::booking::domain::Language;
 impl Language {
     fn source(self) -> &'static str {
         match self {
-            Language::En => include_str!("../../locales/en/mail.ftl"),
-            Language::Fr => include_str!("../../locales/fr/mail.ftl"),
-            Language::De => include_str!("../../locales/de/mail.ftl"),
-            Language::Es => include_str!("../../locales/es/mail.ftl"),
-            Language::Ja => include_str!("../../locales/ja/mail.ftl"),
+            Language::En => include_str!("../../../locales/en/mail.ftl"),
+            Language::Fr => include_str!("../../../locales/fr/mail.ftl"),
+            Language::De => include_str!("../../../locales/de/mail.ftl"),
+            Language::Es => include_str!("../../../locales/es/mail.ftl"),
+            Language::Ja => include_str!("../../../locales/ja/mail.ftl"),
         }
     }
 

@@ -7,10 +7,9 @@ use serde::Serialize;
 use serde_json::Value;
 use uuid::Uuid;
 
-use super::{TAG_CLAIM, TAG_CONFIGURATION_SET, TAG_TRACE};
 use crate::config::settings::{SES_CONFIGURATION_SET, SES_EVENTS_ACCOUNT};
 use crate::config::ConfigError;
-use crate::notify::evidence::TAG_CANARY;
+use crate::notify::mailer::tags;
 
 /// What SES reported.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -176,7 +175,7 @@ pub fn parse(value: &Value, origin: &Origin) -> Result<SesEvent, Refusal> {
     // The stack's own configuration set: SES tags each event with the set
     // its message went through. Another set's mail (another application of
     // the account, or one that reuses the claim tag) is not this stack's.
-    let set = mail.get("tags").and_then(|t| t.get(TAG_CONFIGURATION_SET)).and_then(|v| v.get(0).or(Some(v)));
+    let set = mail.get("tags").and_then(|t| t.get(tags::CONFIGURATION_SET)).and_then(|v| v.get(0).or(Some(v)));
     if set.and_then(Value::as_str) != Some(origin.configuration_set.as_str()) {
         let set = shown(set.and_then(Value::as_str));
         return Err(Refusal::Foreign(format!("configuration set {set} (expected {:?})", origin.configuration_set)));
@@ -238,8 +237,8 @@ pub fn parse(value: &Value, origin: &Origin) -> Result<SesEvent, Refusal> {
             }
         }
     };
-    let claim = tag_uuid(TAG_CLAIM)?;
-    let canary = tag_uuid(TAG_CANARY)?;
+    let claim = tag_uuid(tags::CLAIM)?;
+    let canary = tag_uuid(tags::CANARY)?;
     let mail_at = match mail.get("timestamp").and_then(Value::as_str) {
         None => None,
         Some(stamp) => Some(
@@ -250,7 +249,7 @@ pub fn parse(value: &Value, origin: &Origin) -> Result<SesEvent, Refusal> {
     };
     let trace_id = mail
         .get("tags")
-        .and_then(|t| t.get(TAG_TRACE))
+        .and_then(|t| t.get(tags::TRACE))
         .and_then(|v| v.get(0).or(Some(v)))
         .and_then(Value::as_str)
         .filter(|t| t.len() == 32 && t.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)))

@@ -16,16 +16,16 @@
 //! concatenation, so no input can add or split a header.
 
 use chrono::{DateTime, Utc};
-use icalendar::{Calendar, Component, EventLike, EventStatus, Property};
 use mail_builder::headers::address::Address;
 use mail_builder::mime::MimePart;
 use mail_builder::MessageBuilder;
 use sha2::{Digest, Sha256};
 
+use super::calendar::ics;
 use super::i18n::Language;
-use super::Notification;
-use crate::booking::domain::{EmailAddress, Person, Timezone};
+use crate::booking::domain::{EmailAddress, Timezone};
 use crate::booking::events::{EventType, Notice};
+use crate::notify::notification::Notification;
 use fluent_bundle::FluentArgs;
 
 /// The verified SES identity the mail is sent from.
@@ -50,11 +50,6 @@ impl Sender {
         let name = if name.is_empty() { "Bookings".to_string() } else { name.to_string() };
         Ok(Self { name, email })
     }
-}
-
-/// The stable iCalendar UID of a booking.
-pub fn uid(booking_id: uuid::Uuid) -> String {
-    format!("{booking_id}@booking-outbox")
 }
 
 /// The recipient's language, decided when the booking was written
@@ -128,10 +123,10 @@ fn sent_at(n: &Notification) -> DateTime<Utc> {
 }
 
 /// How long before the start a reminder says the meeting is, in English
-/// ([`i18n::said_left`](super::i18n::said_left)), each unit that is not
+/// ([`i18n::said_left`](crate::notify::render::i18n::said_left)), each unit that is not
 /// zero ("1 day", "1 hour and 30 minutes").
 fn ahead(offset_secs: i32, left_secs: i64) -> String {
-    let secs = super::i18n::said_left(offset_secs, left_secs);
+    let secs = crate::notify::render::i18n::said_left(offset_secs, left_secs);
     if secs < 60 {
         return "less than a minute".to_string();
     }
@@ -157,56 +152,6 @@ fn zone(n: &Notification) -> Timezone {
 
 fn local_time(t: DateTime<Utc>, timezone: Timezone) -> String {
     t.with_timezone(&timezone.tz()).format("%a %-d %b %Y %H:%M (%Z)").to_string()
-}
-
-/// iCalendar parameter values cannot contain DQUOTE (RFC 5545 §3.1).
-fn cn(name: &str) -> String {
-    name.replace('"', "'")
-}
-
-fn person_property(key: &str, p: &Person) -> Property {
-    let mut prop = Property::new(key, format!("mailto:{}", p.email));
-    prop.add_parameter("CN", &cn(p.name.as_str()));
-    prop
-}
-
-/// The `text/calendar` body; None for a reminder, which carries none.
-pub fn ics(n: &Notification) -> Option<String> {
-    let b = &n.payload.booking;
-    let method = n.notice.method()?;
-    let mut event = icalendar::Event::new();
-    event
-        .uid(&uid(b.id))
-        .sequence(b.version.saturating_sub(1).max(0) as u32)
-        .timestamp(b.updated_at)
-        .starts(b.range.start())
-        .ends(b.range.end())
-        .summary(b.title.as_str())
-        .status(if method == "CANCEL" { EventStatus::Cancelled } else { EventStatus::Confirmed })
-        .append_property(person_property("ORGANIZER", &b.organizer));
-    if let Some(d) = &b.description {
-        event.description(d.as_str());
-    }
-    if let Some(l) = &b.location {
-        event.location(l.as_str());
-    }
-    // A removed attendee's CANCEL names only them (RFC 5546 §3.2.5).
-    let attendees = match n.notice {
-        Notice::Removed => std::slice::from_ref(&n.recipient),
-        Notice::Request | Notice::Cancel | Notice::Reminder => b.attendees.as_slice(),
-    };
-    for a in attendees {
-        let mut prop = person_property("ATTENDEE", a);
-        prop.add_parameter("ROLE", "REQ-PARTICIPANT").add_parameter("CUTYPE", "INDIVIDUAL");
-        if method == "REQUEST" {
-            prop.add_parameter("PARTSTAT", "NEEDS-ACTION").add_parameter("RSVP", "TRUE");
-        }
-        event.append_multi_property(prop);
-    }
-    let mut cal = Calendar::new();
-    cal.append_property(Property::new("METHOD", method));
-    cal.push(event.done());
-    Some(cal.done().to_string())
 }
 
 fn text_body(n: &Notification) -> String {
@@ -269,7 +214,7 @@ pub fn message_id(n: &Notification, sender: &Sender) -> String {
 /// an operator can match a provider's log line to the claim row.
 pub const CLAIM_HEADER: &str = "X-Outbox-Claim";
 
-/// A canary's message (`notify::evidence`): to `to`, from `sender`, a line
+/// A canary's message (`notify::evidence::watermark`): to `to`, from `sender`, a line
 /// of text naming it; never an invitation.
 pub fn canary(id: uuid::Uuid, to: &str, sender: &Sender) -> Vec<u8> {
     MessageBuilder::new()

@@ -2,30 +2,41 @@
 //! letter): tell every recipient what the plan says (or record why not),
 //! then settle each event by what its deliveries say.
 //!
-//! `Poller::process` takes a whole claimed batch: one transaction holds
+//! [`Batch::process`] takes a whole claimed batch: one transaction holds
 //! every event's `processed_events` row, the plans are read for the batch,
 //! the sends are claimed and recorded as the pacer admits them
 //! ([`deliver`], each send claimed just in time), and the events complete
 //! in one statement.
 
 use std::collections::HashSet;
+use std::sync::atomic::AtomicBool;
+use std::time::Duration;
+
+use deadpool_postgres::Pool;
 use uuid::Uuid;
 
+use super::config::PollerConfig;
 use super::lease::Lease;
-use super::poller::Poller;
 use super::summary::RunSummary;
-use super::RelayError;
 use crate::booking::events::BookingEvent;
+use crate::fault::{Faults, RunError};
 use crate::notify::deliver::{deliver, Delivery, Gate};
+use crate::notify::evidence::resend;
 use crate::notify::mailer::Mailer;
+use crate::notify::pacing::pace::Pacer;
 use crate::notify::plan::{plan_many, Planned, Waiting};
-use crate::notify::unknown;
+use crate::outbox::events::standing::{STOPPED_MISCONFIGURED, STOPPED_PAUSED};
 use crate::outbox::events::transitions::{self, Retried};
-use crate::outbox::events::{STOPPED_MISCONFIGURED, STOPPED_PAUSED};
+use crate::outbox::events::ClaimedEvent;
 use crate::outbox::processed;
 
 /// Every recipient handled; `processed_events` + DONE not yet committed.
 pub const FAULT_BEFORE_DONE_COMMIT: &str = "poller.before_done_commit";
+
+/// A batch whose processing failed on the database is processed again
+/// after each of these pauses, before it is left to the sweeper.
+pub const BATCH_RETRIES: [Duration; 3] =
+    [Duration::from_millis(100), Duration::from_millis(500), Duration::from_millis(2000)];
 
 /// An event whose send was throttled is due again this much later (the
 /// fleet sends at half its rate meanwhile): a retry without a storm.
@@ -123,15 +134,90 @@ async fn keep_alive<T>(
     }
 }
 
-impl<M: Mailer + 'static> Poller<M> {
+/// What processing a claimed batch needs of its poller.
+pub struct Batch<'a> {
+    pub pool: &'a Pool,
+    pub mailer: &'a dyn Mailer,
+    pub faults: &'a Faults,
+    pub config: &'a PollerConfig,
+    /// Set once the provider pauses sending (or refuses the stack's
+    /// configuration): no further send this run.
+    pub paused: &'a AtomicBool,
+    /// Whether a send started now would end before the run's deadline.
+    pub send_fits: &'a (dyn Fn() -> bool + Sync),
+    pub pace: &'a Pacer,
+}
+
+impl Batch<'_> {
+    /// Processes the events a claim returned: an unreadable one is
+    /// dead-lettered at once (a poison message: retrying cannot help); the
+    /// rest are [`process`](Self::process)ed, again on fresh connections
+    /// after each of [`BATCH_RETRIES`] when the database fails midway.
+    pub async fn process_claimed(&self, claimed: Vec<ClaimedEvent>, lease: &Lease) -> Result<RunSummary, RunError> {
+        let mut summary = RunSummary::default();
+        let mut readable = Vec::with_capacity(claimed.len());
+        for event in claimed {
+            match BookingEvent::decode(&event) {
+                Ok(decoded) => readable.push((decoded, event.attempts)),
+                Err(reason) => {
+                    // A poison message: retrying cannot help.
+                    tracing::error!(event_id = %event.id, %reason, "unreadable event dead-lettered");
+                    let client = self.pool.get().await?;
+                    if transitions::dead_letter(&client, event.id, lease.id, &reason).await? {
+                        summary.dead_lettered += 1;
+                    } else {
+                        summary.fenced += 1;
+                    }
+                }
+            }
+        }
+        if readable.is_empty() {
+            return Ok(summary);
+        }
+        // A lost connection, or a restarted server, fails the batch midway.
+        // The events are still this worker's (PROCESSING under its lease),
+        // so it processes them again itself on fresh connections while its
+        // lease holds: what was recorded stands (a claim with an outcome is
+        // never sent again, one left CLAIMED becomes UNKNOWN), the rest goes
+        // out now. Once the lease is lost, they are the next claim's.
+        let mut pauses = BATCH_RETRIES.iter();
+        loop {
+            match self.process(readable.clone(), lease).await {
+                Ok(one) => {
+                    summary.add(&one);
+                    break;
+                }
+                // An injected crash stops the run, as a real one would.
+                Err(e @ RunError::Fault(_)) => return Err(e),
+                Err(e) if !lease.holds() => {
+                    tracing::warn!(error = %e, "batch processing failed and the lease is lost; the events are \
+                        the next claim's");
+                    summary.errors += 1;
+                    break;
+                }
+                Err(e) => match pauses.next() {
+                    Some(pause) => {
+                        tracing::warn!(error = %e, "batch processing failed; processing it again on fresh connections");
+                        summary.recovered += 1;
+                        tokio::time::sleep(*pause).await;
+                    }
+                    None => {
+                        // The events stay PROCESSING; once the run ends its
+                        // lease, the next claim takes them over.
+                        tracing::error!(error = %e, "batch processing failed again; left for the next claim");
+                        summary.errors += 1;
+                        break;
+                    }
+                },
+            }
+        }
+        Ok(summary)
+    }
+
     /// Processes a whole claimed batch (events of distinct bookings); see
     /// the module documentation.
     #[tracing::instrument(skip_all, fields(events = batch.len()))]
-    pub(super) async fn process(
-        &self,
-        batch: Vec<(BookingEvent, i32)>,
-        lease: &Lease,
-    ) -> Result<RunSummary, RelayError> {
+    pub async fn process(&self, batch: Vec<(BookingEvent, i32)>, lease: &Lease) -> Result<RunSummary, RunError> {
         let mut summary = RunSummary::default();
         let mut client = self.pool.get().await?;
         let tx = client.transaction().await?;
@@ -153,7 +239,7 @@ impl<M: Mailer + 'static> Poller<M> {
         let fresh_ids: Vec<Uuid> = batch.iter().map(|(e, _)| e.id).collect();
         // An operator's resend: a reopened event runs for the named
         // recipients alone, whatever the others' sends are.
-        let only = unknown::pending_recipients_many(&tx, &fresh_ids).await?;
+        let only = resend::pending_recipients_many(&tx, &fresh_ids).await?;
         let events: Vec<&BookingEvent> = batch.iter().map(|(e, _)| e).collect();
         let plans = plan_many(&tx, &events, self.config.skip_superseded).await?;
         let mut items: Vec<(usize, Planned)> = Vec::new();
@@ -173,17 +259,17 @@ impl<M: Mailer + 'static> Poller<M> {
                     .map(|p| (i, p)),
             );
         }
-        let send_fits = || self.send_fits() && lease.holds();
+        let send_fits = || (self.send_fits)() && lease.holds();
         let gate = Gate {
-            paused: &self.paused,
+            paused: self.paused,
             send_fits: &send_fits,
-            pace: &self.pace,
+            pace: self.pace,
             claim_group: self.config.claim_group,
             recipient_limits: self.config.recipient_limits,
         };
         let (owners, planned): (Vec<usize>, Vec<Planned>) = items.into_iter().unzip();
         let delivering =
-            deliver(&self.pool, &*self.mailer, &self.faults, (&self.config.worker_id, lease.id), &gate, &planned);
+            deliver(self.pool, self.mailer, self.faults, (&self.config.worker_id, lease.id), &gate, &planned);
         let deliveries = keep_alive(&tx, lease, delivering).await?;
         for (i, delivery) in owners.into_iter().zip(&deliveries) {
             summary.count(delivery);
@@ -211,7 +297,7 @@ impl<M: Mailer + 'static> Poller<M> {
         let again: Vec<Uuid> = fresh_ids.iter().filter(|id| !completed.contains(id)).copied().collect();
         processed::undo_many(&tx, &again).await?;
         for id in completed.iter().filter(|id| only.contains_key(id)) {
-            unknown::mark_resent(&tx, *id).await?;
+            resend::mark_resent(&tx, *id).await?;
         }
         tx.commit().await?;
         summary.done += completed.len() as u32;
@@ -237,7 +323,7 @@ impl<M: Mailer + 'static> Poller<M> {
         settle: Settle,
         lease: &Lease,
         summary: &mut RunSummary,
-    ) -> Result<(), RelayError> {
+    ) -> Result<(), RunError> {
         let client = self.pool.get().await?;
         let lease = lease.id;
         let moved = match settle {
@@ -250,7 +336,7 @@ impl<M: Mailer + 'static> Poller<M> {
                 transitions::requeue(&client, event_id, lease, self.config.pause_delay, &reason).await?
             }
             Settle::Retry(reason) => {
-                let delay = self.backoff(attempts);
+                let delay = self.config.backoff(attempts);
                 let max = self.config.max_attempts;
                 match transitions::retry(&client, event_id, lease, delay, &reason, max).await? {
                     Retried::Dead => {

@@ -8,11 +8,11 @@
 //! plus the mailer's worst case). SES publishes an event for every message
 //! it accepts, stamped with when it accepted it (`mail.timestamp`). Once an
 //! event has arrived for a message SES accepted after that time (plus a
-//! clock allowance, [`SKEW`]), the stream has moved past the send; once the
+//! clock allowance of 2 s), the stream has moved past the send; once the
 //! feedback grace has passed since that arrival, with events still arriving
 //! after it (the stream did not stop meanwhile), and still no event names
 //! the send, SES very likely never accepted it, and it may be resent
-//! (`notify::unknown`). The residual risk is an accepted message whose
+//! ([`resend`](super::resend)). The residual risk is an accepted message whose
 //! every event is lost or delayed past the grace relative to a later
 //! message's: docs/crash-points.md gives it in words and numbers.
 //!
@@ -20,8 +20,10 @@
 //!   stack's configuration set, the second of SES's clock it is about and
 //!   when the first such event arrived (insert-only: an event writes no row
 //!   version).
-//! - [`PASSED`]: the SQL condition "the stream moved past this send, at
-//!   least the grace ago", for `sends::unknown`'s statements.
+//! - `ses_stream_passed(reaches_by, grace)` and `ses_stream_reached(reaches_by)`
+//!   (SQL functions, migration V46): "the stream moved past this send, at
+//!   least the grace ago", and "at all", which `sends::unknown`'s
+//!   statements call by name.
 //! - [`canary_due`] / [`record_canary`]: when sends wait for evidence and
 //!   no event has come for a minute, the poller sends a message to SES's
 //!   mailbox simulator (at most one a minute, `SES_CANARY_EVERY_SECS`), whose events
@@ -37,42 +39,9 @@ use uuid::Uuid;
 
 use crate::db::DbResult;
 
-/// How far SES's clock may be ahead of the database's: an event about a
-/// message SES accepted this much after a send could last have reached it
-/// is evidence about that send.
-pub const SKEW: Duration = Duration::from_secs(2);
-
-/// The message tag a canary carries (its id), instead of a claim.
-pub const TAG_CANARY: &str = "canary";
-
 /// An event further ahead of the database's clock than this is about no
 /// second the watermark may trust (SES's clock is never that far off).
 const FUTURE_LIMIT_SECS: u64 = 60;
-
-/// `… ) w ON true` after `LEFT JOIN LATERAL (`: the watermark second that
-/// proves SES's stream moved past a send at least `$1` seconds (the grace)
-/// ago and kept delivering for the whole grace since (an event arrived at
-/// least a grace after it: a stream that stopped in between proves
-/// nothing about the send), as `w.mail_second`, `w.received_at`. The outer
-/// query names when the send could last have reached SES as `r.reaches_by`.
-/// Seconds are one row a second of SES traffic; the primary key finds the
-/// first after the send, the index on `received_at` the liveness.
-pub const PASSED: &str = formatcp!(
-    "SELECT w.mail_second, w.received_at FROM ses_event_watermarks w \
-      WHERE w.mail_second >= r.reaches_by + make_interval(secs => {skew}) \
-        AND w.received_at <= now() - make_interval(secs => $1) \
-        AND EXISTS (SELECT 1 FROM ses_event_watermarks l \
-                     WHERE l.received_at >= w.received_at + make_interval(secs => $1)) \
-      ORDER BY w.mail_second LIMIT 1",
-    skew = SKEW.as_secs()
-);
-
-/// `… )` after `EXISTS (`: SES's stream has moved past the send
-/// (`r.reaches_by`) at all, however recently.
-pub const REACHED: &str = formatcp!(
-    "SELECT 1 FROM ses_event_watermarks w WHERE w.mail_second >= r.reaches_by + make_interval(secs => {skew})",
-    skew = SKEW.as_secs()
-);
 
 /// Records that an event about a message SES accepted at `mail_at` has
 /// arrived (the first of its second stays). An event stamped far in the
