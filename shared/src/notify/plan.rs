@@ -37,7 +37,7 @@
 //! it (so does a booking cancelled now). Any other change leaves it the
 //! reminder of its offset, and it reminds the booking as its latest event
 //! states it: that event's attendees, title and place. One picked up once
-//! the meeting has started is [`TOO_LATE`]. While any event of the booking
+//! the meeting has started is recorded too late ([`NotSentBecause::TooLate`]). While any event of the booking
 //! is unfinished (pending, being sent, or dead until an operator replays
 //! it) it waits ([`Waiting`]): a reminder never overtakes its invitation or
 //! an update. Then it goes to each attendee who may have been told of the
@@ -55,7 +55,7 @@ use crate::booking::{reminder_events, store};
 use crate::db::DbResult;
 use crate::notify::evidence::resend;
 use crate::notify::notification::Notification;
-use crate::notify::sends::{self, introductions};
+use crate::notify::sends::{self, introductions, NotSentBecause};
 use crate::outbox::events::{self, EventStatus, Unfinished};
 
 /// One recipient's message, to send or to record as superseded.
@@ -67,6 +67,7 @@ pub enum Planned {
         notification: Notification,
         by: Uuid,
         reason: String,
+        because: Option<NotSentBecause>,
     },
 }
 
@@ -77,10 +78,6 @@ impl Planned {
         }
     }
 }
-
-/// The reason of a reminder picked up once its meeting had started: not
-/// sent (`GET /bookings/{id}/notifications` shows it as `too_late`).
-pub const TOO_LATE: &str = "too late:";
 
 /// A reminder that must wait: an event of its booking is unfinished. The
 /// event goes back to PENDING for `retry`, without using an attempt.
@@ -219,7 +216,7 @@ fn plan_reminder(
     now: DateTime<Utc>,
 ) -> EventPlan {
     let start = event.payload.booking.range.start();
-    let not_sent = |by: Uuid, reason: String| -> EventPlan {
+    let not_sent = |by: Uuid, reason: String, because: Option<NotSentBecause>| -> EventPlan {
         Ok(event
             .audience()
             .into_iter()
@@ -227,11 +224,12 @@ fn plan_reminder(
                 notification: Notification::new(event, person, notice, false),
                 by,
                 reason: reason.clone(),
+                because,
             })
             .collect())
     };
     let Some(offset) = event.payload.reminder else {
-        return not_sent(event.id, "a reminder without its offset: no reminder".to_string());
+        return not_sent(event.id, "a reminder without its offset: no reminder".to_string(), None);
     };
     // The first later event that no longer asks for it ends it.
     let ended =
@@ -245,17 +243,18 @@ fn plan_reminder(
         } else {
             format!("the reminder {offset} was removed (version {}): no reminder", b.version)
         };
-        return not_sent(last.id, reason);
+        return not_sent(last.id, reason, None);
     }
     if now_at.gone {
-        return not_sent(event.id, "the booking is gone: no reminder".to_string());
+        return not_sent(event.id, "the booking is gone: no reminder".to_string(), None);
     }
     if now_at.cancelled {
-        return not_sent(event.id, "the booking is cancelled: no reminder".to_string());
+        return not_sent(event.id, "the booking is cancelled: no reminder".to_string(), None);
     }
     if now >= start {
         let start = start.to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
-        return not_sent(event.id, format!("{TOO_LATE} the meeting started at {start}; a reminder never comes after"));
+        let reason = format!("too late: the meeting started at {start}; a reminder never comes after");
+        return not_sent(event.id, reason, Some(NotSentBecause::TooLate));
     }
     let latest = latest(event, later);
     match unfinished {
@@ -273,7 +272,7 @@ fn plan_reminder(
     // (deleted by hand; retention keeps them), so what changed is unknown.
     if now_at.version > latest.payload.booking.version {
         let reason = "the booking changed since and the events that changed it are gone: no reminder of this version";
-        return not_sent(event.id, reason.to_string());
+        return not_sent(event.id, reason.to_string(), None);
     }
     // The booking as its latest event states it, reminded at this offset.
     let speaks = BookingEvent {
@@ -290,7 +289,7 @@ fn plan_reminder(
                 Planned::Send(n)
             } else {
                 let reason = "never told of this meeting: no reminder".to_string();
-                Planned::Superseded { notification: n, by: event.id, reason }
+                Planned::Superseded { notification: n, by: event.id, reason, because: None }
             }
         })
         .collect())
@@ -343,13 +342,13 @@ fn plan_with(
         if let Some(Later { event: last, .. }) = superseding {
             let reason =
                 format!("superseded by the later {} (version {})", last.event_type, last.payload.booking.version);
-            plan.push(Planned::Superseded { notification: n, by: last.id, reason });
+            plan.push(Planned::Superseded { notification: n, by: last.id, reason, because: None });
         } else if cancelled && notice == Notice::Request && !still_to_tell {
             let reason = "the booking is cancelled: no invitation to a meeting that no longer exists".to_string();
-            plan.push(Planned::Superseded { notification: n, by: event.id, reason });
+            plan.push(Planned::Superseded { notification: n, by: event.id, reason, because: None });
         } else if skip_superseded && notice != Notice::Request && introduces {
             let reason = "never told of this meeting: nothing to cancel".to_string();
-            plan.push(Planned::Superseded { notification: n, by: event.id, reason });
+            plan.push(Planned::Superseded { notification: n, by: event.id, reason, because: None });
         } else {
             plan.push(Planned::Send(n));
         }

@@ -24,11 +24,9 @@ use crate::booking::domain::Reminder;
 use crate::booking::events::{BookingEvent, EventType};
 use crate::booking::reminder_events;
 use crate::db::DbResult;
-use crate::notify::deliver::SUPPRESSED;
 use crate::notify::evidence::feedback::VERDICT_OF_SEND;
 use crate::notify::evidence::resend::RESENT_ON_EVIDENCE;
-use crate::notify::plan::TOO_LATE;
-use crate::notify::sends::{ConfirmedBy, SendStatus, FEEDBACK_PROVIDER_NAMES, SENDS_OF_EVENT};
+use crate::notify::sends::{ConfirmedBy, NotSentBecause, SendStatus, SentVia, SENDS_OF_EVENT};
 use crate::outbox::events::{EventStatus, EVENTS_OF_BOOKING};
 
 /// Where one recipient's notification stands.
@@ -114,7 +112,7 @@ pub enum Reader<'a> {
 const SQL: &str = formatcp!(
     "SELECT e.id AS event_id, e.aggregate_version, e.event_type, e.status AS event_status, e.created_at, \
             e.updated_at, e.open_payload, e.reminded_start, e.reminder, e.booking_reminders, s.recipient_email, s.status AS send_status, s.claimed_at, \
-            s.completed_at, s.confirmed_by, s.left_for_operator, s.last_error, s.provider, \
+            s.completed_at, s.confirmed_by, s.left_for_operator, s.last_error, s.not_sent_because, s.provider, \
             f.kind AS verdict, f.subtype AS verdict_subtype, f.occurred_at AS verdict_at, \
             x.decided_at AS resent_at \
        FROM ({EVENTS_OF_BOOKING}) e \
@@ -305,6 +303,7 @@ fn send_state(row: &tokio_postgres::Row) -> DbResult<SendState> {
         None => false,
     };
     let reason = || row.get::<_, Option<String>>("last_error");
+    let because = row.get::<_, Option<&str>>("not_sent_because").map(str::parse::<NotSentBecause>).transpose()?;
     if let (Some(kind), Some(verdict_at)) =
         (row.get::<_, Option<&str>>("verdict"), row.get::<_, Option<DateTime<Utc>>>("verdict_at"))
     {
@@ -328,9 +327,9 @@ fn send_state(row: &tokio_postgres::Row) -> DbResult<SendState> {
         SendStatus::Claimed => (State::Sending, claimed_at, None, None),
         SendStatus::Sent => (State::Sent, at, Some(by_ses), resent(row)),
         SendStatus::Unknown => {
-            let provider = row.get::<_, Option<&str>>("provider").unwrap_or_default();
+            let provider = row.get::<_, Option<&str>>("provider").map(str::parse::<SentVia>).transpose()?;
             let detail = match row.get::<_, Option<String>>("left_for_operator") {
-                _ if !FEEDBACK_PROVIDER_NAMES.contains(&provider) => {
+                _ if !provider.is_some_and(SentVia::publishes_events) => {
                     "sent through SMTP, whose answer was lost: the server may have it, and nothing reports back; \
                      left for an operator"
                         .to_string()
@@ -342,14 +341,10 @@ fn send_state(row: &tokio_postgres::Row) -> DbResult<SendState> {
             };
             (State::Unknown, at, Some(false), Some(detail))
         }
-        SendStatus::Superseded => match reason() {
-            Some(r) if r.starts_with(TOO_LATE) => (State::TooLate, at, None, Some(r)),
-            r => (State::Superseded, at, None, r),
-        },
-        SendStatus::Failed => match reason() {
-            Some(r) if r.starts_with(SUPPRESSED) => (State::Suppressed, at, None, Some(r)),
-            _ => (State::Failed, at, None, Some("refused by the provider for this recipient".to_string())),
-        },
+        SendStatus::Superseded if because == Some(NotSentBecause::TooLate) => (State::TooLate, at, None, reason()),
+        SendStatus::Superseded => (State::Superseded, at, None, reason()),
+        SendStatus::Failed if because == Some(NotSentBecause::Suppressed) => (State::Suppressed, at, None, reason()),
+        SendStatus::Failed => (State::Failed, at, None, Some("refused by the provider for this recipient".to_string())),
         SendStatus::Capped => {
             (State::Capped, at, None, reason().or_else(|| Some("a limit that protects the recipient".to_string())))
         }

@@ -25,8 +25,7 @@ use crate::notify::evidence::resend;
 use crate::notify::mailer::Mailer;
 use crate::notify::pacing::pace::Pacer;
 use crate::notify::plan::{plan_many, Planned, Waiting};
-use crate::outbox::events::standing::{STOPPED_MISCONFIGURED, STOPPED_PAUSED};
-use crate::outbox::events::transitions::{self, Retried};
+use crate::outbox::events::transitions::{self, Requeue, Retried};
 use crate::outbox::events::ClaimedEvent;
 use crate::outbox::processed;
 
@@ -37,6 +36,11 @@ pub const FAULT_BEFORE_DONE_COMMIT: &str = "poller.before_done_commit";
 /// after each of these pauses, before it is left to the sweeper.
 pub const BATCH_RETRIES: [Duration; 3] =
     [Duration::from_millis(100), Duration::from_millis(500), Duration::from_millis(2000)];
+
+/// How an event handed back because sending stopped says why, before the
+/// provider's words (for people: `stopped`, V47, is what programs read).
+const STOPPED_MISCONFIGURED: &str = "mailer misconfigured: ";
+const STOPPED_PAUSED: &str = "sending paused: ";
 
 /// An event whose send was throttled is due again this much later (the
 /// fleet sends at half its rate meanwhile): a retry without a storm.
@@ -333,7 +337,8 @@ impl Batch<'_> {
                 // it waits, like a pause, until the configuration is fixed
                 // (each run tries one send, alarmed by SendingStopped).
                 let reason = format!("{STOPPED_MISCONFIGURED}{reason}");
-                transitions::requeue(&client, event_id, lease, self.config.pause_delay, &reason).await?
+                transitions::requeue(&client, event_id, lease, self.config.pause_delay, &reason, Requeue::Stopped)
+                    .await?
             }
             Settle::Retry(reason) => {
                 let delay = self.config.backoff(attempts);
@@ -353,25 +358,28 @@ impl Batch<'_> {
                 }
             }
             Settle::Deadline(reason) => {
-                let moved = transitions::requeue(&client, event_id, lease, std::time::Duration::ZERO, &reason).await?;
+                let moved =
+                    transitions::requeue(&client, event_id, lease, Duration::ZERO, &reason, Requeue::Later).await?;
                 tracing::info!("event handed back at the deadline; the next invocation goes on");
                 summary.deadline_requeued += moved as u32;
                 moved
             }
             Settle::Throttled(reason) => {
                 let reason = format!("throttled: {reason}");
-                let moved = transitions::requeue(&client, event_id, lease, THROTTLED_RETRY, &reason).await?;
+                let moved =
+                    transitions::requeue(&client, event_id, lease, THROTTLED_RETRY, &reason, Requeue::Later).await?;
                 summary.throttled += moved as u32;
                 moved
             }
             Settle::Wait(reason, retry) => {
-                let moved = transitions::requeue(&client, event_id, lease, retry, &reason).await?;
+                let moved = transitions::requeue(&client, event_id, lease, retry, &reason, Requeue::Later).await?;
                 summary.waiting += moved as u32;
                 moved
             }
             Settle::Requeue(reason) => {
                 let delay = self.config.pause_delay;
-                transitions::requeue(&client, event_id, lease, delay, &format!("{STOPPED_PAUSED}{reason}")).await?
+                let reason = format!("{STOPPED_PAUSED}{reason}");
+                transitions::requeue(&client, event_id, lease, delay, &reason, Requeue::Stopped).await?
             }
         };
         if !moved {

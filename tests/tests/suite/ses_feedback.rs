@@ -325,8 +325,8 @@ impl shared::notify::mailer::Mailer for ConfirmedWhileWaiting {
         SendOutcome::Unknown { reason: "read timeout".into() }
     }
 
-    fn provider(&self) -> &'static str {
-        shared::notify::pacing::send_rate::SES
+    fn provider(&self) -> shared::notify::sends::SentVia {
+        shared::notify::sends::SentVia::Ses
     }
 }
 

@@ -12,10 +12,6 @@ use crate::notify::pacing::pace::Pacer;
 use crate::notify::pacing::recipient_limit::RecipientLimits;
 use crate::notify::sends::{Outcome, Settled};
 
-/// How the `last_error` of a send refused for a suppressed address begins
-/// (what [`tracking`](crate::notify::tracking) reads as `suppressed`).
-pub const SUPPRESSED: &str = "suppressed:";
-
 /// Claim committed, mailer not yet called.
 pub const FAULT_AFTER_SEND_CLAIM: &str = "deliver.after_send_claim";
 /// Mailer accepted the message, outcome not yet recorded.

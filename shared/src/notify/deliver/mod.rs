@@ -14,7 +14,5 @@ pub mod flow;
 pub mod record;
 pub mod run;
 
-pub use delivery::{
-    Delivery, Gate, FAULT_AFTER_SEND, FAULT_AFTER_SEND_CLAIM, RECORD_RETRIES, START_WITHIN, SUPPRESSED,
-};
+pub use delivery::{Delivery, Gate, FAULT_AFTER_SEND, FAULT_AFTER_SEND_CLAIM, RECORD_RETRIES, START_WITHIN};
 pub use flow::deliver;

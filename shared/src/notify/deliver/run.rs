@@ -8,7 +8,7 @@ use std::time::Instant;
 use tracing::Instrument;
 use uuid::Uuid;
 
-use super::delivery::{judge, Delivery, Gate, FAULT_AFTER_SEND, START_WITHIN, SUPPRESSED};
+use super::delivery::{judge, Delivery, Gate, FAULT_AFTER_SEND, START_WITHIN};
 use super::record::release_unsent;
 use crate::booking::events::{EventType, Notice};
 use crate::booking::store;
@@ -92,7 +92,7 @@ impl<'a> Run<'a> {
             .map(|p| match p {
                 Planned::Send(n) => suppressed
                     .get(n.recipient.email.as_str())
-                    .map(|why| format!("{SUPPRESSED} the address {why} earlier")),
+                    .map(|why| format!("suppressed: the address {why} earlier")),
                 Planned::Superseded { .. } => None,
             })
             .collect();
@@ -104,8 +104,10 @@ impl<'a> Run<'a> {
             .map(|i| GroupClaim {
                 notification: self.notification(*i),
                 decided: Some(match (&self.items[*i], &reasons[*i]) {
-                    (Planned::Superseded { by, reason, .. }, _) => Decided::Superseded { by: *by, reason },
-                    (Planned::Send(_), reason) => Decided::Refused { reason: reason.as_deref().unwrap_or_default() },
+                    (Planned::Superseded { by, reason, because, .. }, _) => {
+                        Decided::Superseded { by: *by, reason, because: *because }
+                    }
+                    (Planned::Send(_), reason) => Decided::Suppressed { reason: reason.as_deref().unwrap_or_default() },
                 }),
             })
             .collect();

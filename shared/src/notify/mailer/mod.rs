@@ -12,6 +12,7 @@ pub mod tags;
 use crate::config::settings as S;
 use crate::config::ConfigError;
 use crate::notify::notification::Notification;
+use crate::notify::sends::SentVia;
 
 /// Which provider the poller sends through (`MAILER`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -101,9 +102,10 @@ impl SendOutcome {
 pub trait Mailer: Send + Sync {
     async fn send(&self, notification: &Notification) -> SendOutcome;
 
-    /// The provider a claim records (`booking_notification_sends.provider`):
-    /// only SES's sends can later be confirmed by its events.
-    fn provider(&self) -> &'static str;
+    /// The way its sends go out, which a claim records
+    /// (`booking_notification_sends.provider`): only SES's sends can later
+    /// be confirmed by its events.
+    fn provider(&self) -> SentVia;
 
     /// The longest one send can take before it gives up (connect plus read
     /// timeout): the poller starts a send only when this much time, plus
@@ -139,7 +141,7 @@ impl<M: Mailer + ?Sized> Mailer for std::sync::Arc<M> {
         (**self).send(notification).await
     }
 
-    fn provider(&self) -> &'static str {
+    fn provider(&self) -> SentVia {
         (**self).provider()
     }
 

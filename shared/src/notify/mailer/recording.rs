@@ -14,6 +14,7 @@ use uuid::Uuid;
 use super::{Mailer, SendOutcome};
 use crate::booking::events::{EventType, Notice};
 use crate::notify::notification::Notification;
+use crate::notify::sends::SentVia;
 
 /// One accepted send.
 #[derive(Debug, Clone)]
@@ -110,8 +111,8 @@ impl Mailer for RecordingMailer {
 
     /// It stands in for SES: its UNKNOWN sends are SES's, which SES's
     /// events (the tests publish them) may confirm.
-    fn provider(&self) -> &'static str {
-        crate::notify::pacing::send_rate::SES
+    fn provider(&self) -> SentVia {
+        SentVia::Ses
     }
 
     /// Like SES's mailbox simulator: accepted, never delivered anywhere.

@@ -10,7 +10,7 @@ use std::collections::{HashMap, HashSet};
 use deadpool_postgres::GenericClient;
 use uuid::Uuid;
 
-use super::status::SendStatus;
+use super::status::{NotSentBecause, SendStatus, SentVia};
 use crate::db::DbResult;
 
 /// Who claims: the worker (`claimed_by`), its mailer (`provider`), and the
@@ -18,7 +18,7 @@ use crate::db::DbResult;
 #[derive(Debug, Clone, Copy)]
 pub struct Claimant<'a> {
     pub worker: &'a str,
-    pub provider: &'a str,
+    pub provider: SentVia,
     pub lease: Uuid,
 }
 use crate::notify::notification::Notification;
@@ -43,10 +43,11 @@ pub struct GroupClaim<'a> {
 /// A claim made already settled, with no send.
 #[derive(Debug, Clone, Copy)]
 pub enum Decided<'a> {
-    /// SUPERSEDED: a later event of the booking (`by`) made it moot.
-    Superseded { by: Uuid, reason: &'a str },
-    /// FAILED: refused before any send (a suppressed address), with why.
-    Refused { reason: &'a str },
+    /// SUPERSEDED: a later event of the booking (`by`) made it moot, or
+    /// (`TooLate`) a reminder's meeting had started.
+    Superseded { by: Uuid, reason: &'a str, because: Option<NotSentBecause> },
+    /// FAILED: refused before any send, the address being suppressed.
+    Suppressed { reason: &'a str },
 }
 
 /// New claims' ids, one per item of a group, for [`claim`]: the caller
@@ -87,7 +88,7 @@ pub async fn claim(
         .map(|c| match c.decided {
             None => SendStatus::Claimed,
             Some(Decided::Superseded { .. }) => SendStatus::Superseded,
-            Some(Decided::Refused { .. }) => SendStatus::Failed,
+            Some(Decided::Suppressed { .. }) => SendStatus::Failed,
         })
         .map(SendStatus::as_str)
         .collect();
@@ -101,7 +102,15 @@ pub async fn claim(
     let reasons: Vec<Option<&str>> = group
         .iter()
         .map(|c| match c.decided {
-            Some(Decided::Superseded { reason, .. } | Decided::Refused { reason }) => Some(reason),
+            Some(Decided::Superseded { reason, .. } | Decided::Suppressed { reason }) => Some(reason),
+            None => None,
+        })
+        .collect();
+    let because: Vec<Option<&str>> = group
+        .iter()
+        .map(|c| match c.decided {
+            Some(Decided::Superseded { because, .. }) => because.map(NotSentBecause::as_str),
+            Some(Decided::Suppressed { .. }) => Some(NotSentBecause::Suppressed.as_str()),
             None => None,
         })
         .collect();
@@ -111,13 +120,13 @@ pub async fn claim(
                 .prepare_cached(
                     "INSERT INTO booking_notification_sends \
                          (id, outbox_event_id, booking_id, recipient_email, event_type, claimed_by, status, \
-                          superseded_by, last_error, completed_at, provider, reaches_provider_by) \
+                          superseded_by, last_error, not_sent_because, completed_at, provider, reaches_provider_by) \
                      SELECT c.id, c.event_id, c.booking_id, c.recipient, c.event_type, $6, c.status, c.by, c.reason, \
-                            CASE WHEN c.reason IS NULL THEN NULL ELSE now() END, $10, \
+                            c.because, CASE WHEN c.reason IS NULL THEN NULL ELSE now() END, $10, \
                             CASE WHEN c.reason IS NULL THEN now() + make_interval(secs => $11) END \
                        FROM unnest($1::uuid[], $2::uuid[], $3::uuid[], $4::text[], $5::text[], $7::text[], \
-                                   $8::uuid[], $9::text[]) \
-                            AS c(id, event_id, booking_id, recipient, event_type, status, by, reason) \
+                                   $8::uuid[], $9::text[], $13::text[]) \
+                            AS c(id, event_id, booking_id, recipient, event_type, status, by, reason, because) \
                       WHERE EXISTS (SELECT 1 FROM outbox_lease_live($12)) \
                      ON CONFLICT (outbox_event_id, recipient_email, event_type) DO NOTHING RETURNING id",
                 )
@@ -132,9 +141,10 @@ pub async fn claim(
                 &statuses,
                 &by,
                 &reasons,
-                &provider,
+                &provider.as_str(),
                 &reaches_within.as_secs_f64(),
                 &lease,
+                &because,
             ],
         )
         .await?;

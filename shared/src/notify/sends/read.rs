@@ -42,7 +42,7 @@ pub async fn possibly_told_many(
 /// `confirmed_by`, `left_for_operator`, `last_error`, `provider`. It reads
 /// `booking_notification_sends_one_per_recipient`.
 pub const SENDS_OF_EVENT: &str = "SELECT s.id, s.recipient_email, s.status, s.claimed_at, s.completed_at, \
-            s.confirmed_by, s.left_for_operator, s.last_error, s.provider \
+            s.confirmed_by, s.left_for_operator, s.last_error, s.not_sent_because, s.provider \
        FROM booking_notification_sends s WHERE s.outbox_event_id = e.id";
 
 /// The ids of the latest `$3` sends SES accepted by its own answer (SENT,

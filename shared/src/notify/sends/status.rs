@@ -29,3 +29,38 @@ crate::stored_enum! {
         SesEvent = "ses-event" => SES_EVENT,
     }
 }
+
+crate::stored_enum! {
+    /// Why a send was settled without a call, where its status alone does
+    /// not tell (`not_sent_because`, V47; NULL otherwise). Programs read
+    /// this; `last_error` says it in words for people.
+    pub enum NotSentBecause in "booking_notification_sends.not_sent_because", sql: not_sent_sql {
+        /// FAILED before any call: the address is suppressed (it bounced,
+        /// or its person complained).
+        Suppressed = "SUPPRESSED" => SUPPRESSED,
+        /// SUPERSEDED: a reminder picked up once its meeting had started.
+        TooLate = "TOO_LATE" => TOO_LATE,
+    }
+}
+
+crate::stored_enum! {
+    /// Which way a send went out (`provider`, V23/V25): what its mailer
+    /// says of itself ([`Mailer::provider`](crate::notify::mailer::Mailer::provider)).
+    pub enum SentVia in "booking_notification_sends.provider", sql: via_sql {
+        /// SES v2's API, with its event stream.
+        Ses = "ses" => SES,
+        /// SES's own SMTP interface with a configuration set: its events
+        /// settle ambiguous sends too.
+        SesSmtp = "ses-smtp" => SES_SMTP,
+        /// Any other SMTP server: nothing reports back.
+        Smtp = "smtp" => SMTP,
+    }
+}
+
+impl SentVia {
+    /// SES publishes events about its sends, which may settle an ambiguous
+    /// one (and, when they move past it, resend it on their evidence).
+    pub fn publishes_events(self) -> bool {
+        matches!(self, SentVia::Ses | SentVia::SesSmtp)
+    }
+}

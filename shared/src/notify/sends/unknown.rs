@@ -14,7 +14,7 @@ use uuid::Uuid;
 
 use super::status::confirmed_sql::SES_EVENT;
 use super::status::send_sql::{CLAIMED, SENT, UNKNOWN};
-use super::status::SendStatus;
+use super::status::{via_sql, SendStatus};
 use crate::db::DbResult;
 
 /// An ambiguous send SES's evidence has not settled within this long is
@@ -23,11 +23,9 @@ use crate::db::DbResult;
 pub const EVIDENCE_GIVE_UP: Duration = Duration::from_secs(86_400);
 use crate::outbox::events::IN_FLIGHT_EVENT_WITH_ID;
 
-/// The providers whose events can settle an ambiguous send: SES v2, and
-/// SMTP through SES's own SMTP interface.
-pub const FEEDBACK_PROVIDER_NAMES: [&str; 2] = ["ses", "ses-smtp"];
-/// [`FEEDBACK_PROVIDER_NAMES`] as an SQL list, for the statements below.
-const FEEDBACK_PROVIDERS: &str = "'ses', 'ses-smtp'";
+/// The providers whose sends SES's events may settle
+/// ([`SentVia::publishes_events`]), as an SQL list for the statements below.
+const FEEDBACK_PROVIDERS: &str = formatcp!("{}, {}", via_sql::SES, via_sql::SES_SMTP);
 
 /// `r.reaches_by` for the send `s`: when it could last have reached the
 /// provider (a claim made before V25 has no such time: its claim plus a

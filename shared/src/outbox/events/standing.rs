@@ -46,14 +46,8 @@ pub async fn oldest_due_age(client: &impl GenericClient) -> DbResult<Option<f64>
     Ok(client.query_one(sql, &[]).await?.get(0))
 }
 
-/// How an event that waits because sending stopped says why: its
-/// `last_error` starts with one of these (the relay writes them; `status`
-/// reads them).
-pub const STOPPED_MISCONFIGURED: &str = "mailer misconfigured: ";
-pub const STOPPED_PAUSED: &str = "sending paused: ";
-
-/// Events waiting because sending stopped ([`STOPPED_MISCONFIGURED`],
-/// [`STOPPED_PAUSED`]).
+/// Events waiting because their consumer stopped (requeued as
+/// [`Requeue::Stopped`](super::transitions::Requeue::Stopped)).
 #[derive(Debug, Clone, serde::Serialize, PartialEq)]
 pub struct Stopped {
     pub events: i64,
@@ -63,14 +57,13 @@ pub struct Stopped {
     pub at: chrono::DateTime<chrono::Utc>,
 }
 
-/// The PENDING events handed back because sending stopped, if any.
+/// The PENDING events handed back because their consumer stopped, if any.
 pub async fn sending_stopped(client: &impl GenericClient) -> DbResult<Option<Stopped>> {
     let sql = formatcp!(
         "SELECT count(*), max(updated_at), (array_agg(last_error ORDER BY updated_at DESC))[1] \
-           FROM outbox_events WHERE status = {PENDING} \
-            AND (starts_with(last_error, $1) OR starts_with(last_error, $2))"
+           FROM outbox_events WHERE status = {PENDING} AND stopped"
     );
-    let row = client.query_one(sql, &[&STOPPED_MISCONFIGURED, &STOPPED_PAUSED]).await?;
+    let row = client.query_one(sql, &[]).await?;
     let events: i64 = row.get(0);
     Ok((events > 0).then(|| Stopped { events, at: row.get(1), reason: row.get(2) }))
 }

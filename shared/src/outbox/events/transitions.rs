@@ -71,7 +71,7 @@ pub async fn retry(
                 last_error = CASE WHEN attempts >= $4 \
                                   THEN format('attempts exhausted (%s): %s', attempts, $5::text) \
                                   ELSE $5::text END, \
-                {UNLOCK} \
+                stopped = false, {UNLOCK} \
           WHERE {HELD} RETURNING status"
     );
     let row = client
@@ -87,23 +87,37 @@ pub async fn retry(
     })
 }
 
+/// Why an event is handed back without using up an attempt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Requeue {
+    /// It waits its turn again (the run's deadline, a throttled send, a
+    /// wait the consumer asked for).
+    Later,
+    /// Its consumer stopped (the mail provider paused sending, or refused
+    /// the stack's configuration): it waits for that to end. Recorded in
+    /// `stopped` (V47), which [`super::standing::sending_stopped`] reads.
+    Stopped,
+}
+
 /// PROCESSING → PENDING after `delay` without using up an attempt (the
-/// provider paused sending; the event itself did nothing wrong). Returns
-/// false, changing nothing, when it is no longer held under `lease`.
+/// event itself did nothing wrong), for `why`. Returns false, changing
+/// nothing, when it is no longer held under `lease`.
 pub async fn requeue(
     client: &impl GenericClient,
     event_id: Uuid,
     lease: Uuid,
     delay: Duration,
     reason: &str,
+    why: Requeue,
 ) -> DbResult<bool> {
     let sql = formatcp!(
         "UPDATE outbox_events SET status = {PENDING}, attempts = greatest(attempts - 1, 0), \
-             next_attempt_at = now() + make_interval(secs => $3), last_error = $4, {UNLOCK} \
+             next_attempt_at = now() + make_interval(secs => $3), last_error = $4, stopped = $5, {UNLOCK} \
          WHERE {HELD}"
     );
     let statement = client.prepare_cached(sql).await?;
-    Ok(client.execute(&statement, &[&event_id, &lease, &delay.as_secs_f64(), &reason]).await? == 1)
+    let stopped = why == Requeue::Stopped;
+    Ok(client.execute(&statement, &[&event_id, &lease, &delay.as_secs_f64(), &reason, &stopped]).await? == 1)
 }
 
 /// PROCESSING → DEAD at once (unreadable payload, misconfigured mailer):
@@ -161,7 +175,7 @@ const RESET_STUCK: &str = formatcp!(
                             o.attempts, stuck.previous_lock, stuck.previous_worker) \
                 ELSE format('swept: stuck in PROCESSING since %s (worker %s)', \
                             stuck.previous_lock, stuck.previous_worker) END, \
-            next_attempt_at = now(), {UNLOCK} \
+            next_attempt_at = now(), stopped = false, {UNLOCK} \
        FROM stuck WHERE o.id = stuck.id \
      RETURNING o.id, o.attempts, stuck.previous_worker AS locked_by, o.status"
 );
@@ -241,7 +255,8 @@ pub async fn replay(
              INSERT INTO outbox_replays (id, outbox_event_id, previous_attempts, previous_error, replayed_by) \
              SELECT gen_random_uuid(), id, attempts, last_error, $2 FROM target) \
          UPDATE outbox_events o SET status = {PENDING}, attempts = 0, next_attempt_at = now(), \
-                last_error = 'replayed by ' || $2 || ' after: ' || coalesce(o.last_error, ''), {UNLOCK} \
+                last_error = 'replayed by ' || $2 || ' after: ' || coalesce(o.last_error, ''), stopped = false, \
+                {UNLOCK} \
            FROM target WHERE o.id = target.id RETURNING o.id"
     );
     let tx = client.transaction().await?;
@@ -278,7 +293,7 @@ pub async fn replay_count(client: &impl GenericClient, event_id: Uuid) -> DbResu
 pub async fn reopen(tx: &impl GenericClient, event_id: Uuid, reason: &str) -> DbResult<bool> {
     let sql = formatcp!(
         "UPDATE outbox_events SET status = {PENDING}, attempts = 0, next_attempt_at = now(), \
-                last_error = $2, completed_at = NULL, {UNLOCK} \
+                last_error = $2, completed_at = NULL, stopped = false, {UNLOCK} \
           WHERE id = $1 AND status IN ({DONE}, {DEAD})"
     );
     Ok(tx.execute(sql, &[&event_id, &reason]).await? == 1)

@@ -26,6 +26,7 @@ use crate::config::settings as S;
 use crate::config::ConfigError;
 use crate::notify::notification::Notification;
 use crate::notify::render::invite::{self, Sender};
+use crate::notify::sends::SentVia;
 
 #[derive(Debug, Clone)]
 pub struct SesConfig {
@@ -157,8 +158,8 @@ impl Mailer for SesMailer {
         "SES_CONNECT_TIMEOUT_MS + SES_READ_TIMEOUT_MS"
     }
 
-    fn provider(&self) -> &'static str {
-        crate::notify::pacing::send_rate::SES
+    fn provider(&self) -> SentVia {
+        SentVia::Ses
     }
 
     async fn account_rate(&self) -> Result<Option<f64>, String> {

@@ -54,6 +54,7 @@ use crate::config::settings as S;
 use crate::config::ConfigError;
 use crate::notify::notification::Notification;
 use crate::notify::render::invite;
+use crate::notify::sends::SentVia;
 
 /// How long a kept connection may sit idle before it is closed instead of
 /// reused (servers must wait at least 5 minutes, RFC 5321 4.5.3.2.7; many
@@ -287,10 +288,10 @@ impl Mailer for SmtpMailer {
 
     /// `ses-smtp` through SES's own SMTP interface with a configuration
     /// set: SES's events settle its ambiguous sends.
-    fn provider(&self) -> &'static str {
+    fn provider(&self) -> SentVia {
         match self.config.ses_configuration_set {
-            Some(_) => ses::SES_SMTP,
-            None => crate::notify::pacing::send_rate::SMTP,
+            Some(_) => SentVia::SesSmtp,
+            None => SentVia::Smtp,
         }
     }
 

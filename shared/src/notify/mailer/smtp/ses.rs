@@ -8,9 +8,6 @@ use uuid::Uuid;
 use crate::notify::mailer::tags;
 use crate::notify::notification::Notification;
 
-/// The claim provider of an SMTP send through SES's own SMTP interface.
-pub const SES_SMTP: &str = "ses-smtp";
-
 /// The headers SES's SMTP interface reads, and strips before delivery: the
 /// configuration set (so SES publishes the message's events), and the
 /// same tags SES v2's sends carry (`claim`, `event_id`, `event_type`,
