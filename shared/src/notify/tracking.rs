@@ -14,7 +14,6 @@
 use std::collections::HashSet;
 
 use chrono::{DateTime, Utc};
-use const_format::formatcp;
 use deadpool_postgres::GenericClient;
 use serde::Serialize;
 use uuid::Uuid;
@@ -24,10 +23,8 @@ use crate::booking::domain::Reminder;
 use crate::booking::events::{BookingEvent, EventType};
 use crate::booking::reminder_events;
 use crate::db::DbResult;
-use crate::notify::evidence::feedback::VERDICT_OF_SEND;
-use crate::notify::evidence::resend::RESENT_ON_EVIDENCE;
-use crate::notify::sends::{ConfirmedBy, NotSentBecause, SendStatus, SentVia, SENDS_OF_EVENT};
-use crate::outbox::events::{EventStatus, EVENTS_OF_BOOKING};
+use crate::notify::sends::{ConfirmedBy, NotSentBecause, SendStatus, SentVia};
+use crate::outbox::events::EventStatus;
 
 /// Where one recipient's notification stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
@@ -109,17 +106,20 @@ pub enum Reader<'a> {
     Recipient(&'a str),
 }
 
-const SQL: &str = formatcp!(
-    "SELECT e.id AS event_id, e.aggregate_version, e.event_type, e.status AS event_status, e.created_at, \
-            e.updated_at, e.open_payload, e.reminded_start, e.reminder, e.booking_reminders, s.recipient_email, s.status AS send_status, s.claimed_at, \
-            s.completed_at, s.confirmed_by, s.left_for_operator, s.last_error, s.not_sent_because, s.provider, \
-            f.kind AS verdict, f.subtype AS verdict_subtype, f.occurred_at AS verdict_at, \
-            x.decided_at AS resent_at \
-       FROM ({EVENTS_OF_BOOKING}) e \
-       LEFT JOIN LATERAL ({SENDS_OF_EVENT}) s ON true \
-       LEFT JOIN LATERAL ({VERDICT_OF_SEND}) f ON true \
-       LEFT JOIN LATERAL ({RESENT_ON_EVIDENCE}) x ON true"
-);
+/// One statement over what each table's owner exports (V47): the booking's
+/// events (`outbox::events`), each one's sends (`sends`), SES's verdict on
+/// each (`evidence::feedback`), when each was resent on SES's evidence
+/// (`evidence::resend`). It names no table.
+const SQL: &str = "SELECT e.id AS event_id, e.aggregate_version, e.event_type, e.status AS event_status, \
+            e.created_at, e.updated_at, e.open_payload, e.payload -> 'booking' ->> 'start' AS reminded_start, \
+            e.payload ->> 'reminder' AS reminder, e.payload -> 'booking' -> 'reminders' AS booking_reminders, \
+            s.recipient_email, s.status AS send_status, s.claimed_at, s.completed_at, s.confirmed_by, \
+            s.left_for_operator, s.last_error, s.not_sent_because, s.provider, \
+            f.kind AS verdict, f.subtype AS verdict_subtype, f.occurred_at AS verdict_at, x AS resent_at \
+       FROM outbox_events_of_aggregate($1, $2, $3) e \
+       LEFT JOIN LATERAL booking_notification_sends_of_event(e.id) s ON true \
+       LEFT JOIN LATERAL send_verdict(s.id) f ON true \
+       LEFT JOIN LATERAL resent_on_evidence(e.id, s.recipient_email, e.event_type) x ON true";
 
 /// Every notification of `booking_id` that `reader` may see, by version
 /// then recipient. One statement, whatever the number of events and

@@ -3,11 +3,9 @@
 
 use std::time::Duration;
 
-use const_format::concatcp;
 use deadpool_postgres::{GenericClient, Transaction};
 use uuid::Uuid;
 
-use super::events::UNFINISHED_EVENT_WITH_ID;
 use crate::db::DbResult;
 
 /// The story's `tryInsert(eventId)`, inside the transaction that will also
@@ -60,13 +58,10 @@ pub async fn count(client: &impl GenericClient) -> DbResult<i64> {
 /// Retention: deletes up to `limit` rows older than `max_age` whose event is
 /// DONE or gone (a row of an event that may still run is kept).
 pub async fn purge(client: &impl GenericClient, max_age: Duration, limit: i64) -> DbResult<u64> {
-    const SQL: &str = concatcp!(
-        "DELETE FROM processed_events WHERE event_id IN ( \
+    // `outbox_event_unfinished` (V47): the events module's answer.
+    const SQL: &str = "DELETE FROM processed_events WHERE event_id IN ( \
              SELECT p.event_id FROM processed_events p \
               WHERE p.processed_at < now() - make_interval(secs => $1) \
-                AND NOT EXISTS (",
-        UNFINISHED_EVENT_WITH_ID,
-        "p.event_id) LIMIT $2)"
-    );
+                AND NOT EXISTS (SELECT 1 FROM outbox_event_unfinished(p.event_id)) LIMIT $2)";
     Ok(client.execute(SQL, &[&max_age.as_secs_f64(), &limit]).await?)
 }

@@ -38,7 +38,7 @@ pub const BATCH_RETRIES: [Duration; 3] =
     [Duration::from_millis(100), Duration::from_millis(500), Duration::from_millis(2000)];
 
 /// How an event handed back because sending stopped says why, before the
-/// provider's words (for people: `stopped`, V47, is what programs read).
+/// provider's words (for people: `stopped`, V46, is what programs read).
 const STOPPED_MISCONFIGURED: &str = "mailer misconfigured: ";
 const STOPPED_PAUSED: &str = "sending paused: ";
 

@@ -95,3 +95,122 @@ fn no_code_reads_a_state_back_from_error_text() {
         wrong.join("\n")
     );
 }
+
+/// Each table, and the module that owns it: the only one whose SQL names it
+/// (a file, or a folder of files). Others ask the owner: a typed function
+/// of its module, or a function of the database it exports (V47).
+const OWNERS: [(&str, &str); 25] = [
+    ("api_cursor_key", "api/list.rs"),
+    ("bookings", "booking/store.rs"),
+    ("booking_attendees", "booking/store.rs"),
+    ("idempotency_keys", "booking/idempotency.rs"),
+    ("booking_daily_changes", "booking/limits.rs"),
+    ("organizer_daily_usage", "booking/limits.rs"),
+    ("organizer_accounts", "booking/limits.rs"),
+    ("new_account_daily_usage", "booking/limits.rs"),
+    ("outbox_events", "outbox/events/"),
+    ("outbox_leases", "outbox/events/"),
+    ("outbox_replays", "outbox/events/"),
+    ("outbox_turns", "outbox/events/"),
+    ("processed_events", "outbox/processed.rs"),
+    ("booking_notification_sends", "notify/sends/"),
+    ("booking_introductions", "notify/sends/introductions.rs"),
+    ("send_rate", "notify/pacing/send_rate.rs"),
+    ("mailbox_organizers", "notify/pacing/recipient_limit.rs"),
+    ("mailbox_newcomers", "notify/pacing/recipient_limit.rs"),
+    ("organizer_pauses", "notify/pacing/pauses.rs"),
+    ("send_feedback", "notify/evidence/feedback.rs"),
+    ("suppressed_addresses", "notify/evidence/suppression.rs"),
+    ("ses_event_watermarks", "notify/evidence/watermark.rs"),
+    ("ses_canaries", "notify/evidence/watermark.rs"),
+    ("notification_resends", "notify/evidence/resend.rs"),
+    ("recipient_daily_mails", "(dropped)"),
+];
+
+/// The tables `code` names in SQL: after FROM, JOIN, INTO, UPDATE or TABLE.
+fn tables_named(code: &str) -> Vec<&'static str> {
+    let lower = code.to_lowercase();
+    let words: Vec<&str> =
+        lower.split(|c: char| !(c.is_alphanumeric() || c == '_')).filter(|w| !w.is_empty()).collect();
+    let mut named = Vec::new();
+    for pair in words.windows(2) {
+        if matches!(pair[0], "from" | "join" | "into" | "update" | "table") {
+            if let Some((table, _)) = OWNERS.iter().find(|(t, _)| *t == pair[1]) {
+                named.push(*table);
+            }
+        }
+    }
+    named
+}
+
+/// `code` without its comments (doc comments name tables in prose).
+fn without_comments(code: &str) -> String {
+    code.lines().map(|l| if l.trim_start().starts_with("//") { "" } else { l }).collect::<Vec<_>>().join("\n")
+}
+
+#[test]
+fn the_table_check_sees_sql_naming_a_table() {
+    let sql = "SELECT s.id FROM booking_notification_sends s JOIN outbox_events e ON e.id = s.outbox_event_id";
+    assert_eq!(tables_named(sql), ["booking_notification_sends", "outbox_events"]);
+    assert!(tables_named("let bookings = from_bookings(update);").is_empty(), "Rust names are not SQL");
+}
+
+#[test]
+fn every_table_of_the_migrations_has_an_owner() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../migrations");
+    let mut missing = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let sql = std::fs::read_to_string(entry.unwrap().path()).unwrap().to_lowercase();
+        for (i, _) in sql.match_indices("create table ") {
+            let rest = sql[i + "create table ".len()..].trim_start_matches("if not exists ");
+            let name: String = rest.chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect();
+            if !OWNERS.iter().any(|(t, _)| *t == name) {
+                missing.push(name);
+            }
+        }
+    }
+    assert!(missing.is_empty(), "tables with no owner in OWNERS (give each one module): {missing:?}");
+}
+
+#[test]
+fn no_modules_sql_names_a_table_another_module_owns() {
+    let mut wrong = Vec::new();
+    for (file, code) in library() {
+        for table in tables_named(&without_comments(&code)) {
+            let owner = OWNERS.iter().find(|(t, _)| *t == table).unwrap().1;
+            if !(file == owner || owner.ends_with('/') && file.starts_with(owner)) {
+                wrong.push(format!("{file} names {table} (owned by {owner})"));
+            }
+        }
+    }
+    assert!(wrong.is_empty(), "SQL naming another module's table (ask its owner):\n{}", wrong.join("\n"));
+}
+
+#[test]
+fn no_module_hands_its_sql_to_another() {
+    // A `pub const` holding SQL text is a fragment another module could
+    // paste into its statements: only its own file may use it.
+    let library = library();
+    let mut wrong = Vec::new();
+    for (file, code) in &library {
+        for (i, _) in code.match_indices("pub const ") {
+            let item = &code[i..i + code[i..].find(";\n").unwrap_or(code.len() - i)];
+            let name: String =
+                item["pub const ".len()..].chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect();
+            let upper = item.to_uppercase();
+            if !(upper.contains("SELECT ") || upper.contains(" FROM ") || upper.contains("UPDATE ")) {
+                continue;
+            }
+            for (other, text) in &library {
+                let used = text.match_indices(name.as_str()).any(|(j, _)| {
+                    !text[..j].ends_with(|c: char| c.is_alphanumeric() || c == '_')
+                        && !text[j + name.len()..].starts_with(|c: char| c.is_alphanumeric() || c == '_')
+                });
+                if other != file && used {
+                    wrong.push(format!("{other} uses {name}, SQL of {file}"));
+                }
+            }
+        }
+    }
+    assert!(wrong.is_empty(), "SQL handed from one module to another:\n{}", wrong.join("\n"));
+}

@@ -40,27 +40,16 @@ use crate::db::DbResult;
 use crate::notify::sends::{self, ConfirmedBy};
 use crate::telemetry::mask_email;
 
-/// The newest verdict SES gave about the send `s` (an outer row), as a
-/// lateral subquery: `kind`, `subtype`, `occurred_at` of its latest
-/// Delivery, Bounce, Complaint, Reject or RenderingFailure (a Send or a
-/// DeliveryDelay says nothing about where the message ended). It reads the
-/// primary key.
-pub const VERDICT_OF_SEND: &str = "SELECT f.kind, f.subtype, f.occurred_at FROM send_feedback f \
-      WHERE f.send_id = s.id AND f.kind IN ('Delivery', 'Bounce', 'Complaint', 'Reject', 'RenderingFailure') \
-      ORDER BY f.occurred_at DESC LIMIT 1";
-
 /// Retention: deletes up to `limit` feedback rows received more than
 /// `max_age` ago whose send no longer exists (retention deleted it, after
 /// its event). While the send exists, what SES said about it stays: the
 /// API shows it (`notify::tracking`).
 pub async fn purge(client: &impl GenericClient, max_age: std::time::Duration, limit: i64) -> DbResult<u64> {
-    const SQL: &str = const_format::formatcp!(
-        "DELETE FROM send_feedback WHERE ctid IN ( \
+    // `booking_notification_send` (V47): the ledger's answer.
+    const SQL: &str = "DELETE FROM send_feedback WHERE ctid IN ( \
              SELECT f.ctid FROM send_feedback f \
               WHERE f.received_at < now() - make_interval(secs => $1) \
-                AND NOT EXISTS ({}f.send_id) LIMIT $2)",
-        sends::SEND_WITH_ID
-    );
+                AND NOT EXISTS (SELECT 1 FROM booking_notification_send(f.send_id)) LIMIT $2)";
     Ok(client.execute(SQL, &[&max_age.as_secs_f64(), &limit]).await?)
 }
 
@@ -189,10 +178,9 @@ pub async fn record(client: &mut deadpool_postgres::Client, event: &SesEvent) ->
 /// and until they come nothing may be resent on its evidence (an event
 /// held back that long could be an ambiguous send's too).
 pub async fn behind(client: &impl GenericClient, grace: Duration, window: Duration, sample: i64) -> DbResult<i64> {
-    const SQL: &str = const_format::formatcp!(
-        "SELECT count(*) FROM ({}) s WHERE NOT EXISTS (SELECT 1 FROM send_feedback f WHERE f.send_id = s.id)",
-        sends::ANSWERED_BY_SES
-    );
+    // `booking_notification_sends_answered_by_ses` (V47): the ledger's answer.
+    const SQL: &str = "SELECT count(*) FROM booking_notification_sends_answered_by_ses($1, $2, $3) AS s(id) \
+                        WHERE NOT EXISTS (SELECT 1 FROM send_feedback f WHERE f.send_id = s.id)";
     let (grace, window) = (grace.as_secs_f64(), (grace + window).as_secs_f64());
     Ok(client.query_one(SQL, &[&grace, &window, &sample]).await?.get(0))
 }

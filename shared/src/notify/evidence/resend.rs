@@ -29,12 +29,6 @@ use crate::outbox::processed;
 
 pub use sends::unknown::{Candidate, Confirmation, Evidence, UnknownCounts, UnknownSend};
 
-/// `… ) x ON true` after `LEFT JOIN LATERAL (`: when the recipient `s`
-/// of the event `e` was last resent on SES's evidence, as `x.decided_at`.
-pub const RESENT_ON_EVIDENCE: &str = "SELECT r.decided_at FROM notification_resends r \
-      WHERE r.outbox_event_id = e.id AND r.recipient_email = s.recipient_email AND r.event_type = e.event_type \
-        AND r.evidence_mail_second IS NOT NULL ORDER BY r.decided_at DESC LIMIT 1";
-
 /// Who the sweeper records as deciding a resend on evidence.
 pub const EVIDENCE_DECIDER: &str = "sweeper (SES's events moved past it; none named it)";
 
@@ -73,7 +67,8 @@ pub async fn resend(
     decision: Decision<'_>,
 ) -> Result<Uuid, ResendError> {
     let tx = client.transaction().await?;
-    let (event_id, status, _) = sends::unknown::lock(&tx, send_id).await?.ok_or(ResendError::NotFound(send_id))?;
+    let send = sends::unknown::lock(&tx, send_id).await?.ok_or(ResendError::NotFound(send_id))?;
+    let (event_id, status) = (send.event_id, send.status);
     if !matches!(status, SendStatus::Unknown | SendStatus::Claimed) {
         return Err(ResendError::NotUnknown { id: send_id, status });
     }
@@ -88,9 +83,20 @@ pub async fn resend(
         "INSERT INTO notification_resends (id, send_id, outbox_event_id, recipient_email, event_type, \
                  previous_status, previous_error, claimed_at, decided_by, evidence_mail_second, \
                  evidence_received_at, evidence_grace_secs) \
-         SELECT gen_random_uuid(), id, outbox_event_id, recipient_email, event_type, status, last_error, \
-                claimed_at, $2, $3, $4, $5 FROM booking_notification_sends WHERE id = $1",
-        &[&send_id, &decided_by, &mail_second, &received_at, &grace],
+         VALUES (gen_random_uuid(), $1, $6, $7, $8, $9, $10, $11, $2, $3, $4, $5)",
+        &[
+            &send_id,
+            &decided_by,
+            &mail_second,
+            &received_at,
+            &grace,
+            &event_id,
+            &send.recipient,
+            &send.event_type,
+            &status.as_str(),
+            &send.last_error,
+            &send.claimed_at,
+        ],
     )
     .await?;
     sends::unknown::delete(&tx, send_id).await?;
@@ -114,11 +120,9 @@ pub async fn resent_recipients_of(client: &impl GenericClient, booking_ids: &[Uu
     if booking_ids.is_empty() {
         return Ok(Vec::new());
     }
-    const SQL: &str = const_format::formatcp!(
-        "SELECT DISTINCT e.aggregate_id, r.recipient_email FROM ({}) e \
-           JOIN notification_resends r ON r.outbox_event_id = e.id",
-        events::EVENTS_OF_BOOKINGS
-    );
+    // `outbox_events_of_aggregates` (V47): the events module's answer.
+    const SQL: &str = "SELECT DISTINCT e.aggregate_id, r.recipient_email FROM outbox_events_of_aggregates($1) e \
+                         JOIN notification_resends r ON r.outbox_event_id = e.id";
     let rows = client.query(&client.prepare_cached(SQL).await?, &[&booking_ids]).await?;
     Ok(rows.iter().map(|r| (r.get(0), r.get(1))).collect())
 }
@@ -258,9 +262,10 @@ pub async fn resend_left(
 
 /// What [`resend`] would answer, without changing anything.
 async fn would_resend(client: &impl GenericClient, id: Uuid) -> DbResult<Result<Uuid, String>> {
-    let Some((event_id, ..)) = sends::unknown::lock(client, id).await? else {
+    let Some(send) = sends::unknown::lock(client, id).await? else {
         return Ok(Err(ResendError::NotFound(id).to_string()));
     };
+    let event_id = send.event_id;
     match event_settled(client, id, event_id).await {
         Ok(()) => Ok(Ok(event_id)),
         Err(ResendError::Db(e)) => Err(e),

@@ -21,7 +21,7 @@
 //!   when the first such event arrived (insert-only: an event writes no row
 //!   version).
 //! - `ses_stream_passed(reaches_by, grace)` and `ses_stream_reached(reaches_by)`
-//!   (SQL functions, migration V46): "the stream moved past this send, at
+//!   (SQL functions, migration V47): "the stream moved past this send, at
 //!   least the grace ago", and "at all", which `sends::unknown`'s
 //!   statements call by name.
 //! - [`canary_due`] / [`record_canary`]: when sends wait for evidence and

@@ -21,6 +21,6 @@ pub mod unknown;
 
 pub use claim::{claim, Claim, Claimant, Decided, GroupClaim};
 pub use outcome::{Outcome, Settled};
-pub use read::{counts, of_event, possibly_told_many, purge, ANSWERED_BY_SES, SENDS_OF_EVENT, SEND_WITH_ID};
+pub use read::{counts, of_event, possibly_told_many, purge};
 pub use status::{ConfirmedBy, NotSentBecause, SendStatus, SentVia};
 pub use unknown::{Confirmation, UnknownCounts, UnknownSend};

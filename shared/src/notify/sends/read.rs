@@ -11,7 +11,6 @@ use uuid::Uuid;
 use super::status::send_sql::{CAPPED, CLAIMED, FAILED, SENT, SUPERSEDED, UNKNOWN};
 use super::status::SendStatus;
 use crate::db::DbResult;
-use crate::outbox::events::{EVENTS_OF_BOOKINGS, EVENT_WITH_ID};
 
 /// For each booking, the recipients that may have been told something
 /// about it: a send SENT, UNKNOWN, or still CLAIMED (an attempt may be
@@ -27,7 +26,7 @@ pub async fn possibly_told_many(
         return Ok(told);
     }
     let sql = formatcp!(
-        "SELECT DISTINCT e.aggregate_id, s.recipient_email FROM ({EVENTS_OF_BOOKINGS}) e \
+        "SELECT DISTINCT e.aggregate_id, s.recipient_email FROM outbox_events_of_aggregates($1) e \
            JOIN booking_notification_sends s ON s.outbox_event_id = e.id \
           WHERE s.status IN ({SENT}, {UNKNOWN}, {CLAIMED})"
     );
@@ -36,31 +35,6 @@ pub async fn possibly_told_many(
     }
     Ok(told)
 }
-
-/// The sends of the event `e` (an outer row), as a lateral subquery `s`:
-/// `id`, `recipient_email`, `status`, `claimed_at`, `completed_at`,
-/// `confirmed_by`, `left_for_operator`, `last_error`, `provider`. It reads
-/// `booking_notification_sends_one_per_recipient`.
-pub const SENDS_OF_EVENT: &str = "SELECT s.id, s.recipient_email, s.status, s.claimed_at, s.completed_at, \
-            s.confirmed_by, s.left_for_operator, s.last_error, s.not_sent_because, s.provider \
-       FROM booking_notification_sends s WHERE s.outbox_event_id = e.id";
-
-/// The ids of the latest `$3` sends SES accepted by its own answer (SENT,
-/// not confirmed later by an event) that were claimed between `$2` and `$1`
-/// seconds ago, newest first: messages whose events SES owes by now. Read
-/// from the primary key (UUIDv7s by claim time), as [`purge`] does.
-pub const ANSWERED_BY_SES: &str = formatcp!(
-    "SELECT s.id FROM booking_notification_sends s \
-      WHERE s.id >= {since2} AND s.id < {FIRST_ID_CLAIMED_SINCE} \
-        AND s.status = {SENT} AND s.confirmed_by IS NULL AND s.provider IN ('ses', 'ses-smtp') \
-      ORDER BY s.id DESC LIMIT $3",
-    since2 = "(lpad(to_hex(floor(extract(epoch FROM now() - make_interval(secs => $2)) * 1000)::bigint), 12, '0') \
-              || '00000000000000000000')::uuid"
-);
-
-/// `… <id expression>)` completes a subquery that finds the send at all:
-/// a table whose rows belong to a send keeps them while it exists.
-pub const SEND_WITH_ID: &str = "SELECT 1 FROM booking_notification_sends s WHERE s.id = ";
 
 /// `(recipient, status)` of every send of an event, by recipient.
 pub async fn of_event(client: &impl GenericClient, event_id: Uuid) -> DbResult<Vec<(String, SendStatus)>> {
@@ -85,7 +59,7 @@ pub async fn counts(client: &impl GenericClient) -> DbResult<BTreeMap<SendStatus
 }
 
 /// The smallest send id claimed at or after `now() - $1 seconds`: a send's
-/// id is a UUIDv7 made at its claim ([`claim::new_ids`]), whose first 48
+/// id is a UUIDv7 made at its claim ([`new_ids`](super::claim::new_ids)), whose first 48
 /// bits are the claim's Unix time in milliseconds, so the primary key
 /// orders the sends by claim time and no index on `claimed_at` is needed
 /// (each claim wrote one). Clocks of different pollers may differ by
@@ -107,7 +81,7 @@ pub async fn purge(client: &impl GenericClient, max_age: Duration, limit: i64) -
                 AND s.claimed_at < now() - make_interval(secs => $1) \
                 AND s.status IN ({SENT}, {FAILED}, {SUPERSEDED}, {CAPPED}) \
                 AND s.completed_at < now() - make_interval(secs => $1) \
-                AND NOT EXISTS ({EVENT_WITH_ID}s.outbox_event_id) LIMIT $2)"
+                AND NOT EXISTS (SELECT 1 FROM outbox_event(s.outbox_event_id)) LIMIT $2)"
     );
     Ok(client.execute(SQL, &[&max_age.as_secs_f64(), &limit]).await?)
 }

@@ -32,7 +32,7 @@ crate::stored_enum! {
 
 crate::stored_enum! {
     /// Why a send was settled without a call, where its status alone does
-    /// not tell (`not_sent_because`, V47; NULL otherwise). Programs read
+    /// not tell (`not_sent_because`, V46; NULL otherwise). Programs read
     /// this; `last_error` says it in words for people.
     pub enum NotSentBecause in "booking_notification_sends.not_sent_because", sql: not_sent_sql {
         /// FAILED before any call: the address is suppressed (it bounced,

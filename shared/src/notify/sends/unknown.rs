@@ -21,7 +21,6 @@ use crate::db::DbResult;
 /// left for an operator (its events are not coming: no event destination,
 /// or a stream that stopped), and canaries stop.
 pub const EVIDENCE_GIVE_UP: Duration = Duration::from_secs(86_400);
-use crate::outbox::events::IN_FLIGHT_EVENT_WITH_ID;
 
 /// The providers whose sends SES's events may settle
 /// ([`SentVia::publishes_events`]), as an SQL list for the statements below.
@@ -150,7 +149,8 @@ const UNKNOWN_COLUMNS: &str = formatcp!(
 
 /// A CLAIMED send whose event is not in flight: its worker died and no
 /// retry has looked at it yet.
-const ORPHANED: &str = formatcp!("(s.status = {CLAIMED} AND NOT EXISTS ({IN_FLIGHT_EVENT_WITH_ID}s.outbox_event_id))");
+const ORPHANED: &str =
+    formatcp!("(s.status = {CLAIMED} AND NOT EXISTS (SELECT 1 FROM outbox_event_in_flight(s.outbox_event_id)))");
 
 /// UNKNOWN sends and orphaned CLAIMED ones, newest claim first (ids are
 /// UUIDv7s made at the claim), each with where it stands against SES's
@@ -260,7 +260,7 @@ pub async fn unknown_counts(client: &impl GenericClient, grace: Duration) -> DbR
                                    AND s.left_for_operator IS NULL), \
                 count(*) FILTER (WHERE s.status = {UNKNOWN} AND s.provider IN ({FEEDBACK_PROVIDERS}) \
                                    AND s.left_for_operator IS NULL \
-                                   AND r.reaches_by < now() - make_interval(secs => $1) AND NOT ses_stream_reached(r.reaches_by)), \
+                                   AND r.reaches_by < now() - make_interval(secs => $1) AND NOT EXISTS (SELECT 1 FROM ses_stream_reached(r.reaches_by))), \
                 count(*) FILTER (WHERE s.status = {UNKNOWN} AND (s.left_for_operator IS NOT NULL \
                                    OR s.provider NOT IN ({FEEDBACK_PROVIDERS}))), \
                 count(*) FILTER (WHERE s.status = {SENT} AND s.confirmed_by = {SES_EVENT}) \
@@ -277,14 +277,36 @@ pub async fn unknown_counts(client: &impl GenericClient, grace: Duration) -> DbR
 }
 
 /// Locks one send for a resend; returns its event, status and provider.
-pub async fn lock(tx: &impl GenericClient, id: Uuid) -> DbResult<Option<(Uuid, SendStatus, String)>> {
+pub async fn lock(tx: &impl GenericClient, id: Uuid) -> DbResult<Option<Locked>> {
     let row = tx
         .query_opt(
-            "SELECT outbox_event_id, status, provider FROM booking_notification_sends WHERE id = $1 FOR UPDATE",
+            "SELECT outbox_event_id, recipient_email, event_type, status, last_error, claimed_at \
+               FROM booking_notification_sends WHERE id = $1 FOR UPDATE",
             &[&id],
         )
         .await?;
-    row.map(|r| Ok((r.get("outbox_event_id"), SendStatus::from_row(&r, "status")?, r.get("provider")))).transpose()
+    row.map(|r| {
+        Ok(Locked {
+            event_id: r.get("outbox_event_id"),
+            recipient: r.get("recipient_email"),
+            event_type: r.get("event_type"),
+            status: SendStatus::from_row(&r, "status")?,
+            last_error: r.get("last_error"),
+            claimed_at: r.get("claimed_at"),
+        })
+    })
+    .transpose()
+}
+
+/// A send under its row lock ([`lock`]): what a decision about it records.
+#[derive(Debug, Clone)]
+pub struct Locked {
+    pub event_id: Uuid,
+    pub recipient: String,
+    pub event_type: String,
+    pub status: SendStatus,
+    pub last_error: Option<String>,
+    pub claimed_at: DateTime<Utc>,
 }
 
 /// Deletes a claim (a resend decision, recorded first).

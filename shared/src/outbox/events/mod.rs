@@ -30,7 +30,7 @@ use tokio_postgres::types::Json;
 use uuid::Uuid;
 
 pub use claim::ClaimedEvent;
-use status::sql::{DEAD, DONE, PROCESSING};
+use status::sql::{DEAD, DONE};
 pub use status::EventStatus;
 
 use crate::db::DbResult;
@@ -307,40 +307,3 @@ pub async fn purge_done(client: &impl GenericClient, max_age: Duration, limit: i
     );
     Ok(client.execute(sql, &[&max_age.as_secs_f64(), &limit]).await?)
 }
-
-/// `… <id expression>)` completes a subquery that finds the event while it
-/// may still run (it exists and is not DONE). Retention of other tables
-/// keeps their rows while it does; "finished" is defined here, once.
-pub const UNFINISHED_EVENT_WITH_ID: &str =
-    formatcp!("SELECT 1 FROM outbox_events e WHERE e.status <> {DONE} AND e.id = ");
-
-/// `… <id expression>)` completes a subquery that finds the event at all.
-/// A DONE event can still be reopened (an operator's resend), so a table
-/// whose rows stop a second send keeps them until the event itself is gone.
-pub const EVENT_WITH_ID: &str = "SELECT 1 FROM outbox_events e WHERE e.id = ";
-
-/// The events (`id`, `aggregate_id`) of the bookings in `$1` (a uuid
-/// array), as a subquery for a table keyed by event: it reads
-/// `outbox_events_one_per_version`.
-pub const EVENTS_OF_BOOKINGS: &str = "SELECT e.id, e.aggregate_id FROM outbox_events e WHERE e.aggregate_id = ANY($1)";
-
-/// The events of the booking in `$1`, and those in the lanes from `$2` to
-/// `$3` (its side lanes, [`side_lanes_of`]: its reminders), as a subquery `e`
-/// (it reads `outbox_events_one_per_version`): `id`, `aggregate_version`,
-/// `event_type`, `status`, `created_at`, `updated_at`, `open_payload`, the
-/// payload while the event is not DONE (who it is still to reach), NULL
-/// once it is, its booking's `start` (text) and `reminders` (JSON), and for
-/// a reminder its `reminder` offset, as text.
-pub const EVENTS_OF_BOOKING: &str = formatcp!(
-    "SELECT e.id, e.aggregate_version, e.event_type, e.status, e.created_at, e.updated_at, \
-            CASE WHEN e.status <> {DONE} THEN e.payload END AS open_payload, \
-            e.payload -> 'booking' ->> 'start' AS reminded_start, e.payload ->> 'reminder' AS reminder, \
-            e.payload -> 'booking' -> 'reminders' AS booking_reminders \
-       FROM outbox_events e WHERE e.aggregate_id = $1 OR e.aggregate_id BETWEEN $2 AND $3"
-);
-
-/// `… <id expression>)` completes a subquery that finds the event while a
-/// worker holds it (PROCESSING): a claim of such an event may still be
-/// being sent, so it is not an orphan.
-pub const IN_FLIGHT_EVENT_WITH_ID: &str =
-    formatcp!("SELECT 1 FROM outbox_events e WHERE e.status = {PROCESSING} AND e.id = ");

@@ -95,7 +95,7 @@ pub enum Requeue {
     Later,
     /// Its consumer stopped (the mail provider paused sending, or refused
     /// the stack's configuration): it waits for that to end. Recorded in
-    /// `stopped` (V47), which [`super::standing::sending_stopped`] reads.
+    /// `stopped` (V46), which [`super::standing::sending_stopped`] reads.
     Stopped,
 }
 
