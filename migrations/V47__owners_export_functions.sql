@@ -57,16 +57,16 @@ CREATE FUNCTION outbox_events_of_aggregates(aggregates uuid[])
     LANGUAGE sql STABLE PARALLEL SAFE
     AS $$ SELECT e.id, e.aggregate_id FROM outbox_events e WHERE e.aggregate_id = ANY(aggregates) $$;
 
--- The events of `aggregate`, and those of its lanes from `first_lane` to
--- `last_lane` (outbox_events_one_per_version): what each is and where it
--- stands, its payload while it is not DONE (who it is still to reach).
-CREATE FUNCTION outbox_events_of_aggregate(aggregate uuid, first_lane uuid, last_lane uuid)
+-- The events of `aggregate` and of its lanes (outbox_events_one_per_version,
+-- outbox_events_lanes): what each is and where it stands, its payload
+-- while it is not DONE (who it is still to reach).
+CREATE FUNCTION outbox_events_of_aggregate(aggregate uuid)
     RETURNS TABLE (id uuid, aggregate_version integer, event_type text, status text, created_at timestamptz,
                    updated_at timestamptz, payload jsonb, open_payload jsonb)
     LANGUAGE sql STABLE PARALLEL SAFE
     AS $$ SELECT e.id, e.aggregate_version, e.event_type, e.status, e.created_at, e.updated_at, e.payload,
                  CASE WHEN e.status <> 'DONE' THEN e.payload END
-            FROM outbox_events e WHERE e.aggregate_id = aggregate OR e.aggregate_id BETWEEN first_lane AND last_lane $$;
+            FROM outbox_events e WHERE e.aggregate_id = aggregate OR e.lane_of = aggregate $$;
 
 -- notify::sends (booking_notification_sends) --------------------------------
 
@@ -128,13 +128,13 @@ CREATE FUNCTION resent_on_evidence(event_id uuid, recipient text, event_type tex
 
 REVOKE ALL ON FUNCTION ses_stream_passed(timestamptz, double precision), ses_stream_reached(timestamptz),
     outbox_event(uuid), outbox_event_unfinished(uuid), outbox_event_in_flight(uuid),
-    outbox_events_of_aggregates(uuid[]), outbox_events_of_aggregate(uuid, uuid, uuid),
+    outbox_events_of_aggregates(uuid[]), outbox_events_of_aggregate(uuid),
     booking_notification_send(uuid), booking_notification_sends_of_event(uuid),
     booking_notification_sends_answered_by_ses(double precision, double precision, bigint),
     send_verdict(uuid), resent_on_evidence(uuid, text, text) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION ses_stream_passed(timestamptz, double precision), ses_stream_reached(timestamptz),
     outbox_event(uuid), outbox_event_unfinished(uuid), outbox_event_in_flight(uuid),
-    outbox_events_of_aggregates(uuid[]), outbox_events_of_aggregate(uuid, uuid, uuid),
+    outbox_events_of_aggregates(uuid[]), outbox_events_of_aggregate(uuid),
     booking_notification_send(uuid), booking_notification_sends_of_event(uuid),
     booking_notification_sends_answered_by_ses(double precision, double precision, bigint),
     send_verdict(uuid), resent_on_evidence(uuid, text, text) TO booking_app;
@@ -144,5 +144,5 @@ GRANT EXECUTE ON FUNCTION ses_stream_passed(timestamptz, double precision), ses_
 GRANT EXECUTE ON FUNCTION outbox_event(uuid), outbox_event_unfinished(uuid), booking_notification_send(uuid),
     booking_notification_sends_answered_by_ses(double precision, double precision, bigint) TO outbox_sweeper;
 GRANT EXECUTE ON FUNCTION outbox_events_of_aggregates(uuid[]) TO outbox_poller;
-GRANT EXECUTE ON FUNCTION outbox_events_of_aggregate(uuid, uuid, uuid), booking_notification_sends_of_event(uuid),
+GRANT EXECUTE ON FUNCTION outbox_events_of_aggregate(uuid), booking_notification_sends_of_event(uuid),
     send_verdict(uuid), resent_on_evidence(uuid, text, text) TO booking_api;

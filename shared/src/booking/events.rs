@@ -126,6 +126,7 @@ impl EventPayload {
             event_type: event_type.as_str().to_string(),
             payload: serde_json::value::to_raw_value(self).expect("event payload serialises"),
             due_at: None,
+            lane_of: None,
             // The organizer's turn: one organizer's backlog never buries
             // another's mail.
             turn: Some(self.booking.organizer.email.as_str().to_string()),

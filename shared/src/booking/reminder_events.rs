@@ -17,12 +17,10 @@
 //! waiting while an earlier one of its aggregate is unfinished. A reminder
 //! due in three days must not hold back an update, nor wait behind an
 //! older reminder the update made moot. So each reminder is the only event
-//! of its own aggregate, a *lane* whose id is derived from the booking's
-//! ([`lane`]), and the claim's ordering never relates it to anything else.
-//! A booking's lane ids share their first 14 bytes (the booking id's, but
-//! for its version nibble), so one index range
-//! ([`lanes_of`]) finds every reminder of a booking, and retention keeps
-//! the booking's events (and their sends) while one is unfinished.
+//! of its own aggregate (a fresh id), in the booking's *lane*
+//! (`NewEvent::lane_of`): the claim's ordering never relates it to anything
+//! else, a reader of the booking finds it, and retention keeps the
+//! booking's events (and their sends) while one is unfinished.
 
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
@@ -30,19 +28,6 @@ use uuid::Uuid;
 use super::domain::{Booking, BookingStatus, Reminder, Reminders};
 use super::events::{EventPayload, EventType};
 use crate::outbox::NewEvent;
-
-/// The lane of a booking's reminder: a side lane of the booking
-/// ([`outbox::events::side_lane`](crate::outbox::events::side_lane)),
-/// numbered by booking version and position.
-pub fn lane(booking: Uuid, version: i32, slot: usize) -> Uuid {
-    let n = ((version as u32).wrapping_mul(8).wrapping_add(slot as u32) & 0xffff) as u16;
-    crate::outbox::events::side_lane(booking, n)
-}
-
-/// The first and last lane ids a booking's reminders can have (inclusive).
-pub fn lanes_of(booking: Uuid) -> (Uuid, Uuid) {
-    crate::outbox::events::side_lanes_of(booking)
-}
 
 /// The reminders of a meeting starting at `start` whose time is still
 /// ahead at `now`, with their slot and due time (a meeting booked ten
@@ -84,10 +69,11 @@ pub fn events(booking: &Booking, before: Option<&Booking>, now: DateTime<Utc>, s
     ahead(&booking.reminders, booking.range.start(), now, scale)
         .into_iter()
         .filter(|(_, reminder, _)| !covered(before, booking, *reminder))
-        .map(|(slot, reminder, due)| {
+        .map(|(_, reminder, due)| {
             let payload = EventPayload { reminder: Some(reminder), ..EventPayload::of(booking.clone()) };
             NewEvent {
-                aggregate_id: lane(booking.id, booking.version, slot),
+                aggregate_id: Uuid::now_v7(),
+                lane_of: Some(booking.id),
                 due_at: Some(due),
                 ..payload.to_outbox(EventType::BookingReminder)
             }
@@ -100,20 +86,22 @@ mod tests {
     use super::*;
 
     #[test]
-    fn lanes_are_never_a_booking_id_and_stay_within_their_bookings_range() {
-        let booking = Uuid::now_v7();
-        let (first, last) = lanes_of(booking);
-        let mut seen = std::collections::HashSet::new();
-        for version in 1..200 {
-            for slot in 0..5 {
-                let l = lane(booking, version, slot);
-                assert_eq!(l.get_version_num(), 8);
-                assert!(first <= l && l <= last, "{l} in [{first}, {last}]");
-                assert!(seen.insert(l), "one lane per version and slot");
-            }
+    fn each_reminder_is_an_aggregate_of_its_own_in_its_bookings_lane() {
+        let json = r#"{"id": "0190f5a2-1c2b-7000-8000-000000000001", "version": 1, "status": "CONFIRMED",
+            "organizer": {"email": "alice@example.com", "name": "Alice"},
+            "attendees": [{"email": "bob@example.com", "name": "Bob"}],
+            "title": "Planning", "start": "2030-01-07T10:00:00Z", "end": "2030-01-07T11:00:00Z",
+            "timezone": "UTC", "reminders": ["PT15M", "P1D"], "created_at": "2029-12-01T00:00:00Z",
+            "updated_at": "2029-12-01T00:00:00Z"}"#;
+        let booking: Booking = serde_json::from_str(json).expect("a booking");
+        let now = "2029-12-01T00:00:00Z".parse().unwrap();
+        let written = events(&booking, None, now, 1);
+        assert_eq!(written.len(), 2);
+        for e in &written {
+            assert_eq!(e.lane_of, Some(booking.id));
+            assert_ne!(e.aggregate_id, booking.id);
+            assert!(e.due_at.is_some());
         }
-        assert_eq!(booking.as_bytes()[..6], first.as_bytes()[..6], "the same time prefix");
-        let other = Uuid::now_v7();
-        assert!(!(lanes_of(other).0 <= lane(booking, 1, 0) && lane(booking, 1, 0) <= lanes_of(other).1));
+        assert_ne!(written[0].aggregate_id, written[1].aggregate_id);
     }
 }

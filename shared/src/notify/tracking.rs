@@ -116,7 +116,7 @@ const SQL: &str = "SELECT e.id AS event_id, e.aggregate_version, e.event_type, e
             s.recipient_email, s.status AS send_status, s.claimed_at, s.completed_at, s.confirmed_by, \
             s.left_for_operator, s.last_error, s.not_sent_because, s.provider, \
             f.kind AS verdict, f.subtype AS verdict_subtype, f.occurred_at AS verdict_at, x AS resent_at \
-       FROM outbox_events_of_aggregate($1, $2, $3) e \
+       FROM outbox_events_of_aggregate($1) e \
        LEFT JOIN LATERAL booking_notification_sends_of_event(e.id) s ON true \
        LEFT JOIN LATERAL send_verdict(s.id) f ON true \
        LEFT JOIN LATERAL resent_on_evidence(e.id, s.recipient_email, e.event_type) x ON true";
@@ -126,8 +126,7 @@ const SQL: &str = "SELECT e.id AS event_id, e.aggregate_version, e.event_type, e
 /// recipients.
 pub async fn of_booking(client: &impl GenericClient, booking: &Booking, reader: Reader<'_>) -> DbResult<Vec<Tracked>> {
     let booking_id = booking.id;
-    let (first_lane, last_lane) = reminder_events::lanes_of(booking_id);
-    let rows = client.query(&client.prepare_cached(SQL).await?, &[&booking_id, &first_lane, &last_lane]).await?;
+    let rows = client.query(&client.prepare_cached(SQL).await?, &[&booking_id]).await?;
     let shown = |recipient: &str| match reader {
         Reader::Organizer => true,
         Reader::Recipient(me) => me == recipient,

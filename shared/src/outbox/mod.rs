@@ -1,7 +1,9 @@
 //! A generic transactional outbox: durable promises that a side effect must
-//! happen, and the machinery that keeps them. It knows nothing of bookings
-//! or mail: an event is an aggregate id, a version, a type name and a JSON
-//! payload, written in the caller's transaction.
+//! happen, and the machinery that keeps them. It knows nothing of what its
+//! aggregates are, nor of what its consumers do: an event is an aggregate
+//! id, a version, a type name, an opaque JSON payload and, given as typed
+//! columns when it is written, its due time, its turn and its lane;
+//! written in the caller's transaction.
 //!
 //! - [`events`]: the `outbox_events` table: writing an event, claiming due
 //!   events (`FOR UPDATE SKIP LOCKED`), and every status transition, each

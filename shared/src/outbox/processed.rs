@@ -45,7 +45,7 @@ pub async fn undo_many(tx: &Transaction<'_>, event_ids: &[Uuid]) -> DbResult<()>
     Ok(())
 }
 
-/// Lets a reopened event through again (an operator's resend decision).
+/// Lets a reopened event through again (an operator's decision to run it again).
 pub async fn forget(tx: &impl GenericClient, event_id: Uuid) -> DbResult<()> {
     tx.execute("DELETE FROM processed_events WHERE event_id = $1", &[&event_id]).await?;
     Ok(())

@@ -44,6 +44,6 @@ pub async fn fetch(client: &impl GenericClient, config: &SweeperConfig) -> DbRes
         sends: sends::counts(client).await?,
         unknown: resend::counts(client, config.feedback.grace).await?,
         vacuum_horizon: horizon::fetch(client).await?,
-        sending_stopped: events::standing::sending_stopped(client).await?,
+        sending_stopped: events::standing::stopped(client).await?,
     })
 }

@@ -501,7 +501,8 @@ async fn reminder_burst(root: &Path, shape: Shape, limiter: Limiter, rate: f64, 
             let mut payload: EventPayload = serde_json::from_str(e.payload.get()).unwrap();
             payload.reminder = Some(shared::booking::domain::Reminder::parse("PT15M").unwrap());
             shared::outbox::NewEvent {
-                aggregate_id: shared::booking::reminder_events::lane(payload.booking.id, 1, 0),
+                aggregate_id: uuid::Uuid::now_v7(),
+                lane_of: Some(payload.booking.id),
                 due_at: Some(due),
                 ..payload.to_outbox(EventType::BookingReminder)
             }

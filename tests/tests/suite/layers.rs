@@ -260,3 +260,49 @@ fn no_file_of_shared_is_over_400_lines_and_no_wing_of_notify_over_a_fifth_of_it(
         wings.iter().filter(|(_, n)| **n * 5 >= total).map(|(w, n)| format!("notify::{w}: {n} of {total}")).collect();
     assert!(big.is_empty(), "wings of notify over a fifth of the library:\n{}", big.join("\n"));
 }
+
+/// The words of what the outbox carries and of what its consumers do: none
+/// belongs in it (it could serve any aggregate).
+const NOT_THE_OUTBOXS_WORDS: [&str; 11] = [
+    "booking",
+    "reminder",
+    "attendee",
+    "organizer",
+    "mail",
+    "recipient",
+    "invitation",
+    "calendar",
+    "smtp",
+    "ses_",
+    "notify::",
+];
+
+/// The words of `NOT_THE_OUTBOXS_WORDS` in `text` (comments included: a
+/// doc that explains the outbox by bookings ties it to them too).
+fn foreign_words(text: &str) -> Vec<&'static str> {
+    let lower = text.to_lowercase();
+    NOT_THE_OUTBOXS_WORDS.iter().copied().filter(|w| lower.contains(w)).collect()
+}
+
+#[test]
+fn the_outbox_check_sees_a_word_of_bookings() {
+    assert_eq!(foreign_words("e.payload -> 'booking' ->> 'start'"), ["booking"]);
+    assert!(foreign_words("an aggregate's events, in its lanes").is_empty());
+}
+
+#[test]
+fn the_outbox_has_no_word_of_bookings_or_mail() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/src/outbox");
+    let mut files = Vec::new();
+    sources(&root, &mut files);
+    assert!(files.len() >= 5, "found the outbox's sources");
+    let wrong: Vec<String> = files
+        .iter()
+        .flat_map(|f| {
+            let text = std::fs::read_to_string(f).unwrap();
+            let rel = f.strip_prefix(&root).unwrap().display().to_string();
+            foreign_words(&text).into_iter().map(move |w| format!("outbox/{rel}: {w}"))
+        })
+        .collect();
+    assert!(wrong.is_empty(), "the outbox speaks of what it carries or who consumes it:\n{}", wrong.join("\n"));
+}

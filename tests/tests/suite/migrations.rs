@@ -94,10 +94,11 @@ async fn the_delivery_path_writes_only_the_indexes_something_reads() {
             "outbox_events_dead",            // outboxctl's dead letters
             "outbox_events_done",            // retention
             "outbox_events_due",             // the claim
+            "outbox_events_lanes", // retention keeps an aggregate's events while its lanes run; a booking's reminders (only events in a lane have an entry)
             "outbox_events_one_per_version", // uniqueness; the claim's ordering probe; a booking's events
-            "outbox_events_pkey",            // every transition by id
-            "outbox_events_processing",      // the stuck-row sweep
-            "outbox_events_turns",           // the claim's share of each due turn
+            "outbox_events_pkey",  // every transition by id
+            "outbox_events_processing", // the stuck-row sweep
+            "outbox_events_turns", // the claim's share of each due turn
         ]
     );
     assert_eq!(

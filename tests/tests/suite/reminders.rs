@@ -358,7 +358,8 @@ async fn a_reminder_due_now_is_not_an_old_backlog() {
     client
         .execute(
             "UPDATE outbox_events SET created_at = now() - interval '3 days', \
-                    next_attempt_at = now() - interval '10 seconds' WHERE event_type = 'BOOKING_REMINDER'",
+                    next_attempt_at = now() - interval '10 seconds', due_at = now() - interval '10 seconds' \
+              WHERE event_type = 'BOOKING_REMINDER'",
             &[],
         )
         .await

@@ -2,7 +2,7 @@
 //!
 //! SKIP LOCKED keeps two pollers from taking the same row at the same time;
 //! it is a concurrency optimisation, not the correctness guarantee (that is
-//! `processed_events` and the per-recipient claims).
+//! `processed_events` and the consumer's own claims).
 
 use std::time::Instant;
 
@@ -56,11 +56,11 @@ pub struct Claimed {
 /// - **a share of each due turn** (`FAIR`, V45): the turns whose
 ///   `next_turn` has come, least recently served first, each its share of
 ///   seven eighths of the claim, its own oldest due first, through
-///   `outbox_events_turns`; so one organizer's backlog never delays
+///   `outbox_events_turns`; so one turn's backlog never delays
 ///   another's next event by more than a claim. A turn served moves to
 ///   now, or to its next event's time if later; one the claim looked at
 ///   but did not serve (its events waiting behind an earlier one of their
-///   booking, or taken already) to its next event's time, whenever that
+///   aggregate, or taken already) to its next event's time, whenever that
 ///   is: it keeps its place;
 /// - **due PENDING events** for the rest, oldest-due first, through the
 ///   partial index over due rows (`outbox_events_due`), so millions of
@@ -68,8 +68,8 @@ pub struct Claimed {
 ///   in time, whatever `outbox_turns` says: at least an eighth of every
 ///   claim is its.
 ///
-/// Each candidate's booking is probed through `outbox_events_one_per_version`
-/// (a booking has a handful of events). `OFFSET 0` keeps the ordering
+/// Each candidate's aggregate is probed through `outbox_events_one_per_version`
+/// (an aggregate has a handful of events). `OFFSET 0` keeps the ordering
 /// check a per-row probe by `aggregate_id`: without it, a planner with
 /// stale statistics turns it into an anti-join that scans every unfinished
 /// row per candidate. The update finds each locked row by its `ctid` (the
@@ -114,7 +114,7 @@ pub enum Turns {
 /// No turn taken: the `fair` part is empty, and `outbox_turns` untouched.
 const NO_TURNS: &str = "fair AS (SELECT NULL::tid AS ctid, NULL::uuid AS id, NULL::text AS turn WHERE false), ";
 
-/// Per-booking order: no earlier event of the candidate's booking is
+/// Per-aggregate order: no earlier event of the candidate's aggregate is
 /// still PENDING or PROCESSING.
 const IN_ORDER: &str = formatcp!(
     "NOT EXISTS ( \
@@ -129,7 +129,7 @@ const IN_ORDER: &str = formatcp!(
 /// per poller run), and their events found by `outbox_events_processing`
 /// (lease_id): with none ended, an index scan of an empty array, so the
 /// ordering probe runs for no row. (A join let the planner scan every
-/// PROCESSING row, and probe its booking, at each claim.)
+/// PROCESSING row, and probe its aggregate, at each claim.)
 const OVER: &str = formatcp!(
     "WITH over AS ( \
          SELECT e.ctid, e.id FROM outbox_events e \
@@ -143,7 +143,7 @@ const OVER: &str = formatcp!(
 /// The claim's share of due turns: seven eighths of it (at least one
 /// event), split evenly between the due turns, when it found more than
 /// one (one turn alone is served oldest-due first, as it would be: a
-/// burst of one organizer costs the claim one read of its turn). The turns are locked (SKIP
+/// burst of one turn costs the claim one read of it). The turns are locked (SKIP
 /// LOCKED: two pollers serve different turns at once); each turn's own
 /// oldest due events are read through `outbox_events_turns` and ranked,
 /// so the first event of every turn comes before the second of any; the
@@ -242,8 +242,8 @@ const EXHAUSTED: &str = "(taken.part = 'over' AND o.attempts >= $4)";
 /// ones, all PROCESSING under `lease` afterwards.
 ///
 /// Per-aggregate ordering: an event is only due when no earlier event of the
-/// same aggregate is still PENDING or PROCESSING, so a cancellation never
-/// overtakes its invitation. The filter runs before `LIMIT`, so a blocked
+/// same aggregate is still PENDING or PROCESSING, so a deletion never
+/// overtakes the creation it ends. The filter runs before `LIMIT`, so a blocked
 /// aggregate does not hold back anyone else's events.
 pub async fn claim_due(
     client: &impl GenericClient,

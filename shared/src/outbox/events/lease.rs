@@ -8,12 +8,12 @@
 //! claim takes its events over ([`super::claim`]), each under the new
 //! claimant's lease: that is the take-over's new token.
 //!
-//! The fence: a write of a holder about an event (a send's claim, an
-//! outcome, an orphan's UNKNOWN, DONE, a retry, a requeue, a dead letter)
+//! The fence: a write of a holder about an event (its consumer's claims
+//! and outcomes, DONE, a retry, a requeue, a dead letter)
 //! changes a row only while the holder's lease holds it, checked in the
-//! same statement: the event transitions and an orphan's UNKNOWN check the
-//! event itself (its `lease_id`; [`HELD`] for the tables above), the hot
-//! writes of the sends (a claim, an outcome) check once that the lease has
+//! same statement: the event transitions check the event itself (its
+//! `lease_id`, [`HELD`]), the consumer's hot writes (its claims and
+//! outcomes, on its own tables) check once that the lease has
 //! not ended ([`LIVE`]), which keeps every event it holds its own. A holder
 //! that lost an event writes nothing about it and learns so from the 0
 //! rows.

@@ -48,40 +48,18 @@ pub struct NewEvent {
     pub payload: Box<RawValue>,
     /// When it falls due; None: at once.
     pub due_at: Option<DateTime<Utc>>,
+    /// The aggregate whose *lane* it is in, if any (`lane_of`, V46): its
+    /// own `aggregate_id` names the lane, so it is ordered apart from that
+    /// aggregate's events (which it never waits behind), yet retention
+    /// keeps the aggregate's events while it is unfinished ([`purge_done`]),
+    /// and a reader of the aggregate finds it. None: the aggregate's own.
+    pub lane_of: Option<Uuid>,
     /// Whose turn it takes in the claim (V45): the events of one turn
     /// share the fleet's rate with every other turn's when it is busy, so
     /// no turn's backlog buries another's next event. None: it takes no
     /// turn (claimed oldest-due first, as all were before).
     pub turn: Option<String>,
 }
-
-/// An aggregate's *side lanes*: aggregates of their own for events that
-/// belong to it but are ordered apart from its events (a booking's
-/// reminders). A side lane's id is the aggregate's (a UUIDv7) with its
-/// version nibble set to 8 (RFC 9562's custom version: never an aggregate
-/// id itself) and its last two bytes set to `n`; all of one aggregate's
-/// share its first 14 bytes, so one index range finds them
-/// ([`side_lanes_of`]). Retention keeps an aggregate's events while any
-/// event of its side lanes is unfinished ([`purge_done`]): what those
-/// events still have to decide (who was told, what changed since) is read
-/// from them.
-pub fn side_lane(aggregate: Uuid, n: u16) -> Uuid {
-    let mut bytes = *aggregate.as_bytes();
-    bytes[6] = (bytes[6] & 0x0f) | 0x80;
-    bytes[14..].copy_from_slice(&n.to_be_bytes());
-    Uuid::from_bytes(bytes)
-}
-
-/// The first and last side lane of `aggregate` (inclusive).
-pub fn side_lanes_of(aggregate: Uuid) -> (Uuid, Uuid) {
-    (side_lane(aggregate, 0), side_lane(aggregate, u16::MAX))
-}
-
-/// [`side_lanes_of`] in SQL, of the column `X`: the first, then the last.
-const SIDE_LANE_FIRST: &str =
-    "encode(set_byte(set_byte(set_byte(uuid_send(X), 6, (get_byte(uuid_send(X), 6) & 15) | 128), \
-                               14, 0), 15, 0), 'hex')::uuid";
-const SIDE_LANE_LAST: &str = const_format::str_replace!(SIDE_LANE_FIRST, "14, 0), 15, 0)", "14, 255), 15, 255)");
 
 /// The channel notified when an event commits: an idle poller that
 /// `LISTEN`s on it claims at once instead of at its next timed poll.
@@ -99,8 +77,9 @@ pub async fn insert(tx: &impl GenericClient, event: &NewEvent) -> DbResult<Uuid>
         &tx.prepare_cached(formatcp!(
             "WITH event AS (\
                INSERT INTO outbox_events \
-                      (id, aggregate_id, aggregate_version, event_type, payload, traceparent, next_attempt_at, turn) \
-               VALUES ($1, $2, $3, $4, $5, $6, coalesce($7, now()), $8) RETURNING next_attempt_at) \
+                      (id, aggregate_id, aggregate_version, event_type, payload, traceparent, next_attempt_at, turn, \
+                       due_at, lane_of) \
+               VALUES ($1, $2, $3, $4, $5, $6, coalesce($7, now()), $8, $7, $9) RETURNING next_attempt_at) \
              SELECT pg_notify('{CHANNEL}', '') FROM event WHERE next_attempt_at <= now()"
         ))
         .await?,
@@ -113,6 +92,7 @@ pub async fn insert(tx: &impl GenericClient, event: &NewEvent) -> DbResult<Uuid>
             &trace::current(),
             &event.due_at,
             &event.turn,
+            &event.lane_of,
         ],
     )
     .await?;
@@ -129,18 +109,20 @@ pub async fn insert_many(client: &impl GenericClient, events: &[NewEvent]) -> Db
     let payloads: Vec<Json<&RawValue>> = events.iter().map(|e| Json(&*e.payload)).collect();
     let due: Vec<Option<DateTime<Utc>>> = events.iter().map(|e| e.due_at).collect();
     let turns: Vec<Option<&str>> = events.iter().map(|e| e.turn.as_deref()).collect();
+    let lanes: Vec<Option<Uuid>> = events.iter().map(|e| e.lane_of).collect();
     client
         .execute(
             formatcp!(
                 "WITH events AS (\
                    INSERT INTO outbox_events \
-                          (id, aggregate_id, aggregate_version, event_type, payload, next_attempt_at, turn) \
-                   SELECT i, a, v, t, p, coalesce(d, now()), u \
+                          (id, aggregate_id, aggregate_version, event_type, payload, next_attempt_at, turn, due_at, \
+                           lane_of) \
+                   SELECT i, a, v, t, p, coalesce(d, now()), u, d, l \
                      FROM unnest($1::uuid[], $2::uuid[], $3::int4[], $4::text[], $5::jsonb[], $6::timestamptz[], \
-                                 $7::text[]) AS n(i, a, v, t, p, d, u) RETURNING id) \
+                                 $7::text[], $8::uuid[]) AS n(i, a, v, t, p, d, u, l) RETURNING id) \
                  SELECT pg_notify('{CHANNEL}', '') FROM events LIMIT 1"
             ),
-            &[&ids, &aggregates, &versions, &types, &payloads, &due, &turns],
+            &[&ids, &aggregates, &versions, &types, &payloads, &due, &turns, &lanes],
         )
         .await?;
     Ok(ids)
@@ -285,10 +267,11 @@ pub async fn list_dead(client: &impl GenericClient, limit: i64) -> DbResult<Vec<
 
 /// Retention: deletes up to `limit` DONE events completed more than
 /// `max_age` ago; returns how many. Never one while an earlier event of its
-/// booking is not DONE: a DEAD one may be replayed, and its plan must still
-/// find every later event (a cancellation kept, its invitation is never
-/// mailed). Nor while an event of its side lanes is unfinished: a reminder
-/// due in a month still reads its booking's events and their sends.
+/// aggregate is not DONE: a DEAD one may be replayed, and its consumer must
+/// still find every later event (a deletion kept, the creation it ended is
+/// never acted on). Nor while an event in the aggregate's lanes
+/// (`lane_of`) is unfinished: one due in a month still reads the
+/// aggregate's events.
 pub async fn purge_done(client: &impl GenericClient, max_age: Duration, limit: i64) -> DbResult<u64> {
     let sql = formatcp!(
         "DELETE FROM outbox_events WHERE id IN ( \
@@ -299,11 +282,8 @@ pub async fn purge_done(client: &impl GenericClient, max_age: Duration, limit: i
                                    AND earlier.aggregate_version < e.aggregate_version \
                                    AND earlier.status <> {DONE}) \
                 AND NOT EXISTS (SELECT 1 FROM outbox_events side \
-                                 WHERE side.aggregate_id BETWEEN {} AND {} \
-                                   AND side.status <> {DONE}) \
-              LIMIT $2)",
-        const_format::str_replace!(SIDE_LANE_FIRST, "X", "e.aggregate_id"),
-        const_format::str_replace!(SIDE_LANE_LAST, "X", "e.aggregate_id"),
+                                 WHERE side.lane_of = e.aggregate_id AND side.status <> {DONE}) \
+              LIMIT $2)"
     );
     Ok(client.execute(sql, &[&max_age.as_secs_f64(), &limit]).await?)
 }

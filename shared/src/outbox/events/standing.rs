@@ -1,5 +1,5 @@
 //! How the outbox stands, for operators and metrics: statuses, counts, the
-//! oldest due event, events waiting because sending stopped, stuck rows.
+//! oldest due event, events waiting because their consumer stopped, stuck rows.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -34,13 +34,11 @@ pub async fn counts(client: &impl GenericClient) -> DbResult<BTreeMap<EventStatu
 }
 
 /// Age in seconds of the oldest PENDING event that is due now (None when
-/// nothing is due): since it was written, or for an event of a side lane
-/// (`side_lane`: written days before it is due, like a reminder) since
-/// it fell due.
+/// nothing is due): since it was written, or for an event written to fall
+/// due later (`due_at`) since it fell due.
 pub async fn oldest_due_age(client: &impl GenericClient) -> DbResult<Option<f64>> {
     let sql = formatcp!(
-        "SELECT extract(epoch FROM now() - min(CASE WHEN get_byte(uuid_send(aggregate_id), 6) >> 4 = 8 \
-                                                      THEN next_attempt_at ELSE created_at END))::float8 \
+        "SELECT extract(epoch FROM now() - min(greatest(created_at, due_at)))::float8 \
            FROM outbox_events WHERE status = {PENDING} AND next_attempt_at <= now()"
     );
     Ok(client.query_one(sql, &[]).await?.get(0))
@@ -58,7 +56,7 @@ pub struct Stopped {
 }
 
 /// The PENDING events handed back because their consumer stopped, if any.
-pub async fn sending_stopped(client: &impl GenericClient) -> DbResult<Option<Stopped>> {
+pub async fn stopped(client: &impl GenericClient) -> DbResult<Option<Stopped>> {
     let sql = formatcp!(
         "SELECT count(*), max(updated_at), (array_agg(last_error ORDER BY updated_at DESC))[1] \
            FROM outbox_events WHERE status = {PENDING} AND stopped"

@@ -11,7 +11,7 @@
 //! ```
 //!
 //! DONE goes back to PENDING only by `reopen`, an operator's recorded
-//! decision to resend one recipient.
+//! decision to run it again.
 
 crate::stored_enum! {
     /// The state of an `outbox_events` row.

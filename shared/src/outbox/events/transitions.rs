@@ -90,12 +90,12 @@ pub async fn retry(
 /// Why an event is handed back without using up an attempt.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Requeue {
-    /// It waits its turn again (the run's deadline, a throttled send, a
+    /// It waits its turn again (the run's deadline, a throttled consumer, a
     /// wait the consumer asked for).
     Later,
-    /// Its consumer stopped (the mail provider paused sending, or refused
+    /// Its consumer stopped (the provider it calls paused it, or refused
     /// the stack's configuration): it waits for that to end. Recorded in
-    /// `stopped` (V46), which [`super::standing::sending_stopped`] reads.
+    /// `stopped` (V46), which [`super::standing::stopped`] reads.
     Stopped,
 }
 
@@ -120,7 +120,7 @@ pub async fn requeue(
     Ok(client.execute(&statement, &[&event_id, &lease, &delay.as_secs_f64(), &reason, &stopped]).await? == 1)
 }
 
-/// PROCESSING → DEAD at once (unreadable payload, misconfigured mailer):
+/// PROCESSING → DEAD at once (an unreadable payload, a poison event):
 /// retrying cannot help; an operator replays it once the cause is fixed.
 /// Returns false, changing nothing, when it is no longer held under `lease`.
 pub async fn dead_letter(client: &impl GenericClient, event_id: Uuid, lease: Uuid, reason: &str) -> DbResult<bool> {
@@ -208,7 +208,7 @@ pub struct ReplayReport {
     /// DEAD → PENDING (or, in a dry run, would be).
     pub replayed: Vec<Uuid>,
     /// Left DEAD: a later event of the same aggregate is already DONE, so
-    /// this one is old news (an invitation after its cancellation).
+    /// this one is old news (a creation after the deletion that ended it).
     pub superseded: Vec<Uuid>,
 }
 
@@ -287,8 +287,8 @@ pub async fn replay_count(client: &impl GenericClient, event_id: Uuid) -> DbResu
 }
 
 /// DONE or DEAD → PENDING with fresh attempts, in the caller's transaction:
-/// an operator decided the event must run again (e.g. to resend one
-/// recipient). The caller also forgets its `processed_events` row. Returns
+/// an operator decided the event must run again (e.g. for one of its
+/// consumer's side effects). The caller also forgets its `processed_events` row. Returns
 /// false, changing nothing, when the event is not DONE or DEAD.
 pub async fn reopen(tx: &impl GenericClient, event_id: Uuid, reason: &str) -> DbResult<bool> {
     let sql = formatcp!(
