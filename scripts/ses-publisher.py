@@ -29,11 +29,15 @@ import threading
 import time
 import urllib.request
 import uuid
+from copy import deepcopy
 from datetime import datetime, timedelta, timezone
+from pathlib import Path
 from email.utils import parseaddr
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import urlsplit
 
+# The shape of an SES event, written once for this script and the Rust tests.
+SHAPE = json.loads((Path(__file__).resolve().parent / "lib" / "ses-event.json").read_text())
 SEND_PATH = "/v2/email/outbound-emails"
 ACCOUNT_PATH = "/v2/email/account"
 HOP_BY_HOP = {"connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "te",
@@ -66,22 +70,21 @@ def ses_events(request, response, now, account, region):
         tags["ses:configuration-set"] = [config_set]
     if "@" in source:
         tags["ses:from-domain"] = [source.rpartition("@")[2]]
-    mail = {"timestamp": rfc3339(now), "source": source, "sourceArn": f"arn:aws:ses:{region}:{account}:identity/{source}",
-            "sendingAccountId": account, "messageId": message_id, "destination": destination,
-            "headersTruncated": False, "tags": tags}
+    mail = {**deepcopy(SHAPE["mail"]), "timestamp": rfc3339(now), "source": source,
+            "sourceArn": f"arn:aws:ses:{region}:{account}:identity/{source}", "sendingAccountId": account,
+            "messageId": message_id, "destination": destination, "tags": tags}
     resources = [f"arn:aws:ses:{region}:{account}:configuration-set/{config_set}"] if config_set else []
     delivered = now + timedelta(milliseconds=7)
-    delivery = {"timestamp": rfc3339(delivered), "processingTimeMillis": 7,
-                "recipients": [parseaddr(a)[1] for a in destination],
-                "smtpResponse": "250 2.6.0 Message received", "reportingMTA": "a8-70.smtp-out.amazonses.com"}
+    delivery = {**deepcopy(SHAPE["delivery"]), "timestamp": rfc3339(delivered), "processingTimeMillis": 7,
+                "recipients": [parseaddr(a)[1] for a in destination]}
 
-    def envelope(detail_type, at, detail):
-        return {"version": "0", "id": str(uuid.uuid4()), "detail-type": detail_type, "source": "aws.ses",
+    def envelope(event_type, at, section):
+        detail = {"eventType": event_type, "mail": mail, SHAPE["sections"][event_type]: section}
+        return {**deepcopy(SHAPE["envelope"]), "id": str(uuid.uuid4()), "detail-type": SHAPE["detail_types"][event_type],
                 "account": account, "time": at.strftime("%Y-%m-%dT%H:%M:%SZ"), "region": region,
                 "resources": resources, "detail": detail}
 
-    return [envelope("Email Sent", now, {"eventType": "Send", "mail": mail, "send": {}}),
-            envelope("Email Delivered", delivered, {"eventType": "Delivery", "mail": mail, "delivery": delivery})]
+    return [envelope("Send", now, {}), envelope("Delivery", delivered, delivery)]
 
 
 class Publisher:

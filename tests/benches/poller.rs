@@ -18,6 +18,8 @@
 //! what it cost the database per notification: statements, WAL records and
 //! bytes, which perf.js measures the same way for graphile-worker's jobs.
 
+use const_format::formatcp;
+use shared::outbox::events::status::sql::PENDING;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -120,7 +122,7 @@ async fn with_future_reminders(shape: Shape, events: usize, recipients: usize, f
         seed_events(&db.pool, events, recipients).await;
         db.pool.get().await.unwrap().batch_execute("VACUUM ANALYZE outbox_events").await.unwrap();
         let elapsed = drain(&db, shape, events * recipients).await;
-        let pending: i64 = db.scalar("SELECT count(*) FROM outbox_events WHERE status = 'PENDING'").await;
+        let pending: i64 = db.scalar(formatcp!("SELECT count(*) FROM outbox_events WHERE status = {PENDING}")).await;
         assert_eq!(pending as usize, n, "the future reminders wait, untouched");
         rates.push((events * recipients) as f64 / elapsed);
     }

@@ -2,6 +2,8 @@
 //! mailer, a child-process worker that can be killed at fault points, and
 //! moving time forward for the sweeper.
 
+use const_format::formatcp;
+use shared::outbox::events::status::sql::{PENDING, PROCESSING};
 use std::path::{Path, PathBuf};
 use std::process::ExitStatus;
 use std::sync::Arc;
@@ -110,8 +112,10 @@ pub async fn insert_bookings_of(client: &impl deadpool_postgres::GenericClient, 
 /// The `(next_attempt_at, id)` of the newest event already claimed: where
 /// the claims of a poller that claimed them all now start.
 pub async fn newest_claimed(client: &impl deadpool_postgres::GenericClient) -> Option<(chrono::DateTime<Utc>, Uuid)> {
-    let sql = "SELECT next_attempt_at, id FROM outbox_events WHERE status <> 'PENDING' \
-                ORDER BY next_attempt_at DESC, id DESC LIMIT 1";
+    let sql = formatcp!(
+        "SELECT next_attempt_at, id FROM outbox_events WHERE status <> {PENDING} \
+                ORDER BY next_attempt_at DESC, id DESC LIMIT 1"
+    );
     client.query_opt(sql, &[]).await.unwrap().map(|r| (r.get(0), r.get(1)))
 }
 
@@ -164,7 +168,7 @@ pub async fn age_processing_rows(db: &TestDb, secs: i64) {
     let client = db.pool.get().await.unwrap();
     client
         .execute(
-            "UPDATE outbox_events SET locked_at = locked_at - make_interval(secs => $1) WHERE status = 'PROCESSING'",
+            formatcp!("UPDATE outbox_events SET locked_at = locked_at - make_interval(secs => $1) WHERE status = {PROCESSING}"),
             &[&(secs as f64)],
         )
         .await

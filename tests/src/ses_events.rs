@@ -25,72 +25,79 @@ pub fn with_message_id(mut event: Value, message_id: &str) -> Value {
     event
 }
 
-/// An SES event as EventBridge delivers it.
-pub fn ses_event(event_type: &str, detail_type: &str, claim: Option<Uuid>, section: Option<(&str, Value)>) -> Value {
+/// The shape of an SES event as SES publishes it to EventBridge, written
+/// once for these helpers and `scripts/ses-publisher.py`: its blanks
+/// (null) are filled in here.
+fn shape() -> &'static Value {
+    static SHAPE: std::sync::OnceLock<Value> = std::sync::OnceLock::new();
+    SHAPE.get_or_init(|| {
+        serde_json::from_str(include_str!("../../scripts/lib/ses-event.json")).expect("scripts/lib/ses-event.json")
+    })
+}
+
+/// An SES event of `event_type` (SES's name in the record: `Send`,
+/// `Rendering Failure`, ...) as EventBridge delivers it, with its own
+/// `section` (None: the record has none).
+pub fn ses_event(event_type: &str, claim: Option<Uuid>, section: Option<Value>) -> Value {
+    let shape = shape();
     let mut tags = json!({"ses:configuration-set": [CONFIGURATION_SET], "event_type": ["BOOKING_CONFIRMED"]});
     if let Some(claim) = claim {
         tags["claim"] = json!([claim.to_string()]);
     }
-    let mut detail = json!({
-        "eventType": event_type,
-        "mail": {
-            "timestamp": "2026-11-30T12:00:00.012Z",
-            "source": "Bookings <bookings@example.com>",
-            "sourceArn": "arn:aws:ses:us-east-1:123456789012:identity/example.com",
-            "sendingAccountId": "123456789012",
-            "messageId": "0100018c1d2e3f40-example-000000",
-            "destination": [ALICE],
-            "headersTruncated": false,
-            "tags": tags
-        }
-    });
-    if let Some((name, body)) = section {
+    let mut mail = shape["mail"].clone();
+    for (key, value) in [
+        ("timestamp", json!("2026-11-30T12:00:00.012Z")),
+        ("source", json!("Bookings <bookings@example.com>")),
+        ("sourceArn", json!("arn:aws:ses:us-east-1:123456789012:identity/example.com")),
+        ("sendingAccountId", json!("123456789012")),
+        ("messageId", json!("0100018c1d2e3f40-example-000000")),
+        ("destination", json!([ALICE])),
+        ("tags", tags),
+    ] {
+        mail[key] = value;
+    }
+    let mut detail = json!({"eventType": event_type, "mail": mail});
+    if let Some(body) = section {
+        let name = shape["sections"][event_type].as_str().expect("a section SES names");
         detail[name] = body;
     }
-    json!({
-        "version": "0",
-        "id": Uuid::new_v4().to_string(),
-        "detail-type": detail_type,
-        "source": "aws.ses",
-        "account": "123456789012",
-        "time": "2026-11-30T12:00:01Z",
-        "region": "us-east-1",
-        "resources": [format!("arn:aws:ses:us-east-1:123456789012:configuration-set/{CONFIGURATION_SET}")],
-        "detail": detail
-    })
+    let mut envelope = shape["envelope"].clone();
+    for (key, value) in [
+        ("id", json!(Uuid::new_v4().to_string())),
+        ("detail-type", shape["detail_types"][event_type].clone()),
+        ("account", json!("123456789012")),
+        ("time", json!("2026-11-30T12:00:01Z")),
+        ("region", json!("us-east-1")),
+        ("resources", json!([format!("arn:aws:ses:us-east-1:123456789012:configuration-set/{CONFIGURATION_SET}")])),
+        ("detail", detail),
+    ] {
+        envelope[key] = value;
+    }
+    envelope
 }
 
 pub fn send_event(claim: Uuid) -> Value {
-    ses_event("Send", "Email Sent", Some(claim), Some(("send", json!({}))))
+    ses_event("Send", Some(claim), Some(json!({})))
 }
 
 pub fn delivery_event(claim: Uuid) -> Value {
-    ses_event(
-        "Delivery",
-        "Email Delivered",
-        Some(claim),
-        Some((
-            "delivery",
-            json!({"timestamp": "2026-11-30T12:00:02.345Z", "processingTimeMillis": 2333, "recipients": [ALICE],
-                   "smtpResponse": "250 2.6.0 Message received", "reportingMTA": "a8-70.smtp-out.amazonses.com"}),
-        )),
-    )
+    let mut delivery = shape()["delivery"].clone();
+    delivery["timestamp"] = json!("2026-11-30T12:00:02.345Z");
+    delivery["processingTimeMillis"] = json!(2333);
+    delivery["recipients"] = json!([ALICE]);
+    ses_event("Delivery", Some(claim), Some(delivery))
 }
 
 pub fn bounce_event(claim: Uuid, bounce_type: &str, sub_type: &str) -> Value {
     ses_event(
         "Bounce",
-        "Email Bounced",
         Some(claim),
-        Some((
-            "bounce",
-            json!({"bounceType": bounce_type, "bounceSubType": sub_type,
+        Some(json!({"bounceType": bounce_type, "bounceSubType": sub_type,
                    "bouncedRecipients": [{"emailAddress": ALICE, "action": "failed", "status": "5.1.1",
                                           "diagnosticCode": "smtp; 550 5.1.1 user unknown"}],
                    "timestamp": "2026-11-30T12:00:03.669Z",
                    "feedbackId": "01000157c44f053b-61b59c11-9236-11e6-8f96-7be8aexample-000000",
-                   "reportingMTA": "dsn; mta.example.com"}),
-        )),
+                   "reportingMTA": "dsn; mta.example.com"})),
     )
 }
 
@@ -99,13 +106,9 @@ pub fn complaint_event(claim: Uuid, complained: &[&str]) -> Value {
     let complained: Vec<Value> = complained.iter().map(|a| json!({"emailAddress": a})).collect();
     ses_event(
         "Complaint",
-        "Email Complaint Received",
         Some(claim),
-        Some((
-            "complaint",
-            json!({"complainedRecipients": complained, "timestamp": "2026-11-30T12:05:00.000Z",
-                   "feedbackId": "0100015e3a9c3d1e-example", "complaintFeedbackType": "abuse"}),
-        )),
+        Some(json!({"complainedRecipients": complained, "timestamp": "2026-11-30T12:05:00.000Z",
+                    "feedbackId": "0100015e3a9c3d1e-example", "complaintFeedbackType": "abuse"})),
     )
 }
 

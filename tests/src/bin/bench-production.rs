@@ -58,6 +58,9 @@
 //! (event, recipient), was accepted twice, and reports the largest gap in
 //! which no poller was claiming.
 
+use const_format::formatcp;
+use shared::notify::sends::status::send_sql::UNKNOWN;
+use shared::outbox::events::status::sql::{PENDING, PROCESSING};
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -638,8 +641,10 @@ async fn busiest_holder(db: &TestDb) -> Option<(u32, String, Vec<Uuid>)> {
     let client = db.pool.get().await.unwrap();
     let rows = client
         .query(
-            "SELECT locked_by, array_agg(id) FROM outbox_events WHERE status = 'PROCESSING' \
-              GROUP BY locked_by ORDER BY count(*) DESC LIMIT 1",
+            formatcp!(
+                "SELECT locked_by, array_agg(id) FROM outbox_events WHERE status = {PROCESSING} \
+              GROUP BY locked_by ORDER BY count(*) DESC LIMIT 1"
+            ),
             &[],
         )
         .await
@@ -689,8 +694,10 @@ async fn crash_burst(root: &Path, shape: Shape, rate: f64, seconds: f64, kill: b
                 .await
                 .unwrap()
                 .query_one(
-                    "SELECT count(*) FROM outbox_events WHERE id = ANY($1) AND status = 'PROCESSING' \
-                       AND locked_by = $2",
+                    formatcp!(
+                        "SELECT count(*) FROM outbox_events WHERE id = ANY($1) AND status = {PROCESSING} \
+                       AND locked_by = $2"
+                    ),
                     &[held, worker],
                 )
                 .await
@@ -700,7 +707,8 @@ async fn crash_burst(root: &Path, shape: Shape, rate: f64, seconds: f64, kill: b
                 taken_over = Some(at.elapsed());
             }
         }
-        let open: i64 = db.scalar("SELECT count(*) FROM outbox_events WHERE status IN ('PENDING', 'PROCESSING')").await;
+        let open: i64 =
+            db.scalar(formatcp!("SELECT count(*) FROM outbox_events WHERE status IN ({PENDING}, {PROCESSING})")).await;
         if (open == 0 && (!kill || taken_over.is_some())) || Instant::now() > limit {
             break;
         }
@@ -715,7 +723,8 @@ async fn crash_burst(root: &Path, shape: Shape, rate: f64, seconds: f64, kill: b
         accepted.iter().map(|a| a.at.saturating_sub(committed).as_secs_f64() * 1000.0).collect();
     latencies.sort_by(f64::total_cmp);
     let (p50, p99) = (percentile(&latencies, 0.5), percentile(&latencies, 0.99));
-    let unknown: i64 = db.scalar("SELECT count(*) FROM booking_notification_sends WHERE status = 'UNKNOWN'").await;
+    let unknown: i64 =
+        db.scalar(formatcp!("SELECT count(*) FROM booking_notification_sends WHERE status = {UNKNOWN}")).await;
     let what = if kill { "with a poller SIGKILLed mid-burst" } else { "without a crash" };
     println!(
         "(d) burst of {recipients} at {rate}/s, 1 schedule, {what}: commit-to-send p50 {p50:.0} ms, p99 {p99:.0} ms \

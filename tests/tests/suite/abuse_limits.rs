@@ -2,11 +2,14 @@
 //! booking and day; 429 with Retry-After, nothing written, and they hold
 //! under concurrent requests.
 
+use const_format::formatcp;
 use outbox_tests::api::{booking_body, test_config, TestApi, ALICE, BOB};
 use outbox_tests::TestDb;
 use serde_json::{json, Value};
 use shared::api::config::ApiConfig;
 use shared::fault::Faults;
+use shared::notify::sends::status::send_sql::CAPPED;
+use shared::outbox::events::status::sql::DONE;
 
 fn limited(db: &TestDb, bookings: i32, recipients: i32, changes: i32) -> TestApi {
     let limits = shared::booking::limits::Limits {
@@ -224,10 +227,11 @@ async fn an_attacker_filling_a_victims_day_blocks_no_other_organizers_mail() {
     let got = invite_update_cancel(&db, &api, BOB, &mailer, 1000).await;
     assert_eq!(got, vec![(Notice::Request, 1), (Notice::Request, 2), (Notice::Cancel, 3)], "each exactly once");
     assert_eq!(mailer.count(), from_mallory + 6, "and Carol's three");
-    let capped: i64 = db.scalar("SELECT count(*) FROM booking_notification_sends WHERE status = 'CAPPED'").await;
+    let capped: i64 =
+        db.scalar(formatcp!("SELECT count(*) FROM booking_notification_sends WHERE status = {CAPPED}")).await;
     assert_eq!(capped, 40, "the attacker's invitations over its budget, no one else's");
     let why: String =
-        db.scalar("SELECT last_error FROM booking_notification_sends WHERE status = 'CAPPED' LIMIT 1").await;
+        db.scalar(formatcp!("SELECT last_error FROM booking_notification_sends WHERE status = {CAPPED} LIMIT 1")).await;
     assert!(why.contains("LIMIT_INVITATIONS_PER_RECIPIENT_PER_DAY"), "{why}");
 }
 
@@ -320,7 +324,7 @@ async fn throwaway_accounts_at_midnight_cannot_take_an_established_organizers_fi
     assert_eq!(capped["state"], "capped", "{capped}");
     assert_eq!(reached(VICTIM) as i32, limits.new_organizers + 1);
     let why: String =
-        db.scalar("SELECT last_error FROM booking_notification_sends WHERE status = 'CAPPED' LIMIT 1").await;
+        db.scalar(formatcp!("SELECT last_error FROM booking_notification_sends WHERE status = {CAPPED} LIMIT 1")).await;
     assert!(!why.chars().any(|c| c.is_ascii_digit()), "no count of who else wrote: {why}");
 }
 
@@ -354,7 +358,7 @@ async fn people_added_to_a_booking_retention_aged_are_first_contacts_like_any_ot
         .await
         .unwrap()
         .batch_execute(&format!(
-            "UPDATE outbox_events SET completed_at = now() - interval '30 days' WHERE status = 'DONE'; \
+            "UPDATE outbox_events SET completed_at = now() - interval '30 days' WHERE status = {DONE}; \
              UPDATE processed_events SET processed_at = now() - interval '30 days'; {AGE_SENDS_30_DAYS};"
         ))
         .await
@@ -406,8 +410,10 @@ async fn a_booking_whose_invitation_was_capped_is_not_in_its_recipients_listing(
         let client = db.pool.get().await.unwrap();
         let row = client
             .query_one(
-                "SELECT b.id::text, b.organizer_sub, b.organizer_email FROM booking_notification_sends s \
-                   JOIN bookings b ON b.id = s.booking_id WHERE s.status = 'CAPPED'",
+                formatcp!(
+                    "SELECT b.id::text, b.organizer_sub, b.organizer_email FROM booking_notification_sends s \
+                   JOIN bookings b ON b.id = s.booking_id WHERE s.status = {CAPPED}"
+                ),
                 &[],
             )
             .await

@@ -7,6 +7,8 @@
 //! the real SMTP mailer to aiosmtpd and are read back by Python's email
 //! parser.
 
+use const_format::formatcp;
+use shared::notify::sends::status::send_sql::UNKNOWN;
 use std::sync::Arc;
 
 use outbox_tests::api::{TestApi, BOB};
@@ -405,7 +407,8 @@ async fn a_resend_after_a_crash_renders_the_same_bytes_for_the_recipient_but_the
     assert_eq!(server.messages().len(), 1, "the server took it; the poller died before recording it");
     sweep_after_timeout(&db, 8).await;
     assert!(worker.run(&db, "", &env).await.success());
-    let send: uuid::Uuid = db.scalar("SELECT id FROM booking_notification_sends WHERE status = 'UNKNOWN'").await;
+    let send: uuid::Uuid =
+        db.scalar(formatcp!("SELECT id FROM booking_notification_sends WHERE status = {UNKNOWN}")).await;
     tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
     let mut client = db.pool.get().await.unwrap();
     let decision = shared::notify::evidence::resend::Decision::Operator("a test");

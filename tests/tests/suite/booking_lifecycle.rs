@@ -4,6 +4,9 @@
 //! client to moto; every message is read back by the independent MIME and
 //! iCalendar parser (tests/tools/inspect_mail.py).
 
+use const_format::formatcp;
+use shared::notify::sends::status::send_sql::{SENT, SUPERSEDED};
+use shared::outbox::events::status::sql::{DONE, PENDING};
 use std::sync::Arc;
 
 use outbox_tests::api::{Caller, TestApi};
@@ -112,8 +115,10 @@ impl Stack {
         let client = self.db.pool.get().await.unwrap();
         let rows = client
             .query(
-                "SELECT recipient_email, event_type, superseded_by FROM booking_notification_sends \
-                  WHERE status = 'SUPERSEDED' ORDER BY recipient_email, event_type",
+                formatcp!(
+                    "SELECT recipient_email, event_type, superseded_by FROM booking_notification_sends \
+                  WHERE status = {SUPERSEDED} ORDER BY recipient_email, event_type"
+                ),
                 &[],
             )
             .await
@@ -270,9 +275,9 @@ async fn a_rescheduled_event_written_before_the_upgrade_is_still_dispatched() {
     let confirmed = json!({"booking": booking_json(1, "2026-12-01T09:00:00Z", "2026-12-01T09:30:00Z")});
     client
         .execute(
-            "INSERT INTO outbox_events (id, aggregate_id, aggregate_version, event_type, payload, status, completed_at) \
-             VALUES ($1, $3, 1, 'BOOKING_CONFIRMED', $4, 'DONE', now()), \
-                    ($2, $3, 2, 'BOOKING_RESCHEDULED', $5, 'PENDING', NULL)",
+            formatcp!("INSERT INTO outbox_events (id, aggregate_id, aggregate_version, event_type, payload, status, completed_at) \
+             VALUES ($1, $3, 1, 'BOOKING_CONFIRMED', $4, {DONE}, now()), \
+                    ($2, $3, 2, 'BOOKING_RESCHEDULED', $5, {PENDING}, NULL)"),
             &[&confirm, &reschedule, &booking, &confirmed, &old_payload],
         )
         .await
@@ -280,9 +285,9 @@ async fn a_rescheduled_event_written_before_the_upgrade_is_still_dispatched() {
     for to in [ALICE, CAROL] {
         client
             .execute(
-                "INSERT INTO booking_notification_sends (id, outbox_event_id, booking_id, recipient_email, event_type, \
+                formatcp!("INSERT INTO booking_notification_sends (id, outbox_event_id, booking_id, recipient_email, event_type, \
                                                          status, completed_at) \
-                 VALUES ($1, $2, $3, $4, 'BOOKING_CONFIRMED', 'SENT', now())",
+                 VALUES ($1, $2, $3, $4, 'BOOKING_CONFIRMED', {SENT}, now())"),
                 &[&Uuid::now_v7(), &confirm, &booking, &to],
             )
             .await
@@ -339,7 +344,7 @@ async fn superseded_decision_survives_a_crash_between_claim_and_send() {
             let client = pool.get().await.unwrap();
             let rows = client
                 .query(
-                    "SELECT outbox_event_id, superseded_by FROM booking_notification_sends WHERE status = 'SUPERSEDED'",
+                    formatcp!("SELECT outbox_event_id, superseded_by FROM booking_notification_sends WHERE status = {SUPERSEDED}"),
                     &[],
                 )
                 .await

@@ -2,6 +2,8 @@
 //! the configured CA, and connection settings from a Secrets Manager secret
 //! (moto).
 
+use const_format::formatcp;
+use shared::notify::sends::status::send_sql::{CLAIMED, SENT};
 use std::time::Duration;
 
 use outbox_tests::TestDb;
@@ -184,8 +186,10 @@ async fn outcome_write_scans(custom_plans: bool) -> i64 {
     let session = pool.get().await.unwrap();
     let nobody = vec![uuid::Uuid::now_v7()];
     let record = async |session: &deadpool_postgres::Client| {
-        let sql = "UPDATE booking_notification_sends s SET status = 'SENT', updated_at = now() \
-                   FROM unnest($1::uuid[]) AS o(id) WHERE s.id = o.id AND s.status = 'CLAIMED'";
+        let sql = formatcp!(
+            "UPDATE booking_notification_sends s SET status = {SENT}, updated_at = now() \
+                   FROM unnest($1::uuid[]) AS o(id) WHERE s.id = o.id AND s.status = {CLAIMED}"
+        );
         session.execute(&session.prepare_cached(sql).await.unwrap(), &[&nobody]).await.unwrap();
     };
     for _ in 0..10 {

@@ -3,6 +3,9 @@
 //! nothing it does not; the operators' role (`outbox_operator`, V31) runs
 //! every outboxctl command; none can change the schema.
 
+use const_format::formatcp;
+use shared::notify::sends::status::send_sql::SENT;
+use shared::outbox::events::status::sql::{DEAD, DONE, PENDING, PROCESSING};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -74,9 +77,9 @@ async fn each_function_runs_as_its_own_role_and_the_operators_as_theirs() {
     let admin = db.pool.get().await.unwrap();
     admin
         .batch_execute(&format!(
-            "UPDATE outbox_events SET status = 'PROCESSING', locked_by = 'dead', locked_at = now() \
+            "UPDATE outbox_events SET status = {PROCESSING}, locked_by = 'dead', locked_at = now() \
               WHERE id = (SELECT id FROM outbox_events LIMIT 1); \
-             UPDATE outbox_events SET completed_at = now() - interval '30 days' WHERE status = 'DONE'; \
+             UPDATE outbox_events SET completed_at = now() - interval '30 days' WHERE status = {DONE}; \
              UPDATE processed_events SET processed_at = now() - interval '30 days'; \
              {AGE_SENDS_30_DAYS}; \
              UPDATE idempotency_keys SET created_at = now() - interval '30 days'; \
@@ -210,13 +213,13 @@ async fn each_function_role_is_refused_what_its_function_never_does() {
         (
             "booking_api",
             &[
-                "UPDATE outbox_events SET status = 'DONE'",
+                formatcp!("UPDATE outbox_events SET status = {DONE}"),
                 "DELETE FROM outbox_events",
                 "DELETE FROM bookings",
                 "SELECT * FROM suppressed_addresses",
                 "INSERT INTO send_feedback (send_id, kind, occurred_at, provider_message_id) \
                  VALUES (gen_random_uuid(), 'Send', now(), 'x')",
-                "UPDATE booking_notification_sends SET status = 'SENT'",
+                formatcp!("UPDATE booking_notification_sends SET status = {SENT}"),
                 "SELECT * FROM send_rate",
             ],
         ),
@@ -297,10 +300,10 @@ async fn a_compromised_sweeper_can_neither_reopen_a_done_event_nor_delete_its_cl
     let admin = db.pool.get().await.unwrap();
     admin
         .batch_execute(
-            "INSERT INTO outbox_leases (id, holder, expires_at) VALUES ('00000000-0000-0000-0000-00000000000a', 'live', now() + interval '1 hour'); \
-             UPDATE outbox_events SET status = 'PROCESSING', locked_by = 'live', locked_at = now() - interval '1 hour', \
+            formatcp!("INSERT INTO outbox_leases (id, holder, expires_at) VALUES ('00000000-0000-0000-0000-00000000000a', 'live', now() + interval '1 hour'); \
+             UPDATE outbox_events SET status = {PROCESSING}, locked_by = 'live', locked_at = now() - interval '1 hour', \
                     lease_id = '00000000-0000-0000-0000-00000000000a' \
-              WHERE id = (SELECT id FROM outbox_events WHERE status = 'PENDING' ORDER BY created_at LIMIT 1)",
+              WHERE id = (SELECT id FROM outbox_events WHERE status = {PENDING} ORDER BY created_at LIMIT 1)"),
         )
         .await
         .unwrap();
@@ -308,12 +311,12 @@ async fn a_compromised_sweeper_can_neither_reopen_a_done_event_nor_delete_its_cl
 
     let sweeper = db.role_pool("outbox_sweeper").await.get().await.unwrap();
     for attack in [
-        "UPDATE outbox_events SET status = 'PENDING', attempts = 0, next_attempt_at = now(), completed_at = NULL \
-          WHERE status = 'DONE'",
+        formatcp!("UPDATE outbox_events SET status = {PENDING}, attempts = 0, next_attempt_at = now(), completed_at = NULL \
+          WHERE status = {DONE}"),
         "DELETE FROM booking_notification_sends",
         "DELETE FROM outbox_events",
-        "UPDATE outbox_events SET status = 'DEAD', last_error = 'x', updated_at = now() WHERE status = 'PENDING'",
-        "UPDATE outbox_events SET status = 'PENDING', lease_id = NULL, locked_by = NULL WHERE status = 'PROCESSING'",
+        formatcp!("UPDATE outbox_events SET status = {DEAD}, last_error = 'x', updated_at = now() WHERE status = {PENDING}"),
+        formatcp!("UPDATE outbox_events SET status = {PENDING}, lease_id = NULL, locked_by = NULL WHERE status = {PROCESSING}"),
         "DELETE FROM outbox_leases",
         "UPDATE booking_notification_sends SET left_for_operator = 'x', updated_at = now()",
     ] {
@@ -618,7 +621,7 @@ async fn no_role_can_rewrite_what_an_event_or_a_send_says() {
                 "UPDATE outbox_events SET payload = '{}'",
                 "UPDATE outbox_events SET aggregate_id = gen_random_uuid()",
                 "UPDATE booking_notification_sends SET recipient_email = 'x@example.com'",
-                "UPDATE booking_notification_sends SET status = 'SENT'",
+                formatcp!("UPDATE booking_notification_sends SET status = {SENT}"),
             ],
         ),
         (

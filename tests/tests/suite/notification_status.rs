@@ -4,6 +4,8 @@
 //! /bookings/{id}` for the organizer. Driven through every state by the
 //! real poller, a real crash, the sweeper and SES's own events.
 
+use const_format::formatcp;
+use shared::notify::sends::status::send_sql::FAILED;
 use std::sync::Arc;
 
 use outbox_tests::api::{Caller, TestApi, ALICE, BOB, EVE};
@@ -160,9 +162,7 @@ async fn each_recipient_is_shown_where_their_notification_ended() {
         ("alice@example.com", delivery_event as fn(Uuid) -> Value),
         ("grace@example.com", |c| complaint_event(c, &[ALICE.email])),
         ("carol@example.com", |c| bounce_event(c, "Permanent", "General")),
-        ("dave@example.com", |c| {
-            ses_event("Reject", "Email Rejected", Some(c), Some(("reject", json!({"reason": "Bad content"}))))
-        }),
+        ("dave@example.com", |c| ses_event("Reject", Some(c), Some(json!({"reason": "Bad content"})))),
     ] {
         let claim = claim_of(&db, &id, who).await;
         ses(&db, with_message_id(to_recipient(event(claim), who), &message_id_of(&db, claim).await)).await;
@@ -285,6 +285,7 @@ async fn an_organizer_learns_nothing_of_an_attendees_history_with_other_organize
     assert_eq!(seen_by_dave[0]["detail"], "suppressed: the address complained earlier");
     // Bob's own invitation: delivered, as far as Bob is told.
     assert_eq!(notifications(&api, &bobs, BOB).await[0]["state"], "delivered");
-    let kept: String = db.scalar("SELECT last_error FROM booking_notification_sends WHERE status = 'FAILED'").await;
+    let kept: String =
+        db.scalar(formatcp!("SELECT last_error FROM booking_notification_sends WHERE status = {FAILED}")).await;
     assert_eq!(kept, "suppressed: the address complained earlier", "operators keep the reason");
 }

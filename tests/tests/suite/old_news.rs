@@ -4,6 +4,9 @@
 //! status, and from the booking as it stands now, so an invitation never
 //! follows its meeting's cancellation.
 
+use const_format::formatcp;
+use shared::notify::sends::status::send_sql::UNKNOWN;
+use shared::outbox::events::status::sql::{DEAD, DONE};
 use std::sync::Arc;
 
 use outbox_tests::outbox::*;
@@ -39,7 +42,7 @@ async fn unknown_invite_then_delivered_cancel(db: &TestDb, mailer: &Arc<Recordin
     let booking = create_booking(db, 1, &[ALICE]).await;
     mailer.script(ALICE, unknown_outcome(), 1);
     poller(db, mailer.clone(), PollerConfig::for_tests("w")).drain().await.unwrap();
-    let invite: Uuid = db.scalar("SELECT id FROM booking_notification_sends WHERE status = 'UNKNOWN'").await;
+    let invite: Uuid = db.scalar(formatcp!("SELECT id FROM booking_notification_sends WHERE status = {UNKNOWN}")).await;
     cancel(db, booking.id).await;
     poller(db, mailer.clone(), PollerConfig::for_tests("w")).drain().await.unwrap();
     let told: Vec<Notice> = mailer.deliveries().iter().filter(|d| d.recipient == ALICE).map(|d| d.notice).collect();
@@ -141,7 +144,7 @@ async fn a_replay_after_retention_never_mails_a_cancelled_booking() {
     let client = db.pool.get().await.unwrap();
     client
         .batch_execute(&format!(
-            "UPDATE outbox_events SET completed_at = now() - interval '30 days' WHERE status = 'DONE'; \
+            "UPDATE outbox_events SET completed_at = now() - interval '30 days' WHERE status = {DONE}; \
              UPDATE processed_events SET processed_at = now() - interval '30 days'; {AGE_SENDS_30_DAYS};"
         ))
         .await
@@ -162,10 +165,10 @@ async fn a_replay_after_retention_never_mails_a_cancelled_booking() {
     let v2 = stored[1].id;
     client.execute("DELETE FROM outbox_events WHERE id = $1", &[&v2]).await.unwrap();
     client
-        .batch_execute(
+        .batch_execute(formatcp!(
             "DELETE FROM booking_notification_sends; DELETE FROM processed_events; \
-             UPDATE outbox_events SET status = 'DEAD'",
-        )
+             UPDATE outbox_events SET status = {DEAD}"
+        ))
         .await
         .unwrap();
     let selection = ReplaySelection::All { event_type: None, since: None };
@@ -188,7 +191,7 @@ async fn a_cancellation_after_a_resend_still_reaches_a_person_who_may_have_been_
     let booking = create_booking(&db, 1, &[ALICE]).await;
     mailer.script(ALICE, unknown_outcome(), 1);
     poller(&db, mailer.clone(), PollerConfig::for_tests("w")).drain().await.unwrap();
-    let invite: Uuid = db.scalar("SELECT id FROM booking_notification_sends WHERE status = 'UNKNOWN'").await;
+    let invite: Uuid = db.scalar(formatcp!("SELECT id FROM booking_notification_sends WHERE status = {UNKNOWN}")).await;
     let mut client = db.pool.get().await.unwrap();
     resend::resend(&mut client, invite, resend::Decision::Operator("operator")).await.unwrap();
     cancel(&db, booking.id).await;

@@ -5,10 +5,12 @@
 //! its grants are enough, what it answers is what the CLI prints, and what
 //! it must not do (migrate, bad arguments) is one line and changes nothing.
 
+use const_format::formatcp;
 use outbox_tests::ctl::seed_dead_and_unknown;
 use outbox_tests::outbox::*;
 use outbox_tests::TestDb;
 use serde_json::Value;
+use shared::outbox::events::status::sql::PROCESSING;
 use shared::relay::PollerConfig;
 
 async fn invoke(pool: &deadpool_postgres::Pool, args: &[&str]) -> Result<Value, String> {
@@ -86,10 +88,10 @@ async fn the_operator_function_runs_each_command_as_the_operators_role_and_never
         .get()
         .await
         .unwrap()
-        .batch_execute(
-            "UPDATE outbox_events SET status = 'PROCESSING', locked_by = 'dead-worker', attempts = 1, \
-                    locked_at = now() - interval '1 hour' WHERE id = (SELECT id FROM outbox_events LIMIT 1)",
-        )
+        .batch_execute(formatcp!(
+            "UPDATE outbox_events SET status = {PROCESSING}, locked_by = 'dead-worker', attempts = 1, \
+                    locked_at = now() - interval '1 hour' WHERE id = (SELECT id FROM outbox_events LIMIT 1)"
+        ))
         .await
         .unwrap();
     let dry = invoke(&op, &["sweep", "--dry-run"]).await.unwrap();

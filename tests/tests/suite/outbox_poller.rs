@@ -1,6 +1,9 @@
 //! The poller's behaviour beyond the crash scenarios: per-booking ordering,
 //! deadlines, configuration checks, and an 8-poller soak.
 
+use const_format::formatcp;
+use shared::notify::sends::status::send_sql::SENT;
+use shared::outbox::events::status::sql::{DONE, PENDING, PROCESSING};
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -215,9 +218,9 @@ async fn retention_deletes_only_finished_rows_in_bounded_batches() {
     client
         .batch_execute(&format!(
             "INSERT INTO booking_notification_sends (id, outbox_event_id, booking_id, recipient_email, event_type, status, completed_at) \
-             SELECT gen_random_uuid(), id, aggregate_id, 'carol@example.com', event_type, 'SENT', now() FROM outbox_events \
+             SELECT gen_random_uuid(), id, aggregate_id, 'carol@example.com', event_type, {SENT}, now() FROM outbox_events \
               WHERE aggregate_id = '{}'; \
-             UPDATE outbox_events SET completed_at = now() - interval '30 days' WHERE status = 'DONE'; \
+             UPDATE outbox_events SET completed_at = now() - interval '30 days' WHERE status = {DONE}; \
              UPDATE processed_events SET processed_at = now() - interval '30 days'; \
              {AGE_SENDS_30_DAYS};",
             pending.id
@@ -274,16 +277,16 @@ async fn sweeper_run_resets_and_dead_letters_stuck_rows_then_applies_retention()
     let client = db.pool.get().await.unwrap();
     // Two rows stuck in PROCESSING (one out of attempts), one long DONE.
     client
-        .batch_execute(
+        .batch_execute(formatcp!(
             "WITH ids AS (SELECT id, row_number() OVER (ORDER BY id) AS n FROM outbox_events) \
              UPDATE outbox_events o SET \
-                status = CASE WHEN ids.n < 3 THEN 'PROCESSING' ELSE 'DONE' END, \
+                status = CASE WHEN ids.n < 3 THEN {PROCESSING} ELSE {DONE} END, \
                 locked_at = CASE WHEN ids.n < 3 THEN now() - interval '1 hour' END, \
                 locked_by = CASE WHEN ids.n < 3 THEN 'dead-worker' END, \
                 attempts = CASE WHEN ids.n = 2 THEN 8 ELSE 1 END, \
                 completed_at = CASE WHEN ids.n = 3 THEN now() - interval '30 days' END \
-             FROM ids WHERE o.id = ids.id",
-        )
+             FROM ids WHERE o.id = ids.id"
+        ))
         .await
         .unwrap();
     let report = sweeper::run(&db.pool, &sweeper_config(8)).await.unwrap();
@@ -321,9 +324,9 @@ async fn claim_cost(done: i64) -> (i64, String) {
     let db = TestDb::create().await;
     let mut conn = db.pool.get().await.unwrap();
     conn.execute(
-        "INSERT INTO outbox_events (id, aggregate_id, aggregate_version, event_type, payload, status, completed_at) \
-         SELECT gen_random_uuid(), gen_random_uuid(), 1, 'BOOKING_CONFIRMED', '{}', 'DONE', now() \
-           FROM generate_series(1, $1::bigint)",
+        formatcp!("INSERT INTO outbox_events (id, aggregate_id, aggregate_version, event_type, payload, status, completed_at) \
+         SELECT gen_random_uuid(), gen_random_uuid(), 1, 'BOOKING_CONFIRMED', '{{}}', {DONE}, now() \
+           FROM generate_series(1, $1::bigint)"),
         &[&done],
     )
     .await
@@ -453,7 +456,9 @@ async fn one_organizers_backlog_never_buries_another_organizers_next_event() {
 
     // The claimed ones go back (as a lease's end would), then all drain once.
     client
-        .batch_execute("UPDATE outbox_events SET status = 'PENDING', lease_id = NULL WHERE status = 'PROCESSING'")
+        .batch_execute(formatcp!(
+            "UPDATE outbox_events SET status = {PENDING}, lease_id = NULL WHERE status = {PROCESSING}"
+        ))
         .await
         .unwrap();
     let mailer = Arc::new(RecordingMailer::new());
@@ -521,7 +526,9 @@ async fn events_are_claimed_whatever_the_turns_table_says() {
     poller(&db, mailer.clone(), PollerConfig::for_tests("w")).drain().await.unwrap();
     assert_eq!(mailer.count(), 300);
     client
-        .batch_execute("UPDATE outbox_turns SET next_turn = 'infinity'; UPDATE outbox_events SET status = 'PENDING'")
+        .batch_execute(formatcp!(
+            "UPDATE outbox_turns SET next_turn = 'infinity'; UPDATE outbox_events SET status = {PENDING}"
+        ))
         .await
         .unwrap();
     seed_events(&db.pool, 50, 1).await;

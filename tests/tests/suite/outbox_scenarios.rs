@@ -2,6 +2,8 @@
 //! Crashes are real process deaths: the poller runs as a child process and
 //! SIGKILLs itself at a named fault point.
 
+use const_format::formatcp;
+use shared::outbox::events::status::sql::DEAD;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -404,6 +406,6 @@ async fn unreadable_event_is_dead_lettered_not_retried_forever() {
         .unwrap();
     let summary = poller(&db, Arc::new(RecordingMailer::new()), PollerConfig::for_tests("w")).drain().await.unwrap();
     assert_eq!(summary.dead_lettered, 1);
-    let last_error: String = db.scalar("SELECT last_error FROM outbox_events WHERE status = 'DEAD'").await;
+    let last_error: String = db.scalar(formatcp!("SELECT last_error FROM outbox_events WHERE status = {DEAD}")).await;
     assert!(last_error.starts_with("unreadable payload"), "{last_error}");
 }

@@ -1,6 +1,9 @@
 //! `outboxctl` as an operator runs it: a real process against a real
 //! database seeded into each state. Output and exit codes are asserted.
 
+use const_format::formatcp;
+use shared::notify::sends::status::send_sql::{SENT, UNKNOWN};
+use shared::outbox::events::status::sql::{DEAD, DONE, PENDING, PROCESSING};
 use std::sync::Arc;
 
 use outbox_tests::ctl::*;
@@ -20,17 +23,17 @@ async fn seeded() -> (TestDb, Arc<RecordingMailer>) {
     create_booking(&db, 4, &["frank@example.com"]).await;
     let client = db.pool.get().await.unwrap();
     client
-        .batch_execute(
-            "UPDATE outbox_events SET status = 'PROCESSING', locked_by = 'dead-worker', attempts = 1, \
-                    locked_at = now() - interval '1 hour' WHERE status = 'PENDING'",
-        )
+        .batch_execute(formatcp!(
+            "UPDATE outbox_events SET status = {PROCESSING}, locked_by = 'dead-worker', attempts = 1, \
+                    locked_at = now() - interval '1 hour' WHERE status = {PENDING}"
+        ))
         .await
         .unwrap();
     (db, mailer)
 }
 
 async fn dead_id(db: &TestDb) -> String {
-    db.scalar::<uuid::Uuid>("SELECT id FROM outbox_events WHERE status = 'DEAD'").await.to_string()
+    db.scalar::<uuid::Uuid>(formatcp!("SELECT id FROM outbox_events WHERE status = {DEAD}")).await.to_string()
 }
 
 #[tokio::test]
@@ -104,7 +107,7 @@ async fn replay_of_a_dead_event_delivers_once_to_each_recipient_not_yet_delivere
 #[tokio::test]
 async fn replay_never_touches_an_event_that_is_not_dead() {
     let (db, _) = seeded().await;
-    let done: uuid::Uuid = db.scalar("SELECT id FROM outbox_events WHERE status = 'DONE' LIMIT 1").await;
+    let done: uuid::Uuid = db.scalar(formatcp!("SELECT id FROM outbox_events WHERE status = {DONE} LIMIT 1")).await;
     let unknown = uuid::Uuid::now_v7();
     let out = ctl(&db, &["dead", "replay", &done.to_string(), &unknown.to_string()]).await;
     assert_one_line_error(&out, 1, &format!("{done} is DONE, not DEAD"));
@@ -151,7 +154,8 @@ async fn unknown_list_shows_possibly_lost_emails_and_resend_needs_the_explicit_f
     assert!(ctl(&db, &["unknown", "list", "--json"]).await.json().as_array().unwrap().is_empty());
 
     // Resending a send that is SENT is refused.
-    let sent: uuid::Uuid = db.scalar("SELECT id FROM booking_notification_sends WHERE status = 'SENT' LIMIT 1").await;
+    let sent: uuid::Uuid =
+        db.scalar(formatcp!("SELECT id FROM booking_notification_sends WHERE status = {SENT} LIMIT 1")).await;
     let out = ctl(&db, &["unknown", "resend", &sent.to_string(), "--yes-i-accept-a-possible-duplicate"]).await;
     assert_one_line_error(&out, 1, "is SENT; only UNKNOWN");
 }
@@ -159,7 +163,7 @@ async fn unknown_list_shows_possibly_lost_emails_and_resend_needs_the_explicit_f
 #[tokio::test]
 async fn sweep_dry_run_shows_what_the_sweeper_would_do_without_doing_it() {
     let (db, _) = seeded().await;
-    let stuck: uuid::Uuid = db.scalar("SELECT id FROM outbox_events WHERE status = 'PROCESSING'").await;
+    let stuck: uuid::Uuid = db.scalar(formatcp!("SELECT id FROM outbox_events WHERE status = {PROCESSING}")).await;
     let dry = ctl(&db, &["sweep", "--dry-run"]).await;
     assert_eq!(dry.code, 0, "{}", dry.stderr);
     assert!(
@@ -292,7 +296,7 @@ async fn unknown_resend_of_a_dead_event_asks_for_a_replay_first() {
     // Carol's event is DEAD; mark Alice's send on it UNKNOWN to ask for it.
     let dead = dead_id(&db).await;
     db.scalar::<i64>(&format!(
-        "WITH u AS (UPDATE booking_notification_sends SET status = 'UNKNOWN', last_error = 'the mailer timed out' WHERE outbox_event_id = '{dead}' RETURNING 1) \
+        "WITH u AS (UPDATE booking_notification_sends SET status = {UNKNOWN}, last_error = 'the mailer timed out' WHERE outbox_event_id = '{dead}' RETURNING 1) \
          SELECT count(*) FROM u"
     ))
     .await;

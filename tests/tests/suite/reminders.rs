@@ -5,6 +5,9 @@
 //! reminder's due time to now (`make_due`), the one thing a test cannot
 //! wait for.
 
+use const_format::formatcp;
+use shared::notify::sends::status::send_sql::{SENT, SUPERSEDED, UNKNOWN};
+use shared::outbox::events::status::sql::{DEAD, DONE, PENDING};
 use std::sync::Arc;
 
 use chrono::{DateTime, DurationRound, Utc};
@@ -75,8 +78,10 @@ async fn make_due(db: &TestDb, until: DateTime<Utc>) {
     let client = db.pool.get().await.unwrap();
     client
         .execute(
-            "UPDATE outbox_events SET next_attempt_at = now() \
-              WHERE event_type = 'BOOKING_REMINDER' AND status = 'PENDING' AND next_attempt_at <= $1",
+            formatcp!(
+                "UPDATE outbox_events SET next_attempt_at = now() \
+              WHERE event_type = 'BOOKING_REMINDER' AND status = {PENDING} AND next_attempt_at <= $1"
+            ),
             &[&until],
         )
         .await
@@ -94,9 +99,11 @@ async fn drain(db: &TestDb, mailer: &Arc<RecordingMailer>) {
         let client = db.pool.get().await.unwrap();
         client
             .execute(
-                "UPDATE outbox_events SET next_attempt_at = now() \
-                  WHERE event_type = 'BOOKING_REMINDER' AND status = 'PENDING' \
-                    AND next_attempt_at <= now() + interval '10 seconds'",
+                formatcp!(
+                    "UPDATE outbox_events SET next_attempt_at = now() \
+                  WHERE event_type = 'BOOKING_REMINDER' AND status = {PENDING} \
+                    AND next_attempt_at <= now() + interval '10 seconds'"
+                ),
                 &[],
             )
             .await
@@ -124,8 +131,10 @@ async fn superseded_reasons(db: &TestDb) -> Vec<String> {
     let client = db.pool.get().await.unwrap();
     let rows = client
         .query(
-            "SELECT last_error FROM booking_notification_sends \
-              WHERE event_type = 'BOOKING_REMINDER' AND status = 'SUPERSEDED' ORDER BY recipient_email",
+            formatcp!(
+                "SELECT last_error FROM booking_notification_sends \
+              WHERE event_type = 'BOOKING_REMINDER' AND status = {SUPERSEDED} ORDER BY recipient_email"
+            ),
             &[],
         )
         .await
@@ -335,12 +344,12 @@ async fn a_crash_after_the_reminders_claim_never_sends_it_twice() {
     // What the crash cost: only the sends in flight at the death are left
     // for SES's evidence (UNKNOWN); every other reminder went.
     let unknown: i64 = db
-        .scalar("SELECT count(*) FROM booking_notification_sends WHERE event_type = 'BOOKING_REMINDER' AND status = 'UNKNOWN'")
+        .scalar(formatcp!("SELECT count(*) FROM booking_notification_sends WHERE event_type = 'BOOKING_REMINDER' AND status = {UNKNOWN}"))
         .await;
     let sent: i64 = db
-        .scalar(
-            "SELECT count(*) FROM booking_notification_sends WHERE event_type = 'BOOKING_REMINDER' AND status = 'SENT'",
-        )
+        .scalar(formatcp!(
+            "SELECT count(*) FROM booking_notification_sends WHERE event_type = 'BOOKING_REMINDER' AND status = {SENT}"
+        ))
         .await;
     assert_eq!((unknown, sent), (1, 1), "the crash cost one reminder, the one claimed as it died");
 }
@@ -409,7 +418,10 @@ async fn a_reminder_due_before_its_invitation_went_waits_for_it() {
     assert_eq!(summary.waiting, 1, "{summary:?}");
     // It is due again seconds later; by then the invitation went.
     for _ in 0..3 {
-        client.execute("UPDATE outbox_events SET next_attempt_at = now() WHERE status = 'PENDING'", &[]).await.unwrap();
+        client
+            .execute(formatcp!("UPDATE outbox_events SET next_attempt_at = now() WHERE status = {PENDING}"), &[])
+            .await
+            .unwrap();
         drain(&db, &mailer).await;
     }
     let told: Vec<EventType> = mailer.deliveries().iter().map(|d| d.event_type).collect();
@@ -639,7 +651,7 @@ async fn retention_keeps_a_bookings_history_while_a_reminder_waits_so_the_never_
     mailer.script(CAROL, shared::notify::mailer::SendOutcome::Rejected { reason: "mailbox unavailable".into() }, 1);
     drain(&db, &mailer).await;
     let age = format!(
-        "UPDATE outbox_events SET completed_at = now() - interval '30 days' WHERE status = 'DONE'; \
+        "UPDATE outbox_events SET completed_at = now() - interval '30 days' WHERE status = {DONE}; \
          UPDATE processed_events SET processed_at = now() - interval '30 days'; {AGE_SENDS_30_DAYS};"
     );
     let client = db.pool.get().await.unwrap();
@@ -775,16 +787,16 @@ async fn a_reminder_waits_while_its_invitation_is_dead_lettered_and_goes_after_t
     mailer.script(ALICE.email, refused(), 1);
     poller(&db, mailer.clone(), one_attempt("w")).drain().await.unwrap();
     let client = db.pool.get().await.unwrap();
-    let dead: i64 = db.scalar("SELECT count(*) FROM outbox_events WHERE status = 'DEAD'").await;
+    let dead: i64 = db.scalar(formatcp!("SELECT count(*) FROM outbox_events WHERE status = {DEAD}")).await;
     assert_eq!(dead, 1, "the invitation is dead-lettered");
     make_due(&db, start).await;
     drain(&db, &mailer).await;
     assert_eq!(mailer.count(), 0, "no reminder before its invitation");
     let wait: f64 = db
-        .scalar::<f64>(
+        .scalar::<f64>(formatcp!(
             "SELECT extract(epoch FROM next_attempt_at - now())::float8 FROM outbox_events \
-              WHERE event_type = 'BOOKING_REMINDER' AND status = 'PENDING'",
-        )
+              WHERE event_type = 'BOOKING_REMINDER' AND status = {PENDING}"
+        ))
         .await;
     assert!((50.0..=61.0).contains(&wait), "it waits a minute at a time: {wait}");
     assert!(superseded_reasons(&db).await.is_empty(), "not superseded as never told");
@@ -793,7 +805,10 @@ async fn a_reminder_waits_while_its_invitation_is_dead_lettered_and_goes_after_t
     let selection = shared::outbox::events::transitions::ReplaySelection::All { event_type: None, since: None };
     shared::outbox::events::transitions::replay(&mut owned, selection, "test", 10, false).await.unwrap();
     drain(&db, &mailer).await;
-    client.execute("UPDATE outbox_events SET next_attempt_at = now() WHERE status = 'PENDING'", &[]).await.unwrap();
+    client
+        .execute(formatcp!("UPDATE outbox_events SET next_attempt_at = now() WHERE status = {PENDING}"), &[])
+        .await
+        .unwrap();
     drain(&db, &mailer).await;
     let told: Vec<EventType> = mailer.deliveries().iter().map(|d| d.event_type).collect();
     assert_eq!(told, vec![EventType::BookingConfirmed, EventType::BookingReminder], "the invitation first");

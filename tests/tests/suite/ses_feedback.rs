@@ -2,6 +2,8 @@
 //! documents for SES event publishing (EventBridge envelope around the SES
 //! event record), on a real Postgres.
 
+use const_format::formatcp;
+use shared::notify::sends::status::send_sql::FAILED;
 use std::sync::Arc;
 
 use outbox_tests::outbox::*;
@@ -109,7 +111,9 @@ async fn the_same_permanent_bounce_twice_is_recorded_once_and_the_address_is_nev
     let client = db.pool.get().await.unwrap();
     let failed: String = client
         .query_one(
-            "SELECT last_error FROM booking_notification_sends WHERE recipient_email = $1 AND status = 'FAILED'",
+            formatcp!(
+                "SELECT last_error FROM booking_notification_sends WHERE recipient_email = $1 AND status = {FAILED}"
+            ),
             &[&ALICE],
         )
         .await
@@ -146,14 +150,10 @@ async fn delivery_delay_reject_and_rendering_failure_are_recorded_per_send() {
     let (claim, _) = one_send(&db, ALICE, Some(SendOutcome::Unknown { reason: "read timeout".into() })).await;
     let delay = ses_event(
         "DeliveryDelay",
-        "Email Delivery Delayed",
         Some(claim),
-        Some((
-            "deliveryDelay",
-            json!({"timestamp": "2026-11-30T12:05:00.000Z", "delayType": "TransientCommunicationFailure",
+        Some(json!({"timestamp": "2026-11-30T12:05:00.000Z", "delayType": "TransientCommunicationFailure",
                    "expirationTime": "2026-12-01T12:00:00.000Z",
-                   "delayedRecipients": [{"emailAddress": ALICE, "status": "4.4.1", "diagnosticCode": "smtp; 421 4.4.1 Unable to connect"}]}),
-        )),
+                   "delayedRecipients": [{"emailAddress": ALICE, "status": "4.4.1", "diagnosticCode": "smtp; 421 4.4.1 Unable to connect"}]})),
     );
     assert_eq!(handle(&db, &delay).await, Handled::Recorded(Recorded::Recorded { confirmed: true, suppressed: 0 }));
     assert_eq!(
@@ -164,13 +164,12 @@ async fn delivery_delay_reject_and_rendering_failure_are_recorded_per_send() {
     // A rejection after that is recorded, and changes nothing the send is
     // (a rejection of an ambiguous send settles it FAILED:
     // unknown_reconciliation covers it).
-    let reject = ses_event("Reject", "Email Rejected", Some(claim), Some(("reject", json!({"reason": "Bad content"}))));
+    let reject = ses_event("Reject", Some(claim), Some(json!({"reason": "Bad content"})));
     assert_eq!(handle(&db, &reject).await, Handled::Recorded(Recorded::Recorded { confirmed: false, suppressed: 0 }));
     let failure = ses_event(
         "Rendering Failure",
-        "Email Rendering Failed",
         Some(claim),
-        Some(("failure", json!({"errorMessage": "Attribute 'name' is not present", "templateName": "T"}))),
+        Some(json!({"errorMessage": "Attribute 'name' is not present", "templateName": "T"})),
     );
     assert!(matches!(handle(&db, &failure).await, Handled::Recorded(Recorded::Recorded { confirmed: false, .. })));
     assert_eq!(send_state(&db, claim).await.0, SendStatus::Sent);
@@ -182,7 +181,7 @@ async fn delivery_delay_reject_and_rendering_failure_are_recorded_per_send() {
 #[tokio::test]
 async fn events_for_untagged_mail_or_a_deleted_claim_are_acknowledged() {
     let db = TestDb::create().await;
-    let untagged = ses_event("Send", "Email Sent", None, Some(("send", json!({}))));
+    let untagged = ses_event("Send", None, Some(json!({})));
     assert_eq!(handle(&db, &untagged).await, Handled::Recorded(Recorded::Unmatched));
     assert_eq!(handle(&db, &send_event(Uuid::now_v7())).await, Handled::Recorded(Recorded::Unmatched));
     assert_eq!(db.count("send_feedback").await, 0);

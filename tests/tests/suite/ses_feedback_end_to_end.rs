@@ -9,6 +9,8 @@
 //! in the fault runs are real SIGKILLs of poller processes, paced as the
 //! poller Lambda is.
 
+use const_format::formatcp;
+use shared::outbox::events::status::sql::PROCESSING;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
@@ -505,7 +507,7 @@ async fn watch_take_overs(db: &TestDb, kills: &mut [Kill]) {
     for k in kills.iter_mut().filter(|k| k.next_claim.is_none()) {
         let still: i64 = client
             .query_one(
-                "SELECT count(*) FROM outbox_events WHERE id = ANY($1) AND status = 'PROCESSING' AND locked_by = $2",
+                formatcp!("SELECT count(*) FROM outbox_events WHERE id = ANY($1) AND status = {PROCESSING} AND locked_by = $2"),
                 &[&k.held, &k.worker],
             )
             .await
@@ -582,7 +584,10 @@ async fn fault_run_with_no_sweeper_takes_each_killed_pollers_events_over_within_
                     .get()
                     .await
                     .unwrap()
-                    .query("SELECT id FROM outbox_events WHERE status = 'PROCESSING' AND locked_by = $1", &[&worker])
+                    .query(
+                        formatcp!("SELECT id FROM outbox_events WHERE status = {PROCESSING} AND locked_by = $1"),
+                        &[&worker],
+                    )
                     .await
                     .unwrap()
                     .iter()

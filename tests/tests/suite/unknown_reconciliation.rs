@@ -194,12 +194,7 @@ async fn an_event_arriving_after_a_resend_on_evidence_is_reported_as_a_likely_du
 async fn a_rejection_settles_an_ambiguous_send_as_failed_and_it_is_never_resent() {
     let db = TestDb::create().await;
     let (claim, _) = one_send(&db, ALICE, Some(timed_out())).await;
-    let reject = ses_event(
-        "Reject",
-        "Email Rejected",
-        Some(claim),
-        Some(("reject", serde_json::json!({"reason": "Bad content"}))),
-    );
+    let reject = ses_event("Reject", Some(claim), Some(serde_json::json!({"reason": "Bad content"})));
     intake::handle(&db.pool, &origin(), &reject).await.unwrap();
     assert_eq!(send_counts(&db).await[&SendStatus::Failed], 1);
     stream_moved_past(&db, 1000).await;
@@ -226,7 +221,7 @@ async fn a_canary_goes_out_when_sends_await_evidence_and_no_event_came_for_a_min
     assert_eq!((mailer.canaries().len(), db.count("ses_canaries").await), (1, 1));
 
     // Its event arrives: the watermark moves, the canary is seen.
-    let mut event = ses_event("Send", "Email Sent", None, Some(("send", serde_json::json!({}))));
+    let mut event = ses_event("Send", None, Some(serde_json::json!({})));
     event["detail"]["mail"]["tags"]["canary"] = serde_json::json!([mailer.canaries()[0].to_string()]);
     event["detail"]["mail"]["timestamp"] = serde_json::json!(chrono::Utc::now().to_rfc3339());
     assert_eq!(intake::handle(&db.pool, &origin(), &event).await.unwrap(), Handled::Recorded(Recorded::Canary));
