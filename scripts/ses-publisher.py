@@ -28,16 +28,15 @@ import sys
 import threading
 import time
 import urllib.request
-import uuid
-from copy import deepcopy
-from datetime import datetime, timedelta, timezone
-from pathlib import Path
+from datetime import datetime, timezone
 from email.utils import parseaddr
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from urllib.parse import urlsplit
 
-# The shape of an SES event, written once for this script and the Rust tests.
-SHAPE = json.loads((Path(__file__).resolve().parent / "lib" / "ses-event.json").read_text())
+sys.path.insert(0, str(Path(__file__).resolve().parent / "lib"))
+from ses_events import send_and_delivery  # noqa: E402  (scripts/lib: the one shape of an SES event)
+
 SEND_PATH = "/v2/email/outbound-emails"
 ACCOUNT_PATH = "/v2/email/account"
 HOP_BY_HOP = {"connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "te",
@@ -53,10 +52,6 @@ def mask(address):
     return f"{local[:1]}***@{domain}" if domain else "***"
 
 
-def rfc3339(t):
-    return t.strftime("%Y-%m-%dT%H:%M:%S.") + f"{t.microsecond // 1000:03d}Z"
-
-
 def ses_events(request, response, now, account, region):
     """The Send and Delivery events SES in `account` and `region` would
     publish to EventBridge for this SendEmail."""
@@ -70,21 +65,8 @@ def ses_events(request, response, now, account, region):
         tags["ses:configuration-set"] = [config_set]
     if "@" in source:
         tags["ses:from-domain"] = [source.rpartition("@")[2]]
-    mail = {**deepcopy(SHAPE["mail"]), "timestamp": rfc3339(now), "source": source,
-            "sourceArn": f"arn:aws:ses:{region}:{account}:identity/{source}", "sendingAccountId": account,
-            "messageId": message_id, "destination": destination, "tags": tags}
-    resources = [f"arn:aws:ses:{region}:{account}:configuration-set/{config_set}"] if config_set else []
-    delivered = now + timedelta(milliseconds=7)
-    delivery = {**deepcopy(SHAPE["delivery"]), "timestamp": rfc3339(delivered), "processingTimeMillis": 7,
-                "recipients": [parseaddr(a)[1] for a in destination]}
-
-    def envelope(event_type, at, section):
-        detail = {"eventType": event_type, "mail": mail, SHAPE["sections"][event_type]: section}
-        return {**deepcopy(SHAPE["envelope"]), "id": str(uuid.uuid4()), "detail-type": SHAPE["detail_types"][event_type],
-                "account": account, "time": at.strftime("%Y-%m-%dT%H:%M:%SZ"), "region": region,
-                "resources": resources, "detail": detail}
-
-    return [envelope("Send", now, {}), envelope("Delivery", delivered, delivery)]
+    return send_and_delivery(source=source, destination=[parseaddr(a)[1] for a in destination], tags=tags,
+                             config_set=config_set, message_id=message_id, now=now, account=account, region=region)
 
 
 class Publisher:

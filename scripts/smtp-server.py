@@ -55,8 +55,12 @@ import sys
 import uuid
 import warnings
 from collections import Counter
+from pathlib import Path
 
 from aiosmtpd.smtp import SMTP, AuthResult, LoginPassword
+
+sys.path.insert(0, str(Path(__file__).resolve().parent / "lib"))
+from ses_events import send_and_delivery  # noqa: E402  (scripts/lib: the one shape of an SES event)
 
 # aiosmtpd 1.4 warns about its own use of Session.login_data.
 warnings.filterwarnings("ignore", category=DeprecationWarning, module="aiosmtpd")
@@ -200,28 +204,15 @@ class FaultySMTP(SMTP):
 def ses_events(msg, message_id, envelope, account="123456789012", region="us-east-1"):
     """The Send and Delivery events SES publishes to EventBridge for a
     message its SMTP interface accepted (the shape of ses-publisher.py's)."""
-    now = datetime.datetime.now(datetime.timezone.utc)
-    stamp = lambda t: t.strftime("%Y-%m-%dT%H:%M:%S.") + f"{t.microsecond // 1000:03d}Z"
     config_set = str(msg.get("X-SES-CONFIGURATION-SET")).strip()
     tags = {"ses:configuration-set": [config_set]}
     for pair in str(msg.get("X-SES-MESSAGE-TAGS") or "").split(","):
         name, _, value = pair.strip().partition("=")
         if name:
             tags[name.strip()] = [value.strip()]
-    source = envelope.mail_from
-    mail = {"timestamp": stamp(now), "source": source, "sendingAccountId": account, "messageId": message_id,
-            "destination": list(envelope.rcpt_tos), "headersTruncated": False, "tags": tags}
-    delivered = now + datetime.timedelta(milliseconds=7)
-    delivery = {"timestamp": stamp(delivered), "processingTimeMillis": 7, "recipients": list(envelope.rcpt_tos),
-                "smtpResponse": "250 2.6.0 Message received", "reportingMTA": "a8-70.smtp-out.amazonses.com"}
-
-    def envelope_of(detail_type, detail):
-        return {"version": "0", "id": str(uuid.uuid4()), "detail-type": detail_type, "source": "aws.ses",
-                "account": account, "time": now.strftime("%Y-%m-%dT%H:%M:%SZ"), "region": region,
-                "resources": [f"arn:aws:ses:{region}:{account}:configuration-set/{config_set}"], "detail": detail}
-
-    return [envelope_of("Email Sent", {"eventType": "Send", "mail": mail, "send": {}}),
-            envelope_of("Email Delivered", {"eventType": "Delivery", "mail": mail, "delivery": delivery})]
+    return send_and_delivery(source=envelope.mail_from, destination=envelope.rcpt_tos, tags=tags,
+                             config_set=config_set, message_id=message_id,
+                             now=datetime.datetime.now(datetime.timezone.utc), account=account, region=region)
 
 
 class Mailbox:
