@@ -11,8 +11,9 @@ dev:
 test:
 	./scripts/test.sh
 # Invitations delivered to the local mailbox (moto, LocalStack's SES v2, or the SMTP server) while `make dev` runs.
+# SHOW=alice@example.com: the latest message to her, its parts written to .local/mail/.
 mailbox:
-	./scripts/mailbox.sh
+	./scripts/mailbox.sh $(if $(SHOW),--show $(SHOW))
 # Poller throughput and commit-to-send latency against a baseline.
 bench:
 	./scripts/bench.sh

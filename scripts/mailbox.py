@@ -11,11 +11,15 @@ there, the events column is "-". `make mailbox` (scripts/mailbox.sh) picks
 the one the running `make dev` uses.
 
 usage: mailbox.py [ENDPOINT] [--localstack | --smtp FILE] [--events FILE] [--json]
+                  [--show ADDRESS [--out DIR]]
   ENDPOINT  moto (default http://127.0.0.1:$DEV_MOTO_PORT or :5055), read
             directly, not through the publisher; with --localstack,
             LocalStack (default $LOCALSTACK_ENDPOINT or http://127.0.0.1:4566)
   --events  the publisher's events file (default $DEV_DIR/ses-events.jsonl,
             i.e. .local/ses-events.jsonl)
+  --show    the latest message to ADDRESS as its recipient reads it: its
+            text part printed, and its HTML, text and calendar parts written
+            to DIR (default $DEV_DIR/mail) to open in a browser
 """
 import argparse
 import json
@@ -53,6 +57,29 @@ def read_raw(raw):
     return method, to, str(msg["Subject"]) if msg["Subject"] else "-", str(msg["Date"]) if msg["Date"] else "-"
 
 
+def show(rows, address, out):
+    """Prints the latest message to `address` and writes its parts to `out`."""
+    mine = [r for r in rows if address.lower() in r["to"].lower()]
+    if not mine:
+        sys.exit(f"mailbox: no message to {address} yet (`make mailbox` lists them)")
+    msg = BytesParser(policy=policy.default).parsebytes(mine[-1]["raw"].encode("utf-8"))
+    os.makedirs(out, exist_ok=True)
+    stem = os.path.join(out, address.replace("@", "_at_").replace("/", "_"))
+    written = []
+    for part in msg.walk():
+        suffix = {"text/plain": ".txt", "text/html": ".html", "text/calendar": ".ics"}.get(part.get_content_type())
+        if suffix:
+            with open(stem + suffix, "w", encoding="utf-8") as f:
+                f.write(part.get_content())
+            written.append(stem + suffix)
+    print(f"Subject: {msg['Subject']}\nTo:      {msg['To']}\nDate:    {msg['Date']}\n")
+    body = msg.get_body(preferencelist=("plain",))
+    print(body.get_content() if body else "(no text part)")
+    print("the parts, to open (the .html in a browser):")
+    for path in written:
+        print(f"  {path}")
+
+
 def moto_messages(endpoint):
     """(message id, raw message) of everything moto received; moto's `id`
     is the MessageId SendEmail returned, the one in SES's events."""
@@ -87,6 +114,9 @@ def main():
     p.add_argument("--events", default=os.path.join(dev_dir, "ses-events.jsonl"), metavar="FILE",
                    help="the SES events ses-publisher.py wrote (default: %(default)s)")
     p.add_argument("--json", action="store_true", help="print the messages as JSON")
+    p.add_argument("--show", metavar="ADDRESS", help="show the latest message to ADDRESS, its parts written to --out")
+    p.add_argument("--out", default=os.path.join(dev_dir, "mail"), metavar="DIR",
+                   help="where --show writes the parts (default: %(default)s)")
     args = p.parse_args()
     if args.smtp:
         endpoint, source, where, hint = args.smtp, smtp_messages, "", "make dev MAILER=smtp"
@@ -102,11 +132,14 @@ def main():
         for message_id, raw in source(endpoint):
             method, to, subject, date = read_raw(raw)
             rows.append({"id": message_id, "to": to, "subject": subject, "method": method, "date": date,
-                         "ses_events": events.get(message_id, [])})
+                         "ses_events": events.get(message_id, []), "raw": raw})
     except OSError as e:
         sys.exit(f"mailbox: cannot read {endpoint}{where} ({e}); is `{hint}` running?")
+    if args.show:
+        show(rows, args.show, args.out)
+        return
     if args.json:
-        print(json.dumps(rows))
+        print(json.dumps([{k: v for k, v in r.items() if k != "raw"} for r in rows]))
         return
     if not rows:
         print("(no mail yet)")

@@ -54,6 +54,12 @@ smoke_wait_invites "Design review" 60
 french=$(smoke_mailbox --json | python3 -c 'import json,sys; print(next(x["subject"] for x in json.load(sys.stdin) if x["to"]=="carol@example.com" and "Design review" in x["subject"]))')
 [ "$french" = "Invitation : Design review @ lundi 7 janvier 2030 à 10:00 (heure normale d’Europe centrale)" ] \
   || fail "the README's invitation to Carol (locale fr) is not the French one it shows: $french"
+# The README's `make mailbox SHOW=carol@example.com`: her message, its parts as files.
+shown=$(DEV_DIR="$DEV_DIR" make -s mailbox SHOW=carol@example.com) || fail "make mailbox SHOW= failed: $shown"
+grep -q '^Quand : ' <<<"$shown" || fail "make mailbox SHOW= did not print Carol's French text part: $shown"
+grep -q '<html lang="fr"' "$DEV_DIR/mail/carol_at_example.com.html" || fail "make mailbox SHOW= wrote no French HTML part"
+[ -s "$DEV_DIR/mail/carol_at_example.com.ics" ] || fail "make mailbox SHOW= wrote no calendar part"
+say "README: make mailbox SHOW=carol@example.com prints her message and writes its parts"
 say "README: where each invitation stands"
 delivered=0
 for _ in $(seq 1 60); do

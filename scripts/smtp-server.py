@@ -15,7 +15,7 @@ Prints `ready PORT` on stdout once it listens (port 0: a free one).
   TLS at all (to show the mailer refuses to send in the clear).
 --auth: AUTH PLAIN/LOGIN with these credentials is required (after TLS).
 --mailbox: each accepted message is appended as one JSON line (mail_from,
-  rcpt_tos, message_id, claim, subject, connection, data).
+  rcpt_tos, message_id, subject, connection, data).
 --faults: a JSON list of faults, each
     {"at": "MAIL"|"RCPT"|"DATA"|"EOM", "do": "reply"|"drop"|"stall"|"store-then-drop",
      "reply": "451 4.3.0 try later", "secs": 5, "times": 1, "rcpt": "a@example.com"}
@@ -242,7 +242,6 @@ class Mailbox:
             "mail_from": envelope.mail_from,
             "rcpt_tos": list(envelope.rcpt_tos),
             "message_id": (msg.get("Message-ID") or "").strip(),
-            "claim": (msg.get("X-Outbox-Claim") or "").strip(),
             "subject": str(msg.get("Subject") or ""),
             "connection": getattr(session_server, "connection_number", 0),
             "data": content.decode("utf-8", "replace"),

@@ -5,6 +5,8 @@
 #   - SES v2: moto on a free loopback port, unless SES_ENDPOINT_URL is set.
 #     Mail is read back from moto's /moto-api/data.json and parsed with
 #     Python's email + icalendar (the venv's python, OUTBOX_TEST_PYTHON).
+#   - the mail in a real browser: scripts/mail-screenshots.sh (Debian's
+#     Chromium, headless), after the suite, unless arguments were given.
 # Extra arguments go to `cargo test` (e.g. ./scripts/test.sh -- overlap).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -47,3 +49,6 @@ cargo build --locked -q -p outboxctl
 export OUTBOXCTL_BIN="$PWD/target/debug/outboxctl"
 
 cargo test --workspace --locked "$@"
+if [ "$#" -eq 0 ]; then
+  ./scripts/mail-screenshots.sh
+fi

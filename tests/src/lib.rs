@@ -9,6 +9,7 @@ pub mod bench;
 pub mod ctl;
 pub mod http;
 pub mod listing;
+pub mod mail_samples;
 pub mod outbox;
 pub mod publisher;
 pub mod ses;

@@ -61,7 +61,6 @@ pub struct Stored {
     pub mail_from: String,
     pub rcpt_tos: Vec<String>,
     pub message_id: String,
-    pub claim: String,
     pub subject: String,
     /// Which connection (1, 2, ...) carried it.
     pub connection: u64,

@@ -31,6 +31,7 @@ def calendar_summary(part):
         "mime_method": part.get_param("method"),
         "METHOD": str(cal.get("METHOD")),
         "VERSION": str(cal.get("VERSION")),
+        "PRODID": str(cal.get("PRODID")),
         "events": len(events),
         "UID": str(ev.get("UID")),
         "SEQUENCE": int(ev.get("SEQUENCE")),
@@ -38,6 +39,8 @@ def calendar_summary(part):
         "SUMMARY": str(ev.get("SUMMARY")),
         "LOCATION": str(ev.get("LOCATION")) if ev.get("LOCATION") is not None else None,
         "DESCRIPTION": str(ev.get("DESCRIPTION")) if ev.get("DESCRIPTION") is not None else None,
+        "URL": str(ev.get("URL")) if ev.get("URL") is not None else None,
+        "TRANSP": str(ev.get("TRANSP")) if ev.get("TRANSP") is not None else None,
         "DTSTART": ev.decoded("DTSTART").isoformat(),
         "DTEND": ev.decoded("DTEND").isoformat(),
         "ORGANIZER": str(ev.get("ORGANIZER")),
@@ -67,7 +70,6 @@ def summarise(entry):
         "parts": parts,
         "defects": [str(d) for p in msg.walk() for d in p.defects],
     }
-    out["claim"] = str(msg["X-Outbox-Claim"]) if msg["X-Outbox-Claim"] is not None else None
     for p in msg.walk():
         if p.get_content_type() == "text/plain":
             out["text"] = p.get_content()

@@ -25,3 +25,33 @@ left-minutes = { $n ->
    *[other] { $n } minutes
 }
 left-under-a-minute = moins d’une minute
+when-one-day = { $date }, { $from } – { $to } ({ $zone })
+when-days = { $from } – { $to } ({ $zone })
+label-duration = Durée :
+label-organizer = Organisateur :
+label-organizer-time = Heure de l’organisateur :
+label-guests = Invités :
+label-title = Titre :
+label-now = Désormais :
+more-guests = { $n ->
+    [one] et 1 autre
+   *[other] et { $n } autres
+}
+heading-changes = Ce qui change
+label-planned = Était prévu :
+note-cancelled = Cette réunion n’aura pas lieu. Votre agenda la retire à l’ouverture de ce message.
+note-removed = Vous n’êtes plus invité. Votre agenda retire la réunion à l’ouverture de ce message.
+note-answer = Votre agenda affiche les boutons pour accepter ou refuser cette invitation.
+note-reminder = Aucune réponse n’est attendue : ceci est un rappel.
+length-days = { $n ->
+    [one] 1 jour
+   *[other] { $n } jours
+}
+length-hours = { $n ->
+    [one] 1 heure
+   *[other] { $n } heures
+}
+length-minutes = { $n ->
+    [one] 1 minute
+   *[other] { $n } minutes
+}

@@ -11,7 +11,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use super::domain::{Booking, Person, Reminder};
+use super::domain::{Booking, Location, Person, Reminder, Title};
 use crate::outbox::events::StoredEvent;
 use crate::outbox::{ClaimedEvent, NewEvent};
 
@@ -83,6 +83,11 @@ pub struct EventPayload {
     /// could change attendees: nobody was removed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub previous_attendees: Option<Vec<Person>>,
+    /// For an update: the title and place it replaced, so the message
+    /// shows old and new side by side. Absent in events written before
+    /// (their messages show what is, not what was).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub before: Option<Before>,
     /// For a reminder: its offset before the start.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reminder: Option<Reminder>,
@@ -93,6 +98,14 @@ pub struct EventPayload {
     pub quiet: bool,
 }
 
+/// What an update replaced, besides its time and its attendees.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Before {
+    pub title: Title,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub location: Option<Location>,
+}
+
 impl EventPayload {
     pub fn of(booking: Booking) -> Self {
         Self {
@@ -100,6 +113,7 @@ impl EventPayload {
             previous_start: None,
             previous_end: None,
             previous_attendees: None,
+            before: None,
             reminder: None,
             quiet: false,
         }
@@ -112,6 +126,7 @@ impl EventPayload {
             previous_start: moved.then_some(before.range.start()),
             previous_end: moved.then_some(before.range.end()),
             previous_attendees: Some(before.attendees.clone()),
+            before: Some(Before { title: before.title.clone(), location: before.location.clone() }),
             reminder: None,
             quiet: false,
             booking,

@@ -19,6 +19,7 @@ mod layers;
 mod leases;
 mod least_privilege;
 mod listing;
+mod mail_card;
 mod migrations;
 mod notification_status;
 mod observability;

@@ -194,8 +194,12 @@ async fn a_reminder_is_text_only_and_never_changes_the_calendar_entry() {
     let raw = String::from_utf8(shared::notify::render::invite::build(&n, &sender)).unwrap();
     assert!(!raw.contains("text/calendar") && !raw.contains("METHOD"), "no iTIP part: {raw}");
     assert!(raw.contains("Subject: Reminder: Planning @ Mon 1 Mar 2027 10:00 (CET)"), "{raw}");
-    assert!(raw.contains("starts in 15 minutes"), "{raw}");
-    assert!(raw.contains("Where: https://meet.example.com/planning"), "a plain link: {raw}");
+    let card = shared::notify::render::card::Card::of(&n);
+    let text = shared::notify::render::page::text(&card);
+    assert!(text.contains("starts in 15 minutes"), "{text}");
+    assert!(text.contains("Where: https://meet.example.com/planning"), "{text}");
+    let html = shared::notify::render::page::html(&card);
+    assert!(html.contains("<a href=\"https://meet.example.com/planning\""), "a link: {html}");
     assert!(shared::notify::render::calendar::ics(&n).is_none());
 }
 

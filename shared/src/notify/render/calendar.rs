@@ -12,9 +12,19 @@ use crate::booking::domain::Person;
 use crate::booking::events::Notice;
 use crate::notify::notification::Notification;
 
+/// The product's own identifier (RFC 5545 §3.7.3), not a library's
+/// default: no version in it, so one event's part is the same bytes from
+/// every build.
+pub const PRODID: &str = "-//booking-outbox//Booking Outbox//EN";
+
 /// The stable iCalendar UID of a booking.
 pub fn uid(booking_id: uuid::Uuid) -> String {
     format!("{booking_id}@booking-outbox")
+}
+
+/// A UTC DATE-TIME (RFC 5545 §3.3.5, form #2).
+fn format_utc(t: chrono::DateTime<chrono::Utc>) -> String {
+    t.format("%Y%m%dT%H%M%SZ").to_string()
 }
 
 /// iCalendar parameter values cannot contain DQUOTE (RFC 5545 §3.1).
@@ -41,12 +51,21 @@ pub fn ics(n: &Notification) -> Option<String> {
         .ends(b.range.end())
         .summary(b.title.as_str())
         .status(if method == "CANCEL" { EventStatus::Cancelled } else { EventStatus::Confirmed })
+        .append_property(Property::new("CREATED", format_utc(b.created_at)))
+        .append_property(Property::new("LAST-MODIFIED", format_utc(b.updated_at)))
+        // Busy while it lasts, a meeting anyone on the list may see.
+        .append_property(Property::new("TRANSP", "OPAQUE"))
+        .append_property(Property::new("CLASS", "PUBLIC"))
         .append_property(person_property("ORGANIZER", &b.organizer));
     if let Some(d) = &b.description {
         event.description(d.as_str());
     }
     if let Some(l) = &b.location {
         event.location(l.as_str());
+        // A meeting room's link, where a calendar app shows one to click.
+        if let Some(link) = super::card::link_in(l.as_str()) {
+            event.append_property(Property::new("URL", link.href));
+        }
     }
     // A removed attendee's CANCEL names only them (RFC 5546 §3.2.5).
     let attendees = match n.notice {
@@ -61,8 +80,11 @@ pub fn ics(n: &Notification) -> Option<String> {
         }
         event.append_multi_property(prop);
     }
-    let mut cal = Calendar::new();
-    cal.append_property(Property::new("METHOD", method));
+    let mut cal = Calendar::empty();
+    cal.append_property(Property::new("VERSION", "2.0"))
+        .append_property(Property::new("PRODID", PRODID))
+        .append_property(Property::new("CALSCALE", "GREGORIAN"))
+        .append_property(Property::new("METHOD", method));
     cal.push(event.done());
     Some(cal.done().to_string())
 }

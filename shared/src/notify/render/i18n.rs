@@ -56,21 +56,62 @@ impl Language {
     /// How long until a start, in this language: the offset when on time,
     /// else the time truly left, in days, hours and minutes.
     pub fn left(self, offset_secs: i32, left_secs: i64) -> String {
-        let secs = said_left(offset_secs, left_secs);
+        self.span(said_left(offset_secs, left_secs), "left")
+    }
+
+    /// How long a meeting lasts, in this language ("1 heure 30 minutes").
+    pub fn length(self, secs: i64) -> String {
+        self.span(secs, "length")
+    }
+
+    /// A length of time in days, hours and minutes, by the messages
+    /// `{kind}-days`, `-hours` and `-minutes` (German says "in 2 Tagen"
+    /// but lasts "2 Tage"); under a minute, said so.
+    fn span(self, secs: i64, kind: &str) -> String {
         if secs < 60 {
             return self.text("left-under-a-minute", &FluentArgs::new());
         }
         let parts: Vec<String> =
-            [(secs / 86_400, "left-days"), (secs % 86_400 / 3600, "left-hours"), (secs % 3600 / 60, "left-minutes")]
+            [(secs / 86_400, "days"), (secs % 86_400 / 3600, "hours"), (secs % 3600 / 60, "minutes")]
                 .into_iter()
                 .filter(|(n, _)| *n > 0)
-                .map(|(n, key)| {
+                .map(|(n, unit)| {
                     let mut args = FluentArgs::new();
                     args.set("n", n);
-                    self.text(key, &args)
+                    self.text(&format!("{kind}-{unit}"), &args)
                 })
                 .collect();
         parts.join(" ")
+    }
+
+    /// From `start` to `end` in `zone`, as a person there reads a meeting's
+    /// time: the date once when both ends fall on one local day ("Monday,
+    /// January 7, 2030, 10:00 – 11:00"), both dates when not, and the zone's
+    /// short label once ("GMT+1", "JST"), not its long name at each end.
+    ///
+    /// None for a date ICU4X's calendar does not hold (as [`Self::when`]).
+    pub fn range(
+        self,
+        start: DateTime<Utc>,
+        end: DateTime<Utc>,
+        zone: chrono_tz::Tz,
+        region: Option<&str>,
+    ) -> Option<String> {
+        let formatters = formatters(self, region);
+        let (from, to) = (Local::of(start, zone)?, Local::of(end, zone)?);
+        let mut args = FluentArgs::new();
+        args.set("zone", formatters.zone_short.format(&from.zone(zone)).to_string());
+        let key = if from.date == to.date {
+            args.set("date", formatters.date.format(&from.date.to_calendar(icu_calendar::Gregorian)).to_string());
+            args.set("from", formatters.time.format(&from.time).to_string());
+            args.set("to", formatters.time.format(&to.time).to_string());
+            "when-one-day"
+        } else {
+            args.set("from", formatters.date_time.format(&from.gregorian()).to_string());
+            args.set("to", formatters.date_time.format(&to.gregorian()).to_string());
+            "when-days"
+        };
+        Some(self.text(key, &args))
     }
 
     /// `at` in `zone`, by the conventions of this language, or of
@@ -82,18 +123,41 @@ impl Language {
     /// 9999: a booking at the very end of the range, seen from a zone ahead
     /// of UTC); the caller writes it its own way.
     pub fn when(self, at: DateTime<Utc>, zone: chrono_tz::Tz, region: Option<&str>) -> Option<String> {
-        use icu_calendar::Date;
-        use icu_time::zone::{IanaParser, UtcOffset};
-        use icu_time::{DateTime as IcuDateTime, Time};
-        let local = at.with_timezone(&zone);
-        let iso = Date::try_new_iso(local.year(), local.month() as u8, local.day() as u8).ok()?;
-        let time = Time::try_new(local.hour() as u8, local.minute() as u8, 0, 0).ok()?;
+        let local = Local::of(at, zone)?;
         let formatters = formatters(self, region);
-        let offset = UtcOffset::try_from_seconds(local.offset().fix().local_minus_utc()).ok();
-        let zone_info =
-            IanaParser::new().parse(zone.name()).with_offset(offset).at_date_time(IcuDateTime { date: iso, time });
-        let when = formatters.date_time.format(&IcuDateTime { date: iso.to_calendar(icu_calendar::Gregorian), time });
-        Some(format!("{when} ({})", formatters.zone.format(&zone_info)))
+        let when = formatters.date_time.format(&local.gregorian());
+        Some(format!("{when} ({})", formatters.zone.format(&local.zone(zone))))
+    }
+}
+
+/// A moment on a zone's wall clock, as ICU4X takes it.
+struct Local {
+    date: icu_calendar::Date<icu_calendar::Iso>,
+    time: icu_time::Time,
+    offset: Option<icu_time::zone::UtcOffset>,
+}
+
+impl Local {
+    /// None past the calendar's years (see [`Language::when`]).
+    fn of(at: DateTime<Utc>, zone: chrono_tz::Tz) -> Option<Self> {
+        let local = at.with_timezone(&zone);
+        Some(Self {
+            date: icu_calendar::Date::try_new_iso(local.year(), local.month() as u8, local.day() as u8).ok()?,
+            time: icu_time::Time::try_new(local.hour() as u8, local.minute() as u8, 0, 0).ok()?,
+            offset: icu_time::zone::UtcOffset::try_from_seconds(local.offset().fix().local_minus_utc()).ok(),
+        })
+    }
+
+    fn gregorian(&self) -> icu_time::DateTime<icu_calendar::Gregorian> {
+        icu_time::DateTime { date: self.date.to_calendar(icu_calendar::Gregorian), time: self.time }
+    }
+
+    /// The zone at this moment, for its name.
+    fn zone(&self, zone: chrono_tz::Tz) -> icu_time::TimeZoneInfo<icu_time::zone::models::AtTime> {
+        icu_time::zone::IanaParser::new()
+            .parse(zone.name())
+            .with_offset(self.offset)
+            .at_date_time(icu_time::DateTime { date: self.date, time: self.time })
     }
 }
 
@@ -108,10 +172,14 @@ pub(crate) fn said_left(offset_secs: i32, left_secs: i64) -> i64 {
     }
 }
 
-/// One locale's date-time and zone-name formatters.
+/// One locale's formatters: a long date with and without its time, a
+/// time, and a zone's long and short names.
 struct Formatters {
     date_time: icu_datetime::FixedCalendarDateTimeFormatter<icu_calendar::Gregorian, icu_datetime::fieldsets::YMDET>,
+    date: icu_datetime::FixedCalendarDateTimeFormatter<icu_calendar::Gregorian, icu_datetime::fieldsets::YMDE>,
+    time: icu_datetime::NoCalendarFormatter<icu_datetime::fieldsets::T>,
     zone: icu_datetime::NoCalendarFormatter<icu_datetime::fieldsets::zone::SpecificLong>,
+    zone_short: icu_datetime::NoCalendarFormatter<icu_datetime::fieldsets::zone::SpecificShort>,
 }
 
 /// A language, and the region of its variant (its subtag's bytes).
@@ -159,7 +227,13 @@ fn formatters(language: Language, region: Option<&str>) -> Arc<Formatters> {
             icu_datetime::fieldsets::YMDE::long().with_time_hm(),
         )
         .expect("compiled data"),
+        date: icu_datetime::FixedCalendarDateTimeFormatter::try_new(prefs, icu_datetime::fieldsets::YMDE::long())
+            .expect("compiled data"),
+        time: icu_datetime::NoCalendarFormatter::try_new(prefs, icu_datetime::fieldsets::T::hm())
+            .expect("compiled data"),
         zone: icu_datetime::NoCalendarFormatter::try_new(prefs, icu_datetime::fieldsets::zone::SpecificLong)
+            .expect("compiled data"),
+        zone_short: icu_datetime::NoCalendarFormatter::try_new(prefs, icu_datetime::fieldsets::zone::SpecificShort)
             .expect("compiled data"),
     });
     built.lock().unwrap_or_else(|e| e.into_inner()).insert(key, made.clone());

@@ -22,11 +22,11 @@ use mail_builder::MessageBuilder;
 use sha2::{Digest, Sha256};
 
 use super::calendar::ics;
-use super::i18n::Language;
-use crate::booking::domain::{EmailAddress, Timezone};
-use crate::booking::events::{EventType, Notice};
+use super::card::{time_of, Card};
+use super::page;
+use crate::booking::domain::EmailAddress;
+use crate::booking::events::Notice;
 use crate::notify::notification::Notification;
-use fluent_bundle::FluentArgs;
 
 /// The verified SES identity the mail is sent from.
 #[derive(Debug, Clone)]
@@ -52,47 +52,6 @@ impl Sender {
     }
 }
 
-/// The recipient's language, decided when the booking was written
-/// (`Booking::with_languages`); English for one written before.
-fn language(n: &Notification) -> Language {
-    n.recipient.language.unwrap_or(Language::En)
-}
-
-/// `t` where and as the recipient reads it: in their language's long form,
-/// by the conventions of the region of the tag it came from (theirs, or the
-/// organizer's); the compact English form ("Mon 7 Jan 2030 10:00 (CET)")
-/// when nobody named a language, as before languages existed.
-fn when(n: &Notification, t: DateTime<Utc>) -> String {
-    let lang = language(n);
-    let tags = [n.recipient.locale.as_ref(), n.payload.booking.organizer.locale.as_ref()];
-    if lang == Language::En && tags.iter().all(Option::is_none) {
-        return local_time(t, zone(n));
-    }
-    let region = tags.into_iter().flatten().find(|tag| Language::of(tag) == Some(lang)).and_then(|tag| tag.region());
-    lang.when(t, zone(n).tz(), region).unwrap_or_else(|| local_time(t, zone(n)))
-}
-
-fn subject(n: &Notification) -> String {
-    let b = &n.payload.booking;
-    let key = match n.notice {
-        Notice::Request if n.introduces || n.event_type == EventType::BookingConfirmed => "subject-invitation",
-        Notice::Request => "subject-updated",
-        Notice::Cancel => "subject-cancelled",
-        Notice::Removed => "subject-removed",
-        Notice::Reminder => "subject-reminder",
-    };
-    let mut args = FluentArgs::new();
-    args.set("title", b.title.as_str());
-    args.set("when", when(n, b.range.start()));
-    language(n).text(key, &args)
-}
-
-/// The time of a UUIDv7.
-fn time_of(id: uuid::Uuid) -> Option<DateTime<Utc>> {
-    let (secs, nanos) = id.get_timestamp()?.to_unix();
-    DateTime::from_timestamp(secs as i64, nanos)
-}
-
 /// When the message was written, its `Date`: when the change it tells of
 /// was committed (its event's UUIDv7), a reminder when it fell due. Not
 /// when it was claimed, so a retry, an operator's resend or a resend on
@@ -116,103 +75,18 @@ fn dated(n: &Notification) -> DateTime<Utc> {
     }
 }
 
-/// When the message goes: its claim's time; now, before it is claimed (a
-/// preview). A late reminder says the time truly left from then.
-fn sent_at(n: &Notification) -> DateTime<Utc> {
-    n.claim.and_then(time_of).unwrap_or_else(Utc::now)
-}
-
-/// How long before the start a reminder says the meeting is, in English
-/// ([`i18n::said_left`](crate::notify::render::i18n::said_left)), each unit that is not
-/// zero ("1 day", "1 hour and 30 minutes").
-fn ahead(offset_secs: i32, left_secs: i64) -> String {
-    let secs = crate::notify::render::i18n::said_left(offset_secs, left_secs);
-    if secs < 60 {
-        return "less than a minute".to_string();
-    }
-    let unit = |n: i64, one: &str| if n == 1 { format!("1 {one}") } else { format!("{n} {one}s") };
-    let parts: Vec<String> =
-        [(secs / 86_400, "day"), (secs % 86_400 / 3600, "hour"), (secs % 3600 / 60, "minute"), (secs % 60, "second")]
-            .into_iter()
-            .filter(|(n, _)| *n > 0)
-            .map(|(n, one)| unit(n, one))
-            .collect();
-    match parts.split_last() {
-        Some((last, [])) => last.clone(),
-        Some((last, rest)) => format!("{} and {last}", rest.join(", ")),
-        None => unreachable!("at least a minute"),
-    }
-}
-
-/// Where the recipient reads the times: their own time zone, else the
-/// booking's (the iCalendar part keeps the booking's, with its `TZID`).
-fn zone(n: &Notification) -> Timezone {
-    n.recipient.timezone.unwrap_or(n.payload.booking.timezone)
-}
-
-fn local_time(t: DateTime<Utc>, timezone: Timezone) -> String {
-    t.with_timezone(&timezone.tz()).format("%a %-d %b %Y %H:%M (%Z)").to_string()
-}
-
-fn text_body(n: &Notification) -> String {
-    let b = &n.payload.booking;
-    let lang = language(n);
-    let mut args = FluentArgs::new();
-    args.set("who", format!("{} <{}>", b.organizer.name.as_str(), b.organizer.email));
-    args.set("title", b.title.as_str());
-    let key = match (n.notice, n.event_type) {
-        (Notice::Request, _) if n.introduces => "body-invited",
-        (Notice::Request, EventType::BookingRescheduled) => "body-moved",
-        (Notice::Request, _) => "body-updated",
-        (Notice::Cancel, _) => "body-cancelled",
-        (Notice::Removed, _) => "body-removed",
-        (Notice::Reminder, _) => {
-            let offset = n.payload.reminder.map(|r| r.secs()).unwrap_or(0);
-            let left = (b.range.start() - sent_at(n)).num_seconds();
-            args.set("left", if lang == Language::En { ahead(offset, left) } else { lang.left(offset, left) });
-            "body-reminder"
-        }
-    };
-    let mut s = format!("{}\n\n", lang.text(key, &args));
-    let none = FluentArgs::new();
-    let label = |key: &str| lang.text(key, &none);
-    let (w, was, at) = (label("label-when"), label("label-was"), label("label-where"));
-    let width = [&w, &was, &at].iter().map(|l| l.chars().count()).max().unwrap_or(0) + 1;
-    let pad = |l: &str| format!("{l:<width$}");
-    s.push_str(&format!("{}{} – {}\n", pad(&w), when(n, b.range.start()), when(n, b.range.end())));
-    if let (Some(ps), Some(_), false) = (n.payload.previous_start, n.payload.previous_end, n.introduces) {
-        s.push_str(&format!("{}{}\n", pad(&was), when(n, ps)));
-    }
-    if let Some(l) = &b.location {
-        s.push_str(&format!("{}{l}\n", pad(&at)));
-    }
-    if let Some(d) = &b.description {
-        s.push_str(&format!("\n{d}\n"));
-    }
-    s
-}
-
-/// The HTML part: the text part, escaped, as preformatted text.
-fn html_body(text: &str) -> String {
-    let escaped = html_escape::encode_text(text);
-    format!("<!doctype html><html><body><pre style=\"font-family:sans-serif\">{escaped}</pre></body></html>")
-}
-
 /// A Message-ID derived from the claim's key (event, recipient): the same
 /// for every claim of one recipient's notification (a released claim's
 /// retry, an operator's resend), so a provider or mailbox that
-/// de-duplicates on Message-ID drops a repeat. The claim itself is in
-/// [`CLAIM_HEADER`].
+/// de-duplicates on Message-ID drops a repeat. It is also how support
+/// finds the send: the event and a digest of the recipient name the
+/// claim's key (docs/invitation.md).
 pub fn message_id(n: &Notification, sender: &Sender) -> String {
     let digest = Sha256::digest(n.recipient.email.as_str().as_bytes());
     let short: String = digest.iter().take(8).map(|b| format!("{b:02x}")).collect();
     let domain = sender.email.as_str().rsplit('@').next().unwrap_or("booking-outbox.invalid");
     format!("{}.{short}@{domain}", n.event_id)
 }
-
-/// The header naming the send's claim (`booking_notification_sends.id`), so
-/// an operator can match a provider's log line to the claim row.
-pub const CLAIM_HEADER: &str = "X-Outbox-Claim";
 
 /// A canary's message (`notify::evidence::watermark`): to `to`, from `sender`, a line
 /// of text naming it; never an invitation.
@@ -254,8 +128,8 @@ pub fn build(n: &Notification, sender: &Sender) -> Vec<u8> {
     // name never appears as the sender on our domain. Who organizes the
     // meeting is in the body and in Reply-To.
     let from_name = sender.name.clone();
-    let text = text_body(n);
-    let html = html_body(&text);
+    let card = Card::of(n);
+    let (text, html) = (page::text(&card), page::html(&card));
     let mut parts = vec![MimePart::new("text/plain", text), MimePart::new("text/html", html)];
     if let (Some(method), Some(ics)) = (n.notice.method(), ics(n)) {
         parts.push(MimePart::new(
@@ -272,18 +146,14 @@ pub fn build(n: &Notification, sender: &Sender) -> Vec<u8> {
     let alternative = mail_builder::headers::content_type::ContentType::new("multipart/alternative")
         .attribute("boundary", format!("=_{boundary}"));
     let body = MimePart::new(alternative, parts);
-    let mut message = MessageBuilder::new();
-    if let Some(claim) = n.claim {
-        message = message.header(CLAIM_HEADER, mail_builder::headers::raw::Raw::new(claim.to_string()));
-    }
-    message
+    MessageBuilder::new()
         .from(Address::new_address(Some(from_name), sender.email.as_str().to_string()))
         .to(Address::new_address(Some(header_text(n.recipient.name.as_str())), n.recipient.email.as_str().to_string()))
         .reply_to(Address::new_address(
             Some(header_text(b.organizer.name.as_str())),
             b.organizer.email.as_str().to_string(),
         ))
-        .subject(header_text(&subject(n)))
+        .subject(header_text(&card.subject))
         .message_id(message_id(n, sender))
         .date(dated(n).timestamp())
         .body(body)
@@ -294,17 +164,10 @@ pub fn build(n: &Notification, sender: &Sender) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// The message without its claim's header.
-    fn unclaimed(raw: &[u8]) -> String {
-        let text = String::from_utf8(raw.to_vec()).unwrap();
-        let claim = text.lines().filter(|l| l.starts_with(CLAIM_HEADER)).count();
-        assert_eq!(claim, 1, "{text}");
-        text.lines().filter(|l| !l.starts_with(CLAIM_HEADER)).collect::<Vec<_>>().join("\n")
-    }
+    use crate::booking::events::EventType;
 
     #[test]
-    fn one_recipients_message_renders_the_same_bytes_for_every_claim_but_the_claims_header() {
+    fn one_recipients_message_renders_the_same_bytes_for_every_claim() {
         let booking: crate::booking::domain::Booking = serde_json::from_value(serde_json::json!({
             "id": "0190d7b2-6a6e-7a3c-8c1e-1234567890ab", "title": "設計レビュー", "timezone": "Europe/Paris",
             "start": "2030-01-07T09:00:00Z", "end": "2030-01-07T10:00:00Z",
@@ -332,7 +195,7 @@ mod tests {
         assert!(String::from_utf8_lossy(&first).contains("boundary=\"=_"));
         // A retry, or a resend, a second later: a new claim, the same message.
         let again = Notification { claim: Some(uuid::Uuid::now_v7()), ..n.clone() };
-        assert_eq!(unclaimed(&first), unclaimed(&build(&again, &sender)));
+        assert_eq!(first, build(&again, &sender), "no claim of ours in mail to the public");
         // A replay hours later is dated by its claim.
         let days_later = uuid::Uuid::new_v7(uuid::Timestamp::from_unix(
             uuid::NoContext,
@@ -340,7 +203,7 @@ mod tests {
             0,
         ));
         let late = Notification { claim: Some(days_later), ..n };
-        assert_ne!(unclaimed(&first), unclaimed(&build(&late, &sender)));
+        assert_ne!(first, build(&late, &sender));
     }
 
     /// Low 9 of issue 52: `=?…?=` typed into a title or a name reaches the
@@ -375,18 +238,5 @@ mod tests {
         assert!(subject.contains("Standup_=3D=3Futf-8=3FB=3F4oCu"), "the word, encoded as typed: {subject}");
         let plain = header_text("Standup");
         assert_eq!(plain, "Standup", "any other text as it was");
-    }
-
-    #[test]
-    fn a_reminder_says_its_offset_on_time_and_the_time_left_when_late() {
-        assert_eq!(ahead(900, 900), "15 minutes");
-        assert_eq!(ahead(900, 3600), "15 minutes", "early (a test): its offset");
-        assert_eq!(ahead(3600, 3600), "1 hour");
-        assert_eq!(ahead(5400, 5400), "1 hour and 30 minutes");
-        assert_eq!(ahead(3601, 3601), "1 hour and 1 second");
-        assert_eq!(ahead(90_000, 90_000), "1 day and 1 hour");
-        assert_eq!(ahead(93_660, 93_660), "1 day, 2 hours and 1 minute");
-        assert_eq!(ahead(900, 659), "10 minutes", "four minutes late");
-        assert_eq!(ahead(900, 30), "less than a minute");
     }
 }
