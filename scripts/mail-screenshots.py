@@ -2,14 +2,16 @@
 """Each message kind, as its recipient's mail client shows it, in a real
 browser: Debian's Chromium, headless, driven by Playwright's Python package
 (`executable_path`, never a browser download). For every HTML part
-`mail-samples` wrote (4 kinds x en, fr, ja) at 390 pixels (a phone) and 900
-(a desktop), and at 390 in dark mode, it fails when:
+`mail-samples` wrote (4 kinds x en, fr, ja) at 390 x 844 pixels (a phone) and
+900 (a desktop), and at 390 in dark mode, it fails when:
 
   - the page scrolls sideways (its content is wider than the window);
   - text is cut: an element's text runs past the window's edge, or past
     its own box where it is clipped;
   - a Fluent message is missing: a message id (`label-when`), a variable
     (`{ $when }`) or Fluent's `{???}` shows instead of the words;
+  - an invitation's facts (what, when, where, with whom) do not all fit
+    on the first screen;
   - text is unreadable: its contrast with what is behind it is under 4.5:1
     (WCAG AA), in light or dark mode;
   - the page asks for anything remote (an image, a font, a tracker).
@@ -27,7 +29,8 @@ import sys
 
 from playwright.sync_api import sync_playwright
 
-WIDTHS = (390, 900)
+# A phone (an iPhone 14's 390 x 844 CSS pixels) and a desktop window.
+VIEWS = {390: 844, 900: 800}
 
 # Runs in the page: what a reader would see go wrong.
 PROBE = r"""
@@ -75,7 +78,9 @@ PROBE = r"""
     if (ratio < 4.5) problems.push(`contrast ${ratio.toFixed(2)}:1 under 4.5:1: "${node.textContent.trim().slice(0, 40)}"`);
     texts++;
   }
-  return { problems, texts, lowest, text: document.body.innerText, height: root.scrollHeight };
+  const lists = document.querySelectorAll('dl');
+  const facts = lists.length ? lists[lists.length - 1].getBoundingClientRect().bottom : 0;
+  return { problems, texts, lowest, text: document.body.innerText, height: root.scrollHeight, facts };
 }
 """
 
@@ -130,8 +135,8 @@ def main():
         self_test(browser)
         for entry in index:
             path = os.path.abspath(os.path.join(args.samples, entry["stem"] + ".html"))
-            for width, scheme in [(w, "light") for w in WIDTHS] + [(390, "dark")]:
-                page = browser.new_page(viewport={"width": width, "height": 800}, color_scheme=scheme)
+            for width, scheme in [(w, "light") for w in VIEWS] + [(390, "dark")]:
+                page = browser.new_page(viewport={"width": width, "height": VIEWS[width]}, color_scheme=scheme)
                 remote = []
                 page.on("request", lambda r: remote.append(r.url) if not r.url.startswith(("file:", "data:")) else None)
                 page.goto("file://" + path)
@@ -144,6 +149,10 @@ def main():
                     problems.append(f"asked for remote resources: {remote}")
                 if entry["title"].split(":")[0] not in seen["text"]:
                     problems.append("the title is not on the page")
+                # The first screen of an invitation says what, when, where
+                # and with whom: every fact above the fold.
+                if entry["kind"] == "invitation" and seen["facts"] > VIEWS[width]:
+                    problems.append(f"the facts end at {seen['facts']:.0f}px, below the first screen")
                 if seen["texts"] < 8:
                     problems.append(f"only {seen['texts']} pieces of text: nothing rendered?")
                 failures += [f"{name}: {x}" for x in problems]

@@ -195,6 +195,33 @@ fn first_renders() -> Vec<(&'static str, Duration, Duration)> {
     out
 }
 
+/// Messages rendered per second, one thread, each kind to a recipient in
+/// en-US, fr and ja (outbox_tests::mail_samples: a 90-minute meeting with
+/// a place, a link, a description and four guests), the whole MIME message
+/// as the mailers send it: (kind, messages/s over the three languages).
+fn render_rates() -> Vec<(&'static str, f64)> {
+    use outbox_tests::mail_samples::{notification, KINDS, LANGUAGES};
+    let sender = shared::notify::render::invite::Sender::parse("Bookings <bookings@example.com>").unwrap();
+    let rounds = env_usize("BENCH_RENDERS", 3_000);
+    KINDS
+        .iter()
+        .map(|kind| {
+            let messages: Vec<_> = LANGUAGES.iter().map(|l| notification(kind, *l)).collect();
+            for n in &messages {
+                std::hint::black_box(shared::notify::render::invite::build(n, &sender));
+                // formatters built
+            }
+            let started = Instant::now();
+            for _ in 0..rounds {
+                for n in &messages {
+                    std::hint::black_box(shared::notify::render::invite::build(n, &sender));
+                }
+            }
+            (*kind, (rounds * messages.len()) as f64 / started.elapsed().as_secs_f64())
+        })
+        .collect()
+}
+
 /// The drain, each message rendered as the SES mailer renders it, with
 /// every recipient in one language (none named), then each in their own
 /// (three languages): `rounds` of each, interleaved (one, three, three,
@@ -383,6 +410,15 @@ async fn main() {
                 ms(next)
             );
             record(&format!("project.render.first_ms.{tag}"), ms(first));
+        }
+        for (kind, rate) in render_rates() {
+            println!(
+                "{:<34} {rate:>12.0}/s {:>8} {:>16.1}µs",
+                format!("rendered/s, {kind} (en-US, fr, ja)"),
+                "",
+                1e6 / rate
+            );
+            record(&format!("project.render.per_sec.{kind}"), rate);
         }
         let n = env_usize("BENCH_LANGUAGE_EVENTS", 30_000);
         let (one, three) = languages(production, n, 3, env_usize("BENCH_LANGUAGE_ROUNDS", 2)).await;
