@@ -23,7 +23,8 @@
 # without (BENCH_ONLY=reminders runs only that pair), and, at the template's
 # defaults with each message rendered, BENCH_LANGUAGE_EVENTS (default
 # 30,000) invitations to three recipients in three languages beside the
-# same with nobody naming one (BENCH_ONLY=languages runs only that pair).
+# same with nobody naming one (BENCH_ONLY=languages runs only that pair,
+# after messages rendered a second, each kind in en-US, fr and ja).
 # BENCH_ONLY=smtp
 # runs only the SMTP bench (tests/benches/smtp.rs: the poller through the
 # SMTP mailer beside a bare SMTP client, against the local test server). All figures go
