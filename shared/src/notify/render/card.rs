@@ -239,8 +239,12 @@ impl Card {
         let now_when = range(n, b.range.start(), b.range.end(), zone(n));
         let mut changes = Vec::new();
         let mut facts = Vec::new();
+        // What an update changed is said once, old beside new, not again
+        // among the facts.
+        let (mut moved, mut replaced) = (false, false);
         if kind == Kind::Update {
             if let (Some(start), Some(end)) = (n.payload.previous_start, n.payload.previous_end) {
+                moved = true;
                 changes.push(Change {
                     label: label("label-when"),
                     was: fact("label-was", range(n, start, end, zone(n))),
@@ -256,6 +260,7 @@ impl Card {
                     });
                 }
                 if before.location != b.location {
+                    replaced = true;
                     let text = |l: &Option<crate::booking::domain::Location>| {
                         l.as_ref().map(|l| l.as_str().to_string()).unwrap_or_else(|| "—".to_string())
                     };
@@ -268,8 +273,7 @@ impl Card {
                 }
             }
         }
-        let changed = |key: &str| changes.iter().any(|c| c.label == label(key));
-        if !changed("label-when") {
+        if !moved {
             let key = if matches!(kind, Kind::Cancellation) { "label-planned" } else { "label-when" };
             facts.push(fact(key, now_when.clone()));
         }
@@ -283,7 +287,7 @@ impl Card {
         if !matches!(kind, Kind::Cancellation | Kind::Removal) {
             facts.push(fact("label-duration", lang.length((b.range.end() - b.range.start()).num_seconds())));
         }
-        if let (Some(l), false) = (&b.location, changed("label-where") || kind == Kind::Removal) {
+        if let (Some(l), false) = (&b.location, replaced || kind == Kind::Removal) {
             facts.push(place("label-where", l.as_str()));
         }
         facts.push(fact("label-organizer", person(&b.organizer)));
