@@ -59,6 +59,7 @@ pub async fn create_booking_at(db: &TestDb, slot: i64, attendees: &[&str]) -> Bo
         attendees: attendees.iter().map(|a| person(a)).collect(),
         reminders: Default::default(),
         organizer_locale: None,
+        guest_list: Default::default(),
     };
     match service.create(&organizer(), new, None).await.unwrap() {
         CreateOutcome::Created(b) => b,
@@ -80,6 +81,7 @@ pub fn confirmed_event(i: usize, recipients: usize) -> events::NewEvent {
         organizer: person("organizer@example.com"),
         organizer_sub: None,
         attendees: (0..recipients).map(|r| person(&format!("r{r}.e{i}@example.com"))).collect(),
+        guest_list: Default::default(),
         reminders: Default::default(),
         status: BookingStatus::Confirmed,
         version: 1,

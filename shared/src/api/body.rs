@@ -13,8 +13,8 @@ use super::fields::{FieldErrors, Object, Patch};
 use super::json::{parse_unique_keys, JsonError};
 use super::problem::{InvalidParam, Problem, DUPLICATE_KEY, MALFORMED_JSON, PAYLOAD_TOO_LARGE, UNSUPPORTED_MEDIA_TYPE};
 use crate::booking::domain::{
-    self, BookingChanges, Description, DisplayName, EmailAddress, LocaleTag, Location, NewBooking, Person, Reminder,
-    Reminders, StartWindow, TimeRange, Timezone, Title, MAX_ATTENDEES,
+    self, BookingChanges, Description, DisplayName, EmailAddress, GuestList, LocaleTag, Location, NewBooking, Person,
+    Reminder, Reminders, StartWindow, TimeRange, Timezone, Title, MAX_ATTENDEES,
 };
 
 /// Checks the size and media type, then parses the body: a JSON object
@@ -63,7 +63,18 @@ pub fn parse_range(errors: &mut FieldErrors, start: &str, end: &str, window: &St
 }
 
 const CREATE_FIELDS: &[&str] =
-    &["title", "start", "end", "timezone", "attendees", "description", "location", "reminders", "locale"];
+    &["title", "start", "end", "timezone", "attendees", "description", "location", "reminders", "locale", "guest_list"];
+
+/// `guest_list`: `"visible"` or `"hidden"`.
+fn guest_list(errors: &mut FieldErrors, raw: &str) -> Option<GuestList> {
+    match raw.parse() {
+        Ok(g) => Some(g),
+        Err(_) => {
+            errors.refuse("guest_list", "must be \"visible\" (attendees see each other) or \"hidden\"");
+            None
+        }
+    }
+}
 
 /// `POST /bookings`: every field read, every problem named. A booking
 /// that names no `reminders` gets `default_reminders`.
@@ -94,6 +105,11 @@ pub fn new_booking(body: &Value, window: &StartWindow, default_reminders: &Remin
         Patch::Value(l) => errors.check("locale", LocaleTag::parse(l)),
         Patch::Absent | Patch::Null => None,
     };
+    let guests = obj.patch_string("guest_list", &mut errors);
+    let guests = match not_null(&mut errors, "guest_list", guests) {
+        Some(raw) => guest_list(&mut errors, raw),
+        None => Some(GuestList::default()),
+    };
     errors.into_result()?;
     Ok(NewBooking {
         title: title.expect("checked"),
@@ -104,6 +120,7 @@ pub fn new_booking(body: &Value, window: &StartWindow, default_reminders: &Remin
         attendees: attendees.expect("checked"),
         reminders: reminders.expect("checked"),
         organizer_locale,
+        guest_list: guests.expect("checked"),
     })
 }
 
@@ -173,8 +190,19 @@ fn parse_attendees(errors: &mut FieldErrors, parent: &Object<'_>, list: &[Value]
     attendees
 }
 
-const UPDATE_FIELDS: &[&str] =
-    &["version", "title", "description", "location", "start", "end", "timezone", "attendees", "reminders", "locale"];
+const UPDATE_FIELDS: &[&str] = &[
+    "version",
+    "title",
+    "description",
+    "location",
+    "start",
+    "end",
+    "timezone",
+    "attendees",
+    "reminders",
+    "locale",
+    "guest_list",
+];
 
 /// A field that may be changed but not removed: `null` is an error.
 fn not_null<T>(errors: &mut FieldErrors, field: &str, value: Patch<T>) -> Option<T> {
@@ -229,11 +257,15 @@ pub fn changes(body: &Value, window: &StartWindow) -> Result<(Option<i32>, Booki
         Patch::Null => changes.organizer_locale = Some(None),
         Patch::Value(l) => changes.organizer_locale = errors.check("locale", LocaleTag::parse(l)).map(Some),
     }
+    let guests = obj.patch_string("guest_list", &mut errors);
+    if let Some(raw) = not_null(&mut errors, "guest_list", guests) {
+        changes.guest_list = guest_list(&mut errors, raw);
+    }
     if UPDATE_FIELDS[1..].iter().all(|f| body.get(f).is_none()) {
         errors.refuse(
             "body",
             "nothing to change: send at least one of title, description, location, start and end, timezone, \
-             attendees, reminders, locale",
+             attendees, reminders, locale, guest_list",
         );
     }
     errors.into_result()?;

@@ -125,14 +125,15 @@ impl BookingService {
 
     /// A page of the caller's own bookings ([`store::list`]).
     pub async fn list(&self, caller: &Caller, listing: &store::Listing) -> Result<Vec<Booking>, BookingError> {
-        store::list(&self.pool.get().await?, caller, listing).await
+        let bookings = store::list(&self.pool.get().await?, caller, listing).await?;
+        Ok(bookings.into_iter().map(|b| b.as_seen_by(caller)).collect())
     }
 
     /// Reads a booking the caller may see; anyone else gets `NotFound`.
     pub async fn get(&self, caller: &Caller, id: Uuid) -> Result<Booking, BookingError> {
         let client = self.pool.get().await?;
         match store::get(&client, id).await? {
-            Some(b) if b.visible_to(caller) => Ok(b),
+            Some(b) if b.visible_to(caller) => Ok(b.as_seen_by(caller)),
             _ => Err(BookingError::NotFound),
         }
     }

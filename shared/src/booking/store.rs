@@ -9,14 +9,15 @@ use uuid::Uuid;
 
 use super::domain::status_sql::CANCELLED;
 use super::domain::{
-    Booking, BookingStatus, Caller, Description, DisplayName, EmailAddress, LocaleTag, Location, NewBooking,
+    Booking, BookingStatus, Caller, Description, DisplayName, EmailAddress, GuestList, LocaleTag, Location, NewBooking,
     ParseError, Person, Reminders, TimeRange, Timezone, Title,
 };
 use super::BookingError;
 use crate::db::DbError;
 
 const COLUMNS: &str = "id, organizer_email, organizer_name, organizer_sub, organizer_locale, title, description, \
-                       location, timezone, starts_at, ends_at, attendees, reminders, status, version, created_at, updated_at";
+                       location, timezone, starts_at, ends_at, attendees, guest_list, reminders, status, version, \
+                       created_at, updated_at";
 
 /// The columns the database fills in on insert.
 const GENERATED: &str = "status, version, created_at, updated_at";
@@ -57,6 +58,7 @@ fn from_row(row: &Row) -> Result<Booking, BookingError> {
         },
         organizer_sub: row.get("organizer_sub"),
         attendees,
+        guest_list: GuestList::from_row(row, "guest_list")?,
         reminders: Reminders::from_secs(&row.try_get::<_, Vec<i32>>("reminders")?)
             .map_err(|e| corrupt(e, "reminders"))?,
         status: BookingStatus::from_row(row, "status")?,
@@ -87,8 +89,9 @@ pub async fn insert(
     let attendees = Json(&new.attendees);
     const SQL: &str = formatcp!(
         "INSERT INTO bookings (id, organizer_email, organizer_name, organizer_sub, title, description, \
-                               location, timezone, starts_at, ends_at, attendees, reminders, organizer_locale) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) RETURNING {GENERATED}"
+                               location, timezone, starts_at, ends_at, attendees, reminders, organizer_locale, \
+                               guest_list) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14) RETURNING {GENERATED}"
     );
     let row = tx
         .query_one(
@@ -107,6 +110,7 @@ pub async fn insert(
                 &attendees,
                 &new.reminders.secs(),
                 &organizer.person.locale.as_ref().map(|l| l.to_string()),
+                &new.guest_list.as_str(),
             ],
         )
         .await
@@ -123,6 +127,7 @@ pub async fn insert(
         organizer: organizer.person.clone(),
         organizer_sub: organizer.subject.clone(),
         attendees: new.attendees.clone(),
+        guest_list: new.guest_list,
         reminders: new.reminders.clone(),
         status: BookingStatus::from_row(&row, "status")?,
         version: row.get("version"),
@@ -181,7 +186,7 @@ pub async fn update(tx: &impl GenericClient, b: &Booking) -> Result<Booking, Boo
     const SQL: &str = formatcp!(
         "UPDATE bookings SET title = $2, description = $3, location = $4, timezone = $5, starts_at = $6, \
                              ends_at = $7, attendees = $8, reminders = $9, organizer_locale = $10, \
-                             version = version + 1, updated_at = now() \
+                             guest_list = $11, version = version + 1, updated_at = now() \
          WHERE id = $1 RETURNING {COLUMNS}"
     );
     let row = tx
@@ -198,6 +203,7 @@ pub async fn update(tx: &impl GenericClient, b: &Booking) -> Result<Booking, Boo
                 &attendees,
                 &b.reminders.secs(),
                 &b.organizer.locale.as_ref().map(|l| l.to_string()),
+                &b.guest_list.as_str(),
             ],
         )
         .await

@@ -508,6 +508,7 @@ async fn one_organizer_under_many_spellings_has_one_budget_per_mailbox() {
             attendees: vec![person(spelling), person(&format!("bystander{i}@example.com"))],
             reminders: Default::default(),
             organizer_locale: None,
+            guest_list: Default::default(),
         };
         service.create(&organizer, new, None).await.unwrap();
     }

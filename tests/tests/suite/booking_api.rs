@@ -401,3 +401,48 @@ async fn problem_types_are_absolute_uris_that_resolve_to_their_page() {
     }
     assert_eq!(api.send("GET", "/problems/no-such-type", None, &[], None).await.status, 404);
 }
+
+/// Issue 55: the organizer may hide the guest list. Each attendee then
+/// reads the booking with themselves as its only attendee (here; their
+/// message and its calendar part: `mail_card`); the organizer reads it
+/// whole. Visible unless asked; a value that is neither is refused and
+/// writes nothing.
+#[tokio::test]
+async fn an_organizer_may_hide_the_guest_list_from_each_attendee() {
+    let db = TestDb::create().await;
+    let api = TestApi::new(&db);
+    let mut body = outbox_tests::api::booking_body(9);
+    body["attendees"] =
+        json!([{"email": "alice@example.com", "name": "Alice"}, {"email": "carol@example.com", "name": "Carol"}]);
+    assert_eq!(api.post("/bookings", BOB, &body).await.body["guest_list"], "visible", "the default");
+
+    body["guest_list"] = json!("secret");
+    let refused = api.post("/bookings", BOB, &body).await;
+    assert_eq!(refused.status, 422, "{}", refused.body);
+    assert_eq!(refused.body["invalid_params"][0]["name"], "guest_list", "{}", refused.body);
+    assert_eq!(db.count("bookings").await, 1, "the refused request wrote nothing");
+
+    body["guest_list"] = json!("hidden");
+    body["start"] = json!("2026-12-01T11:00:00Z");
+    body["end"] = json!("2026-12-01T11:30:00Z");
+    let created = api.post("/bookings", BOB, &body).await;
+    assert_eq!(created.status, 201, "{}", created.body);
+    assert_eq!(created.body["guest_list"], "hidden");
+    assert_eq!(created.body["attendees"].as_array().unwrap().len(), 2, "the organizer sees everyone");
+    let path = format!("/bookings/{}", created.body["id"].as_str().unwrap());
+    let emails = |b: &Value| -> Vec<String> {
+        b["attendees"].as_array().unwrap().iter().map(|a| a["email"].as_str().unwrap().to_string()).collect()
+    };
+    assert_eq!(emails(&api.get(&path, ALICE).await.body), ["alice@example.com"], "Alice sees only herself");
+    let listed = api.get("/bookings?role=attendee", ALICE).await.body;
+    let mine = listed["bookings"].as_array().unwrap().iter().find(|b| b["id"] == created.body["id"]).unwrap();
+    assert_eq!(emails(mine), ["alice@example.com"], "in a listing too");
+    assert_eq!(emails(&api.get(&path, BOB).await.body).len(), 2);
+
+    let null = json!({"version": 1, "guest_list": null}).to_string();
+    assert_eq!(api.send("PATCH", &path, Some(BOB), &[], Some(&null)).await.status, 422);
+    let shown = json!({"version": 1, "guest_list": "visible"}).to_string();
+    let changed = api.send("PATCH", &path, Some(BOB), &[], Some(&shown)).await;
+    assert_eq!((changed.status, changed.body["version"].as_i64()), (200, Some(2)), "{}", changed.body);
+    assert_eq!(emails(&api.get(&path, ALICE).await.body).len(), 2, "shown again");
+}

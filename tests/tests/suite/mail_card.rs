@@ -230,3 +230,26 @@ fn a_message_stays_within_its_size_budget() {
         assert!(whole <= MESSAGE_BUDGET, "{name}: {whole} bytes");
     }
 }
+
+/// Issue 55: a booking whose organizer hid the guest list names no other
+/// guest: not in the body, not in the calendar part (whose `ATTENDEE` is
+/// the recipient alone, as a removed attendee's `CANCEL` is).
+#[test]
+fn a_hidden_guest_list_names_no_other_guest_in_the_body_or_the_calendar_part() {
+    use shared::booking::domain::GuestList;
+    for kind in ["invitation", "update", "cancellation"] {
+        let mut n = notification(kind, Language::En);
+        n.payload.booking.guest_list = GuestList::Hidden;
+        let text = page::text(&Card::of(&n));
+        assert!(!text.contains("Guests:") && !text.contains("Carol") && !text.contains("Dan Ng"), "{kind}: {text}");
+        let raw = build(&n, &sender());
+        let m = &parsed(&[(n.recipient.email.to_string(), raw)])[0];
+        let attendees: Vec<&str> =
+            m["calendar"]["ATTENDEES"].as_array().unwrap().iter().map(|a| a["value"].as_str().unwrap()).collect();
+        assert_eq!(attendees, [format!("mailto:{}", n.recipient.email)], "{kind}");
+        // Shown, every guest is there.
+        n.payload.booking.guest_list = GuestList::Visible;
+        let m = &parsed(&[(n.recipient.email.to_string(), build(&n, &sender()))])[0];
+        assert_eq!(m["calendar"]["ATTENDEES"].as_array().unwrap().len(), 4, "{kind}");
+    }
+}

@@ -78,6 +78,7 @@ pub struct NewBooking {
     /// The organizer's own language (the body's `locale`); absent: the
     /// token's `locale` claim, if it has one.
     pub organizer_locale: Option<LocaleTag>,
+    pub guest_list: GuestList,
 }
 
 /// A validated change to a booking (`PATCH`): each field present replaces
@@ -95,6 +96,7 @@ pub struct BookingChanges {
     pub reminders: Option<Reminders>,
     /// The organizer's own language (`Some(None)` clears it).
     pub organizer_locale: Option<Option<LocaleTag>>,
+    pub guest_list: Option<GuestList>,
 }
 
 impl NewBooking {
@@ -146,7 +148,27 @@ impl BookingChanges {
         if let Some(l) = &self.organizer_locale {
             b.organizer.locale = l.clone();
         }
+        if let Some(g) = self.guest_list {
+            b.guest_list = g;
+        }
         b
+    }
+}
+
+crate::stored_enum! {
+    /// Whether the attendees see each other: in each one's message (the
+    /// other guests, and the calendar part's `ATTENDEE`s) and in their
+    /// reading of the booking. Visible unless the organizer hides them.
+    pub enum GuestList in "bookings.guest_list", sql: guest_list_sql {
+        Visible = "visible" => VISIBLE,
+        Hidden = "hidden" => HIDDEN,
+    }
+}
+
+impl Default for GuestList {
+    /// As Google Calendar's and Outlook's: invitees see each other.
+    fn default() -> Self {
+        GuestList::Visible
     }
 }
 
@@ -175,6 +197,7 @@ pub struct Booking {
     /// Never shown to anyone and not carried in outbox payloads.
     pub organizer_sub: Option<String>,
     pub attendees: Vec<Person>,
+    pub guest_list: GuestList,
     /// When attendees are reminded, before the start.
     pub reminders: Reminders,
     pub status: BookingStatus,
@@ -198,6 +221,9 @@ struct BookingJson<T, D, L, Z, P, A, R> {
     timezone: Z,
     organizer: P,
     attendees: A,
+    /// Absent from payloads written before it existed: visible.
+    #[serde(default)]
+    guest_list: GuestList,
     #[serde(default)]
     reminders: R,
     status: BookingStatus,
@@ -218,6 +244,7 @@ impl Serialize for Booking {
             timezone: &self.timezone,
             organizer: &self.organizer,
             attendees: &self.attendees,
+            guest_list: self.guest_list,
             reminders: &self.reminders,
             status: self.status,
             version: self.version,
@@ -241,6 +268,7 @@ impl<'de> Deserialize<'de> for Booking {
             organizer: j.organizer,
             organizer_sub: None,
             attendees: j.attendees,
+            guest_list: j.guest_list,
             reminders: j.reminders,
             status: j.status,
             version: j.version,
@@ -305,6 +333,16 @@ impl Booking {
             (Some(_), None) => false,
             (None, _) => self.organizer.email == caller.person.email,
         }
+    }
+
+    /// The booking as `caller` may read it: whole for its organizer; for an
+    /// attendee of a booking whose guest list is hidden, with themselves as
+    /// its only attendee.
+    pub fn as_seen_by(mut self, caller: &Caller) -> Booking {
+        if self.guest_list == GuestList::Hidden && !self.is_organizer(caller) {
+            self.attendees.retain(|a| a.email == caller.person.email);
+        }
+        self
     }
 
     /// The organizer and the attendees may see a booking; nobody else may

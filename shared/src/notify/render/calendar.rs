@@ -8,7 +8,7 @@
 
 use icalendar::{Calendar, Component, EventLike, EventStatus, Property};
 
-use crate::booking::domain::Person;
+use crate::booking::domain::{GuestList, Person};
 use crate::booking::events::Notice;
 use crate::notify::notification::Notification;
 
@@ -67,10 +67,11 @@ pub fn ics(n: &Notification) -> Option<String> {
             event.append_property(Property::new("URL", link.href));
         }
     }
-    // A removed attendee's CANCEL names only them (RFC 5546 §3.2.5).
-    let attendees = match n.notice {
-        Notice::Removed => std::slice::from_ref(&n.recipient),
-        Notice::Request | Notice::Cancel | Notice::Reminder => b.attendees.as_slice(),
+    // A removed attendee's CANCEL names only them (RFC 5546 §3.2.5); so
+    // does every message of a booking whose guest list is hidden.
+    let attendees = match (n.notice, b.guest_list) {
+        (Notice::Removed, _) | (_, GuestList::Hidden) => std::slice::from_ref(&n.recipient),
+        (Notice::Request | Notice::Cancel | Notice::Reminder, GuestList::Visible) => b.attendees.as_slice(),
     };
     for a in attendees {
         let mut prop = person_property("ATTENDEE", a);

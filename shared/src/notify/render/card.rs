@@ -5,8 +5,9 @@
 //!
 //! - an invitation: when (the date once, the zone's short label once), the
 //!   organizer's time when theirs reads differently, how long, where (a
-//!   link when it holds one), the organizer, the other guests by name, the
-//!   description, and that the calendar app holds the answer buttons;
+//!   link when it holds one), the organizer, the other guests by name
+//!   (unless the organizer hid them), the description, and that the
+//!   calendar app holds the answer buttons;
 //! - an update: what changed, old and new side by side, then the rest;
 //! - a cancellation or a removal: what, and when it would have been;
 //! - a reminder: what, when, how long from now, where.
@@ -15,7 +16,7 @@ use chrono::{DateTime, Utc};
 use fluent_bundle::FluentArgs;
 
 use super::i18n::Language;
-use crate::booking::domain::{Person, Timezone};
+use crate::booking::domain::{GuestList, Person, Timezone};
 use crate::booking::events::{EventType, Notice};
 use crate::notify::notification::Notification;
 
@@ -291,7 +292,7 @@ impl Card {
             facts.push(place("label-where", l.as_str()));
         }
         facts.push(fact("label-organizer", person(&b.organizer)));
-        if matches!(kind, Kind::Invitation | Kind::Update) {
+        if matches!(kind, Kind::Invitation | Kind::Update) && b.guest_list == GuestList::Visible {
             let others: Vec<&str> =
                 b.attendees.iter().filter(|a| a.email != n.recipient.email).map(|a| a.name.as_str()).collect();
             if !others.is_empty() {
