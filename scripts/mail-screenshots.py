@@ -3,7 +3,9 @@
 browser: Debian's Chromium, headless, driven by Playwright's Python package
 (`executable_path`, never a browser download). For every HTML part
 `mail-samples` wrote (4 kinds x en, fr, ja) at 390 x 844 pixels (a phone) and
-900 (a desktop), and at 390 in dark mode, it fails when:
+900 (a desktop), at 390 in dark mode, and at 390 with its <style> block
+removed (as mail clients that drop one show it: only the inline styles
+left), it fails when:
 
   - the page scrolls sideways (its content is wider than the window);
   - text is cut: an element's text runs past the window's edge, or past
@@ -16,7 +18,7 @@ browser: Debian's Chromium, headless, driven by Playwright's Python package
     (WCAG AA), in light or dark mode;
   - the page asks for anything remote (an image, a font, a tracker).
 
-Each view is kept as a PNG (OUT/<kind>-<lang>-<width>[-dark].png) and a
+Each view is kept as a PNG (OUT/<kind>-<lang>-<width>[-dark|-no-style].png) and a
 table of the sizes is printed.
 
 usage: mail-screenshots.py SAMPLES_DIR OUT_DIR [--chromium PATH]
@@ -135,13 +137,18 @@ def main():
         self_test(browser)
         for entry in index:
             path = os.path.abspath(os.path.join(args.samples, entry["stem"] + ".html"))
-            for width, scheme in [(w, "light") for w in VIEWS] + [(390, "dark")]:
-                page = browser.new_page(viewport={"width": width, "height": VIEWS[width]}, color_scheme=scheme)
+            html = open(path, encoding="utf-8").read()
+            for width, scheme in [(w, "light") for w in VIEWS] + [(390, "dark"), (390, "no-style")]:
+                page = browser.new_page(viewport={"width": width, "height": VIEWS[width]},
+                                        color_scheme="dark" if scheme == "dark" else "light")
                 remote = []
-                page.on("request", lambda r: remote.append(r.url) if not r.url.startswith(("file:", "data:")) else None)
-                page.goto("file://" + path)
+                page.on("request", lambda r: remote.append(r.url) if not r.url.startswith(("file:", "data:", "about:")) else None)
+                if scheme == "no-style":
+                    page.set_content(re.sub(r"<style>.*?</style>", "", html, flags=re.S))
+                else:
+                    page.goto("file://" + path)
                 seen = probe(page)
-                name = f"{entry['stem']}-{width}" + ("-dark" if scheme == "dark" else "")
+                name = f"{entry['stem']}-{width}" + ("" if scheme == "light" else f"-{scheme}")
                 page.screenshot(path=os.path.join(args.out, name + ".png"), full_page=True)
                 page.close()
                 problems = list(seen["problems"])

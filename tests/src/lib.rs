@@ -18,11 +18,24 @@ pub mod ses_standin;
 pub mod smtp;
 pub mod spans;
 
+use std::ffi::OsStr;
 use std::time::Duration;
 
 use deadpool_postgres::Pool;
 use shared::db::DbConfig;
 use tokio_postgres::NoTls;
+
+/// Messages as Python's `email` and `icalendar` read them, one JSON value
+/// each (tests/tools/inspect_mail.py, run with `args`: moto's endpoint and
+/// a sender, or `--mailbox FILE`): packages that share no code with the
+/// builder.
+pub fn inspect_mail<A: AsRef<OsStr>>(args: &[A]) -> Vec<serde_json::Value> {
+    let python = std::env::var("OUTBOX_TEST_PYTHON").unwrap_or_else(|_| "python3".into());
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tools/inspect_mail.py");
+    let out = std::process::Command::new(python).arg(script).args(args).output().expect("run python");
+    assert!(out.status.success(), "inspect_mail.py failed: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+}
 
 /// A small reproducible random generator (xorshift64) for fault runs and
 /// soaks: they print the seed, so a failing run can be replayed.

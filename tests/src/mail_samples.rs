@@ -92,7 +92,7 @@ pub fn notification(kind: &str, language: Language) -> Notification {
 }
 
 /// Raw messages as Python's `email` and `icalendar` read them
-/// (tests/tools/inspect_mail.py), in order.
+/// ([`crate::inspect_mail`]), in order.
 pub fn parsed(raws: &[(String, Vec<u8>)]) -> Vec<serde_json::Value> {
     let dir = std::env::temp_dir().join(format!("outbox-mail-samples-{}", uuid::Uuid::now_v7()));
     std::fs::create_dir_all(&dir).unwrap();
@@ -105,10 +105,7 @@ pub fn parsed(raws: &[(String, Vec<u8>)]) -> Vec<serde_json::Value> {
         })
         .collect();
     std::fs::write(&mailbox, lines.join("\n") + "\n").unwrap();
-    let python = std::env::var("OUTBOX_TEST_PYTHON").unwrap_or_else(|_| "python3".into());
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tools/inspect_mail.py");
-    let out = std::process::Command::new(python).arg(script).arg("--mailbox").arg(&mailbox).output().unwrap();
+    let parsed = crate::inspect_mail(&[std::ffi::OsStr::new("--mailbox"), mailbox.as_os_str()]);
     let _ = std::fs::remove_dir_all(&dir);
-    assert!(out.status.success(), "inspect_mail.py failed: {}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8(out.stdout).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+    parsed
 }

@@ -91,11 +91,7 @@ pub async fn verify_sender(endpoint: &str, email: &str) {
 /// Every message moto received from `sender`, parsed by Python's `email`
 /// and `icalendar` packages (tests/tools/inspect_mail.py).
 pub fn sent_mail(endpoint: &str, sender: &str) -> Vec<Value> {
-    let python = std::env::var("OUTBOX_TEST_PYTHON").unwrap_or_else(|_| "python3".into());
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tools/inspect_mail.py");
-    let out = std::process::Command::new(&python).arg(script).arg(endpoint).arg(sender).output().expect("run python");
-    assert!(out.status.success(), "inspect_mail.py failed: {}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8(out.stdout).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+    crate::inspect_mail(&[endpoint, sender])
 }
 
 /// What the fault proxy does with one request.

@@ -138,11 +138,7 @@ impl SmtpServer {
     /// The messages, parsed by Python's email + icalendar (as the SES
     /// tests read moto's).
     pub fn parsed(&self) -> Vec<Value> {
-        let python = std::env::var("OUTBOX_TEST_PYTHON").unwrap_or_else(|_| "python3".into());
-        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tools/inspect_mail.py");
-        let out = Command::new(python).arg(script).arg("--mailbox").arg(self.mailbox()).output().unwrap();
-        assert!(out.status.success(), "inspect_mail.py failed: {}", String::from_utf8_lossy(&out.stderr));
-        String::from_utf8(out.stdout).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+        crate::inspect_mail(&[std::ffi::OsStr::new("--mailbox"), self.mailbox().as_os_str()])
     }
 
     /// A mailer configuration for this server, trusting its CA, with AUTH

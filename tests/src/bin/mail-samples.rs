@@ -3,9 +3,7 @@
 //! `.html`, `.txt` and `.eml`, and `index.json` naming them.
 //! scripts/mail-screenshots.sh opens each in a real browser.
 //!
-//! usage: mail-samples DIR [--repeat N]
-//!   --repeat  then render each message N times more and print messages
-//!             per second (for a profiler; `make bench` measures it)
+//! usage: mail-samples DIR
 
 use outbox_tests::mail_samples::{notification, KINDS, LANGUAGES};
 use shared::notify::render::card::Card;
@@ -39,17 +37,6 @@ fn main() {
                 "subject": card.subject, "title": card.title, "html_bytes": html.len(),
             }));
         }
-    }
-    if let Some(n) = std::env::args().skip_while(|a| a != "--repeat").nth(1) {
-        let n: usize = n.parse().expect("--repeat N");
-        let all: Vec<_> = KINDS.iter().flat_map(|k| LANGUAGES.map(|l| notification(k, l))).collect();
-        let started = std::time::Instant::now();
-        for _ in 0..n {
-            for m in &all {
-                std::hint::black_box(build(m, &sender));
-            }
-        }
-        println!("{:.0} messages rendered a second", (n * all.len()) as f64 / started.elapsed().as_secs_f64());
     }
     let path = dir.join("index.json");
     std::fs::write(&path, serde_json::to_vec_pretty(&index).expect("JSON")).expect("index.json");

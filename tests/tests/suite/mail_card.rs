@@ -54,7 +54,7 @@ fn each_kind_in_each_language_states_the_same_facts_in_its_text_and_html_parts()
             assert!(html.contains("<meta charset=\"utf-8\">") && html.contains("width=device-width"), "{at}");
             assert!(!html.contains("<pre") && !html.contains("<img") && !html.contains(" src="), "{at}");
             assert!(!html.contains("width:") || !html.contains("px;width"), "{at}: no fixed width");
-            assert!(html.contains("<h1"), "{at}: the title is a heading");
+            assert!(html.contains("<h1 dir=\"auto\""), "{at}: the title is a heading, in its own direction");
             // The same facts: the title, the lead, a time, the organizer.
             for fact in [&card.title, &card.lead, &card.note] {
                 assert!(text.contains(fact.as_str()), "{at}: {fact}");
