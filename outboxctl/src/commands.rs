@@ -284,18 +284,7 @@ pub async fn dead_replay(
         return Ok(());
     }
     if let Some(asked) = asked {
-        let refused: Vec<String> = events::standing::statuses(client, &asked)
-            .await?
-            .into_iter()
-            .filter(|(id, _)| !report.replayed.contains(id))
-            .map(|(id, s)| match s {
-                None => format!("{id} does not exist"),
-                Some(_) if report.superseded.contains(&id) => {
-                    format!("{id} is superseded by a later delivered event of its booking")
-                }
-                Some(s) => format!("{id} is {s}, not DEAD"),
-            })
-            .collect();
+        let refused = events::standing::not_replayed(&*client, &asked, &report).await?;
         if !refused.is_empty() {
             bail!("replayed {} event(s); not replayed: {}", report.replayed.len(), refused.join("; "));
         }

@@ -5,6 +5,8 @@
 //! layers, and imports point one way, down:
 //!
 //! ```text
+//!       console      the operators' web console (reads through each owner)
+//!     ▼  ▼    ▼
 //!   relay  api       the workers (poller, sweeper, retention, run summaries);
 //!     ▼     ▼        HTTP requests → booking operations (problem+json)
 //!   notify           one email per recipient: claim, send, record (SES);
@@ -16,8 +18,9 @@
 //!   db, config, fault, telemetry   (used by every layer)
 //! ```
 //!
-//! `relay` and `api` sit side by side at the top and never import each
-//! other; nothing imports either; `outbox` imports neither `booking` nor `notify`. A
+//! `relay` and `api` sit side by side and never import each other; only
+//! `console`, at the very top, may import `relay` (it reads the sweeper's
+//! settings), and nothing imports `console` or `api`; `outbox` imports neither `booking` nor `notify`. A
 //! module that needs something from above is handed it as a value.
 //!
 //! Follow one booking down the tree (the design story, `outbox-story.txt`):
@@ -51,6 +54,7 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 pub mod api;
 pub mod booking;
 pub mod config;
+pub mod console;
 pub mod db;
 pub mod fault;
 pub mod notify;

@@ -292,3 +292,65 @@ pub async fn list(client: &impl GenericClient, caller: &Caller, q: &Listing) -> 
     let rows = client.query(&client.prepare_cached(sql).await?, &params).await?;
     rows.iter().map(from_row).collect()
 }
+
+/// A booking as the operator console lists it: what it is, never what it
+/// says (the columns `outbox_operator` may read, V49).
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Found {
+    pub id: Uuid,
+    pub organizer_email: String,
+    pub organizer_name: String,
+    pub title: String,
+    pub timezone: String,
+    pub starts_at: chrono::DateTime<chrono::Utc>,
+    pub ends_at: chrono::DateTime<chrono::Utc>,
+    pub status: BookingStatus,
+    pub version: i32,
+    pub created_at: chrono::DateTime<chrono::Utc>,
+    pub updated_at: chrono::DateTime<chrono::Utc>,
+}
+
+/// What an operator searches by.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Search<'a> {
+    Id(Uuid),
+    /// An address, as organizer or as attendee.
+    Address(&'a str),
+}
+
+/// The bookings that match, newest first, at most `limit`: by id (the
+/// primary key), or by address as organizer (`bookings_by_organizer_email`)
+/// and as attendee (`booking_attendees`' primary key), each a range read.
+pub async fn find(client: &impl GenericClient, search: Search<'_>, limit: i64) -> Result<Vec<Found>, BookingError> {
+    const FOUND: &str =
+        "id, organizer_email, organizer_name, title, timezone, starts_at, ends_at, status, version, created_at, updated_at";
+    const BY_ID: &str = formatcp!("SELECT {FOUND} FROM bookings WHERE id = $1");
+    const BY_ADDRESS: &str = formatcp!(
+        "SELECT {FOUND} FROM bookings WHERE id IN ( \
+             (SELECT id FROM bookings WHERE organizer_email = $1 ORDER BY created_at DESC LIMIT $2) \
+             UNION (SELECT booking_id FROM booking_attendees WHERE attendee_email = $1 \
+                     ORDER BY booking_starts_at DESC LIMIT $2)) \
+          ORDER BY created_at DESC, id LIMIT $2"
+    );
+    let rows = match search {
+        Search::Id(id) => client.query(BY_ID, &[&id]).await?,
+        Search::Address(address) => client.query(BY_ADDRESS, &[&address, &limit]).await?,
+    };
+    rows.iter()
+        .map(|r| {
+            Ok(Found {
+                id: r.get("id"),
+                organizer_email: r.get("organizer_email"),
+                organizer_name: r.get("organizer_name"),
+                title: r.get("title"),
+                timezone: r.get("timezone"),
+                starts_at: r.get("starts_at"),
+                ends_at: r.get("ends_at"),
+                status: BookingStatus::from_row(r, "status")?,
+                version: r.get("version"),
+                created_at: r.get("created_at"),
+                updated_at: r.get("updated_at"),
+            })
+        })
+        .collect()
+}

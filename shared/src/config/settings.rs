@@ -16,6 +16,8 @@ pub enum Reader {
     Migrate,
     /// The operator CLI.
     Outboxctl,
+    /// The operator console function.
+    Console,
 }
 
 impl Reader {
@@ -32,6 +34,7 @@ impl Reader {
             Reader::SesEvents => "ses-events",
             Reader::Migrate => "migrate",
             Reader::Outboxctl => "outboxctl",
+            Reader::Console => "console",
         }
     }
 }
@@ -49,13 +52,20 @@ pub struct Setting {
 }
 
 /// Every program that connects to the database.
-const DATABASE_USERS: &[Reader] =
-    &[Reader::Api, Reader::Poller, Reader::Sweeper, Reader::SesEvents, Reader::Migrate, Reader::Outboxctl];
+const DATABASE_USERS: &[Reader] = &[
+    Reader::Api,
+    Reader::Poller,
+    Reader::Sweeper,
+    Reader::SesEvents,
+    Reader::Migrate,
+    Reader::Outboxctl,
+    Reader::Console,
+];
 const FUNCTIONS: &[Reader] = &Reader::FUNCTIONS;
-use Reader::{Api, Outboxctl, Poller, Sweeper};
+use Reader::{Api, Console, Outboxctl, Poller, Sweeper};
 
-// The sweeper's settings are outboxctl's too: it sweeps, reports and
-// resends with the same configuration (`SweeperConfig::from_env`).
+// The sweeper's settings are outboxctl's and the console's too: they sweep,
+// report and resend with the same configuration (`SweeperConfig::from_env`).
 
 macro_rules! settings {
     ($( #[doc = $doc:literal] $name:ident = $default:expr, $readers:expr; )+) => {
@@ -84,7 +94,13 @@ settings! {
     /// seconds to wait for a new database connection
     DATABASE_CONNECT_TIMEOUT_SECS = Some("5"), DATABASE_USERS;
     /// `jwt`; `insecure-dev-headers` exists only in `dev` builds (local development)
-    AUTH_MODE = Some("jwt"), &[Api];
+    AUTH_MODE = Some("jwt"), &[Api, Console];
+    /// the user pool group whose members may use the operator console
+    CONSOLE_OPERATORS_GROUP = Some("operators"), &[Console];
+    /// where operators sign in to the console: the user pool domain's URL (`https://<domain>.auth.<region>.amazoncognito.com`); with `CONSOLE_CLIENT_ID`
+    CONSOLE_LOGIN_URL = None, &[Console];
+    /// the console's app client (authorization code with PKCE, no secret); with `CONSOLE_LOGIN_URL`
+    CONSOLE_CLIENT_ID = None, &[Console];
     /// reminders of a booking that names none: ISO 8601 offsets before the start, comma-separated (`PT24H,PT15M`); unset: none
     DEFAULT_REMINDERS = None, &[Api];
     /// the language of an attendee who names none and whose organizer names none (a BCP 47 tag of a shipped language: `en`, `fr`, `de`, `es`, `ja`); a tag we do not ship also falls back to it
@@ -136,11 +152,11 @@ settings! {
     /// optional cap on one invocation's polling, also the run time when the runtime reports no usable deadline (`make dev` sets 15); 0 or unset: none
     POLLER_MAX_RUN_SECS = None, &[Poller];
     /// the poller's Lambda timeout: the sweeper and outboxctl judge stuck rows by it; the poller's cold start (only when it is set) refuses SES timeouts that, with the safety margin, do not fit in it
-    POLLER_TIMEOUT_SECS = Some("160"), &[Poller, Sweeper, Outboxctl];
+    POLLER_TIMEOUT_SECS = Some("160"), &[Poller, Sweeper, Outboxctl, Console];
     /// the period of the poller's schedule; when set, the cold start warns if one run's polling would not outlast it (a gap with no poller)
     POLLER_SCHEDULE_SECS = None, &[Poller];
     /// attempts of an event before it is dead-lettered
-    OUTBOX_MAX_ATTEMPTS = Some("8"), &[Poller, Sweeper, Outboxctl];
+    OUTBOX_MAX_ATTEMPTS = Some("8"), &[Poller, Sweeper, Outboxctl, Console];
     /// the first retry's delay (exponential backoff with jitter)
     OUTBOX_BACKOFF_BASE_SECS = Some("2"), &[Poller];
     /// the longest retry delay
@@ -200,25 +216,25 @@ settings! {
     /// `idle_in_transaction_session_timeout` of the functions' role, set by every migration run: a forgotten transaction ends instead of holding back vacuum; must exceed the poller's longest batch (its timeout); 0: none
     APP_IDLE_IN_TRANSACTION_TIMEOUT_MS = Some("300000"), &[Reader::Migrate, Outboxctl];
     /// a PROCESSING row older than this is presumed abandoned; must exceed `POLLER_TIMEOUT_SECS`
-    SWEEP_STUCK_AFTER_SECS = Some("300"), &[Sweeper, Outboxctl];
+    SWEEP_STUCK_AFTER_SECS = Some("300"), &[Sweeper, Outboxctl, Console];
     /// rows per sweep statement
-    SWEEP_BATCH_SIZE = Some("500"), &[Sweeper, Outboxctl];
+    SWEEP_BATCH_SIZE = Some("500"), &[Sweeper, Outboxctl, Console];
     /// how long after SES's event stream has moved past an ambiguous send (events arrived about messages SES accepted after it could last have reached SES) its own event may still come; after it, with none naming the send, the send is resent
-    FEEDBACK_GRACE_SECS = Some("900"), &[Sweeper, Outboxctl];
+    FEEDBACK_GRACE_SECS = Some("900"), &[Sweeper, Outboxctl, Console];
     /// times one recipient's ambiguous SES send is resent automatically, each only on SES's evidence that the attempt before never reached it; then, or with 0, it is left for an operator
-    UNKNOWN_RESENDS_MAX = Some("3"), &[Sweeper, Outboxctl];
+    UNKNOWN_RESENDS_MAX = Some("3"), &[Sweeper, Outboxctl, Console];
     /// DONE events, processed_events and settled sends older than this many days (at least 1) are deleted, then SES's feedback about the sends that are gone
-    RETENTION_DAYS = Some("7"), &[Sweeper, Outboxctl];
+    RETENTION_DAYS = Some("7"), &[Sweeper, Outboxctl, Console];
     /// rows per retention delete
-    RETENTION_BATCH_SIZE = Some("1000"), &[Sweeper, Outboxctl];
+    RETENTION_BATCH_SIZE = Some("1000"), &[Sweeper, Outboxctl, Console];
     /// retention deletes per table per run
-    RETENTION_MAX_BATCHES = Some("20"), &[Sweeper, Outboxctl];
+    RETENTION_MAX_BATCHES = Some("20"), &[Sweeper, Outboxctl, Console];
     /// an older `Idempotency-Key` is forgotten on read and deleted by retention
-    IDEMPOTENCY_KEY_TTL_HOURS = Some("24"), &[Api, Sweeper, Outboxctl];
+    IDEMPOTENCY_KEY_TTL_HOURS = Some("24"), &[Api, Sweeper, Outboxctl, Console];
     /// named fault points for crash tests; only `dev` builds read it
     OUTBOX_FAULT_POINTS = None, FUNCTIONS;
     /// log filter (tracing's `EnvFilter` syntax)
-    RUST_LOG = Some("info"), FUNCTIONS;
+    RUST_LOG = Some("info"), &[Api, Poller, Sweeper, Reader::SesEvents, Reader::Migrate, Console];
 }
 
 /// The setting declared under `name`.

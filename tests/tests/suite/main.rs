@@ -9,6 +9,7 @@ mod booking_api;
 mod booking_lifecycle;
 mod booking_lifecycle_soak;
 mod booking_updates;
+mod console;
 mod contracts;
 mod custom_resource;
 mod database_config;

@@ -253,7 +253,7 @@ async fn replay_skips_an_event_superseded_by_a_later_delivered_one() {
         all.stderr
     );
     let one = ctl(&db, &["dead", "replay", &invite.id.to_string()]).await;
-    assert_one_line_error(&one, 1, "is superseded by a later delivered event of its booking");
+    assert_one_line_error(&one, 1, "is superseded by a later delivered event of its aggregate");
     assert_eq!(event_status(&db, invite.id).await.0, EventStatus::Dead);
     let before = mailer.count();
     p.drain().await.unwrap();

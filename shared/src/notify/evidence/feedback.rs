@@ -198,3 +198,37 @@ pub async fn of_send(
         .await?;
     Ok(rows.iter().map(|r| (r.get(0), r.get(1), r.get(2))).collect())
 }
+
+/// One of SES's events about a send, as the operator console shows it.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Heard {
+    pub send_id: Uuid,
+    /// Send, Delivery, Bounce, Complaint, Reject, DeliveryDelay, RenderingFailure.
+    pub kind: String,
+    pub subtype: Option<String>,
+    /// When SES says it happened.
+    pub occurred_at: DateTime<Utc>,
+    /// When it reached this service.
+    pub received_at: DateTime<Utc>,
+}
+
+/// SES's events about `send_ids`, each send's oldest first.
+pub async fn of_sends(client: &impl GenericClient, send_ids: &[Uuid]) -> DbResult<Vec<Heard>> {
+    let rows = client
+        .query(
+            "SELECT send_id, kind, subtype, occurred_at, received_at FROM send_feedback \
+              WHERE send_id = ANY($1) ORDER BY send_id, occurred_at, kind",
+            &[&send_ids],
+        )
+        .await?;
+    Ok(rows
+        .iter()
+        .map(|r| Heard {
+            send_id: r.get(0),
+            kind: r.get(1),
+            subtype: r.get(2),
+            occurred_at: r.get(3),
+            received_at: r.get(4),
+        })
+        .collect())
+}

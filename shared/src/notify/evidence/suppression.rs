@@ -101,6 +101,11 @@ pub struct Suppression {
     pub created_at: DateTime<Utc>,
 }
 
+/// How many addresses are suppressed.
+pub async fn count(client: &impl GenericClient) -> DbResult<i64> {
+    Ok(client.query_one("SELECT count(*) FROM suppressed_addresses", &[]).await?.get(0))
+}
+
 /// Suppressed addresses, newest first.
 pub async fn suppressions(client: &impl GenericClient, limit: i64) -> DbResult<Vec<Suppression>> {
     let rows = client

@@ -151,3 +151,36 @@ pub async fn throttled(client: &impl GenericClient, provider: &str, shape: &Shap
         .await?;
     Ok(row.get::<_, Option<f64>>(0).unwrap_or(1.0))
 }
+
+/// A provider's rate as the operator console shows it.
+#[derive(Debug, Clone, serde::Serialize, PartialEq)]
+pub struct Standing {
+    pub provider: String,
+    /// The provider's figure for the account (SES's `MaxSendRate`).
+    pub account_rate: f64,
+    /// The operator's cap, if any.
+    pub cap: Option<f64>,
+    /// What the fleet may send: the lower of the two.
+    pub rate: f64,
+    /// The factor throttling answers lowered it by (1: none lately).
+    pub factor: f64,
+    pub refreshed_at: chrono::DateTime<chrono::Utc>,
+}
+
+/// Every provider's rate, as last configured.
+pub async fn standing(client: &impl GenericClient) -> DbResult<Vec<Standing>> {
+    let rows = client
+        .query("SELECT provider, account_rate, cap, rate, factor, refreshed_at FROM send_rate ORDER BY provider", &[])
+        .await?;
+    Ok(rows
+        .iter()
+        .map(|r| Standing {
+            provider: r.get(0),
+            account_rate: r.get(1),
+            cap: r.get(2),
+            rate: r.get(3),
+            factor: r.get(4),
+            refreshed_at: r.get(5),
+        })
+        .collect())
+}

@@ -21,6 +21,6 @@ pub mod unknown;
 
 pub use claim::{claim, Claim, Claimant, Decided, GroupClaim};
 pub use outcome::{Outcome, Settled};
-pub use read::{counts, of_event, possibly_told_many, purge};
+pub use read::{counts, of_event, of_events, possibly_told_many, purge, Minute, Send};
 pub use status::{ConfirmedBy, NotSentBecause, SendStatus, SentVia};
 pub use unknown::{Confirmation, UnknownCounts, UnknownSend};

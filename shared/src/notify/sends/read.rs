@@ -9,7 +9,7 @@ use deadpool_postgres::GenericClient;
 use uuid::Uuid;
 
 use super::status::send_sql::{CAPPED, CLAIMED, FAILED, SENT, SUPERSEDED, UNKNOWN};
-use super::status::SendStatus;
+use super::status::{ConfirmedBy, NotSentBecause, SendStatus, SentVia};
 use crate::db::DbResult;
 
 /// For each booking, the recipients that may have been told something
@@ -84,4 +84,128 @@ pub async fn purge(client: &impl GenericClient, max_age: Duration, limit: i64) -
                 AND NOT EXISTS (SELECT 1 FROM outbox_event(s.outbox_event_id)) LIMIT $2)"
     );
     Ok(client.execute(SQL, &[&max_age.as_secs_f64(), &limit]).await?)
+}
+
+/// One send as the operator console shows it: its claim, its call and its
+/// outcome.
+#[derive(Debug, Clone, serde::Serialize, PartialEq)]
+pub struct Send {
+    pub id: Uuid,
+    pub event_id: Uuid,
+    pub recipient: String,
+    pub event_type: String,
+    pub status: SendStatus,
+    /// The worker (and its run) that claimed it.
+    pub claimed_by: Option<String>,
+    pub claimed_at: chrono::DateTime<chrono::Utc>,
+    /// When the provider's answer (or the decision not to call) was recorded.
+    pub completed_at: Option<chrono::DateTime<chrono::Utc>>,
+    pub provider: SentVia,
+    pub provider_message_id: Option<String>,
+    pub last_error: Option<String>,
+    pub confirmed_by: Option<ConfirmedBy>,
+    pub left_for_operator: Option<String>,
+    pub not_sent_because: Option<NotSentBecause>,
+    /// The later event that made it moot (SUPERSEDED).
+    pub superseded_by: Option<Uuid>,
+}
+
+/// The sends of `event_ids`, each event's by recipient
+/// (`booking_notification_sends_one_per_recipient`).
+pub async fn of_events(client: &impl GenericClient, event_ids: &[Uuid]) -> DbResult<Vec<Send>> {
+    let rows = client
+        .query(
+            "SELECT id, outbox_event_id, recipient_email, event_type, status, claimed_by, claimed_at, completed_at, \
+                    provider, provider_message_id, last_error, confirmed_by, left_for_operator, not_sent_because, \
+                    superseded_by \
+               FROM booking_notification_sends WHERE outbox_event_id = ANY($1) \
+              ORDER BY outbox_event_id, recipient_email, id",
+            &[&event_ids],
+        )
+        .await?;
+    rows.iter()
+        .map(|r| {
+            Ok(Send {
+                id: r.get("id"),
+                event_id: r.get("outbox_event_id"),
+                recipient: r.get("recipient_email"),
+                event_type: r.get("event_type"),
+                status: SendStatus::from_row(r, "status")?,
+                claimed_by: r.get("claimed_by"),
+                claimed_at: r.get("claimed_at"),
+                completed_at: r.get("completed_at"),
+                provider: SentVia::from_row(r, "provider")?,
+                provider_message_id: r.get("provider_message_id"),
+                last_error: r.get("last_error"),
+                confirmed_by: r
+                    .get::<_, Option<&str>>("confirmed_by")
+                    .map(|_| ConfirmedBy::from_row(r, "confirmed_by"))
+                    .transpose()?,
+                left_for_operator: r.get("left_for_operator"),
+                not_sent_because: r
+                    .get::<_, Option<&str>>("not_sent_because")
+                    .map(|_| NotSentBecause::from_row(r, "not_sent_because"))
+                    .transpose()?,
+                superseded_by: r.get("superseded_by"),
+            })
+        })
+        .collect()
+}
+
+/// One minute of sending, as the operator console charts it.
+#[derive(Debug, Clone, serde::Serialize, PartialEq)]
+pub struct Minute {
+    pub at: chrono::DateTime<chrono::Utc>,
+    /// Accepted by the provider in that minute.
+    pub sent: i64,
+    /// Settled otherwise: refused (or suppressed), answer lost, made moot
+    /// by a later change (or too late), over a recipient's daily limit.
+    pub failed: i64,
+    pub unknown: i64,
+    pub superseded: i64,
+    pub capped: i64,
+    /// From the event's commit (or a reminder's due time) to the
+    /// provider's acceptance, seconds: the median and the 99th percentile.
+    pub latency_p50: Option<f64>,
+    pub latency_p99: Option<f64>,
+}
+
+/// The sends settled in each of the last `window`'s minutes, oldest first
+/// (minutes with none are absent). One range read of the primary key: a
+/// send's id orders the sends by claim time (see [`purge`]), and a send
+/// settles within its claim's run. The latency is counted from when its
+/// event was committed (`outbox_event_committed`, V49).
+pub async fn minutes(client: &impl GenericClient, window: Duration) -> DbResult<Vec<Minute>> {
+    const SQL: &str = formatcp!(
+        "SELECT date_trunc('minute', s.completed_at) AS at, \
+                count(*) FILTER (WHERE s.status = {SENT}) AS sent, \
+                count(*) FILTER (WHERE s.status = {FAILED}) AS failed, \
+                count(*) FILTER (WHERE s.status = {UNKNOWN}) AS unknown, \
+                count(*) FILTER (WHERE s.status = {SUPERSEDED}) AS superseded, \
+                count(*) FILTER (WHERE s.status = {CAPPED}) AS capped, \
+                percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM s.completed_at - c.at)) \
+                    FILTER (WHERE s.status = {SENT}) AS p50, \
+                percentile_cont(0.99) WITHIN GROUP (ORDER BY extract(epoch FROM s.completed_at - c.at)) \
+                    FILTER (WHERE s.status = {SENT}) AS p99 \
+           FROM booking_notification_sends s \
+           LEFT JOIN LATERAL outbox_event_committed(s.outbox_event_id) AS c(at) ON true \
+          WHERE s.id >= {FIRST_ID_CLAIMED_SINCE} \
+            AND s.completed_at >= now() - make_interval(secs => $1) \
+            AND s.status IN ({SENT}, {FAILED}, {UNKNOWN}, {SUPERSEDED}, {CAPPED}) \
+          GROUP BY 1 ORDER BY 1"
+    );
+    let rows = client.query(&client.prepare_cached(SQL).await?, &[&window.as_secs_f64()]).await?;
+    Ok(rows
+        .iter()
+        .map(|r| Minute {
+            at: r.get("at"),
+            sent: r.get("sent"),
+            failed: r.get("failed"),
+            unknown: r.get("unknown"),
+            superseded: r.get("superseded"),
+            capped: r.get("capped"),
+            latency_p50: r.get("p50"),
+            latency_p99: r.get("p99"),
+        })
+        .collect())
 }

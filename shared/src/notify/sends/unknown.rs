@@ -298,6 +298,28 @@ pub async fn lock(tx: &impl GenericClient, id: Uuid) -> DbResult<Option<Locked>>
     .transpose()
 }
 
+/// One send as [`lock`] reads it, without the lock (what a preview shows).
+pub async fn lock_free(client: &impl GenericClient, id: Uuid) -> DbResult<Option<Locked>> {
+    let row = client
+        .query_opt(
+            "SELECT outbox_event_id, recipient_email, event_type, status, last_error, claimed_at \
+               FROM booking_notification_sends WHERE id = $1",
+            &[&id],
+        )
+        .await?;
+    row.map(|r| {
+        Ok(Locked {
+            event_id: r.get("outbox_event_id"),
+            recipient: r.get("recipient_email"),
+            event_type: r.get("event_type"),
+            status: SendStatus::from_row(&r, "status")?,
+            last_error: r.get("last_error"),
+            claimed_at: r.get("claimed_at"),
+        })
+    })
+    .transpose()
+}
+
 /// A send under its row lock ([`lock`]): what a decision about it records.
 #[derive(Debug, Clone)]
 pub struct Locked {

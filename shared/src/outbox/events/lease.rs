@@ -98,3 +98,40 @@ pub async fn purge_ended(client: &impl GenericClient, after: Duration, limit: i6
     );
     Ok(client.execute(sql, &[&after.as_secs_f64(), &limit]).await?)
 }
+
+/// A lease as the operator console shows it: who holds it, until when,
+/// and how many events it holds now.
+#[derive(Debug, Clone, serde::Serialize, PartialEq)]
+pub struct Held {
+    pub id: Uuid,
+    pub holder: String,
+    pub taken_at: chrono::DateTime<chrono::Utc>,
+    pub expires_at: chrono::DateTime<chrono::Utc>,
+    /// It has ended: the next claim takes its events over.
+    pub ended: bool,
+    pub events: i64,
+}
+
+/// The leases that hold events now, or have not ended: newest first.
+pub async fn held(client: &impl GenericClient) -> DbResult<Vec<Held>> {
+    const SQL: &str = const_format::formatcp!(
+        "SELECT l.id, l.holder, l.created_at, l.expires_at, l.expires_at < now() AS ended, \
+                (SELECT count(*) FROM outbox_events e WHERE e.lease_id = l.id AND e.status = {PROCESSING}) AS events \
+           FROM outbox_leases l \
+          WHERE l.expires_at >= now() \
+             OR l.id IN (SELECT lease_id FROM outbox_events WHERE status = {PROCESSING}) \
+          ORDER BY l.created_at DESC LIMIT 50"
+    );
+    let rows = client.query(&client.prepare_cached(SQL).await?, &[]).await?;
+    Ok(rows
+        .iter()
+        .map(|r| Held {
+            id: r.get("id"),
+            holder: r.get("holder"),
+            taken_at: r.get("created_at"),
+            expires_at: r.get("expires_at"),
+            ended: r.get("ended"),
+            events: r.get("events"),
+        })
+        .collect())
+}

@@ -146,10 +146,16 @@ pub struct StoredEvent {
     pub payload: serde_json::Value,
     /// The W3C trace context of the request that wrote it.
     pub traceparent: Option<String>,
+    /// For an event written to fall due later: when.
+    pub due_at: Option<DateTime<Utc>>,
+    pub completed_at: Option<DateTime<Utc>>,
+    /// The lease of the run that holds it (PROCESSING).
+    pub lease_id: Option<Uuid>,
 }
 
 const COLUMNS: &str = "id, aggregate_id, aggregate_version, event_type, status, attempts, last_error, \
-                       next_attempt_at, locked_by, created_at, updated_at, payload, traceparent";
+                       next_attempt_at, locked_by, created_at, updated_at, payload, traceparent, due_at, \
+                       completed_at, lease_id";
 
 fn stored(r: &tokio_postgres::Row) -> DbResult<StoredEvent> {
     Ok(StoredEvent {
@@ -166,6 +172,9 @@ fn stored(r: &tokio_postgres::Row) -> DbResult<StoredEvent> {
         updated_at: r.get("updated_at"),
         payload: r.get("payload"),
         traceparent: r.get("traceparent"),
+        due_at: r.get("due_at"),
+        completed_at: r.get("completed_at"),
+        lease_id: r.get("lease_id"),
     })
 }
 
@@ -177,6 +186,17 @@ pub async fn get(client: &impl GenericClient, id: Uuid) -> DbResult<Option<Store
 /// Every event of one aggregate, oldest version first.
 pub async fn of_aggregate(client: &impl GenericClient, aggregate_id: Uuid) -> DbResult<Vec<StoredEvent>> {
     let sql = formatcp!("SELECT {COLUMNS} FROM outbox_events WHERE aggregate_id = $1 ORDER BY aggregate_version");
+    client.query(sql, &[&aggregate_id]).await?.iter().map(stored).collect()
+}
+
+/// Every event of one aggregate and of its lanes, in the
+/// order they were written (`outbox_events_one_per_version`,
+/// `outbox_events_lanes`).
+pub async fn history(client: &impl GenericClient, aggregate_id: Uuid) -> DbResult<Vec<StoredEvent>> {
+    let sql = formatcp!(
+        "SELECT {COLUMNS} FROM outbox_events WHERE aggregate_id = $1 \
+          UNION ALL SELECT {COLUMNS} FROM outbox_events WHERE lane_of = $1 ORDER BY created_at, aggregate_version"
+    );
     client.query(sql, &[&aggregate_id]).await?.iter().map(stored).collect()
 }
 

@@ -281,6 +281,38 @@ pub async fn replay(
     Ok(report)
 }
 
+/// One recorded replay: who put the event back, when, and what it had
+/// died of.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Replayed {
+    pub event_id: Uuid,
+    pub replayed_by: String,
+    pub replayed_at: chrono::DateTime<chrono::Utc>,
+    pub previous_attempts: i32,
+    pub previous_error: Option<String>,
+}
+
+/// The recorded replays of `event_ids`, oldest first.
+pub async fn replays_of(client: &impl GenericClient, event_ids: &[Uuid]) -> DbResult<Vec<Replayed>> {
+    let rows = client
+        .query(
+            "SELECT outbox_event_id, replayed_by, replayed_at, previous_attempts, previous_error \
+               FROM outbox_replays WHERE outbox_event_id = ANY($1) ORDER BY replayed_at",
+            &[&event_ids],
+        )
+        .await?;
+    Ok(rows
+        .iter()
+        .map(|r| Replayed {
+            event_id: r.get(0),
+            replayed_by: r.get(1),
+            replayed_at: r.get(2),
+            previous_attempts: r.get(3),
+            previous_error: r.get(4),
+        })
+        .collect())
+}
+
 /// How many times an event was replayed.
 pub async fn replay_count(client: &impl GenericClient, event_id: Uuid) -> DbResult<i64> {
     Ok(client.query_one("SELECT count(*) FROM outbox_replays WHERE outbox_event_id = $1", &[&event_id]).await?.get(0))

@@ -24,30 +24,19 @@ use uuid::Uuid;
 
 use crate::db::{DbError, DbResult};
 use crate::notify::sends::{self, SendStatus};
-use crate::outbox::events::{self, transitions, EventStatus};
+use crate::outbox::events::transitions;
 use crate::outbox::processed;
 
+mod check;
+mod history;
+
+use check::event_settled;
+pub use check::{preview, Preview, ResendError};
+pub use history::{mark_resent, of_events, pending_recipients, pending_recipients_many, Resent};
 pub use sends::unknown::{Candidate, Confirmation, Evidence, UnknownCounts, UnknownSend};
 
 /// Who the sweeper records as deciding a resend on evidence.
 pub const EVIDENCE_DECIDER: &str = "sweeper (SES's events moved past it; none named it)";
-
-#[derive(Debug, thiserror::Error)]
-pub enum ResendError {
-    #[error("no send with id {0}")]
-    NotFound(Uuid),
-    #[error("send {id} is {status}; only UNKNOWN (or orphaned CLAIMED) sends can be resent")]
-    NotUnknown { id: Uuid, status: SendStatus },
-    #[error("event {event_id} of send {id} is {status} (in flight); try again once it settles")]
-    EventInFlight { id: Uuid, event_id: Uuid, status: String },
-    #[error(
-        "event {event_id} of send {id} is DEAD: replay it first (outboxctl dead replay {event_id}), so its other \
-         recipients are not left unsent, then resend"
-    )]
-    EventDead { id: Uuid, event_id: Uuid },
-    #[error(transparent)]
-    Db(#[from] DbError),
-}
 
 /// Why a resend was decided: an operator's word, or SES's evidence.
 #[derive(Debug, Clone, Copy)]
@@ -73,6 +62,11 @@ pub async fn resend(
         return Err(ResendError::NotUnknown { id: send_id, status });
     }
     event_settled(&tx, send_id, event_id).await?;
+    if matches!(decision, Decision::Operator(_)) {
+        if let Some(why) = check::moot(&tx, event_id).await? {
+            return Err(ResendError::Moot { id: send_id, why });
+        }
+    }
     let (decided_by, mail_second, received_at, grace) = match decision {
         Decision::Operator(who) => (who, None, None, None),
         Decision::Evidence { evidence, grace } => {
@@ -276,16 +270,6 @@ async fn would_resend(client: &impl GenericClient, id: Uuid) -> DbResult<Result<
 /// A send may be resent only once its event is DONE: in flight, the
 /// poller is still deciding; DEAD, its other recipients must be replayed
 /// first.
-async fn event_settled(client: &impl GenericClient, id: Uuid, event_id: Uuid) -> Result<(), ResendError> {
-    match events::get(client, event_id).await?.map(|e| e.status) {
-        Some(EventStatus::Done) => Ok(()),
-        Some(EventStatus::Dead) => Err(ResendError::EventDead { id, event_id }),
-        other => {
-            let status = other.map_or("deleted".to_string(), |s| s.to_string());
-            Err(ResendError::EventInFlight { id, event_id, status })
-        }
-    }
-}
 
 /// The sends whose outcome was unknown, and the ones resent on evidence,
 /// newest first, each with where it stands (`sends::unknown`); with
@@ -355,36 +339,3 @@ pub async fn resent_on_evidence(client: &impl GenericClient, send_id: Uuid) -> D
         .await?
         .is_some())
 }
-
-/// The recipients an operator asked to resend for this event, not yet
-/// resent. When there are any, the event runs for them alone.
-pub async fn pending_recipients(client: &impl GenericClient, event_id: Uuid) -> DbResult<Vec<String>> {
-    Ok(pending_recipients_many(client, &[event_id]).await?.remove(&event_id).unwrap_or_default())
-}
-
-/// [`pending_recipients`] for many events, in one statement (events with
-/// none are absent).
-pub async fn pending_recipients_many(
-    client: &impl GenericClient,
-    event_ids: &[Uuid],
-) -> DbResult<std::collections::HashMap<Uuid, Vec<String>>> {
-    let sql = "SELECT outbox_event_id, recipient_email FROM notification_resends \
-                WHERE outbox_event_id = ANY($1) AND resent_at IS NULL";
-    let mut pending: std::collections::HashMap<Uuid, Vec<String>> = Default::default();
-    for row in client.query(&client.prepare_cached(sql).await?, &[&event_ids]).await? {
-        pending.entry(row.get(0)).or_default().push(row.get(1));
-    }
-    Ok(pending)
-}
-
-/// Marks the event's pending resends done; commits with the event's DONE.
-pub async fn mark_resent(tx: &impl GenericClient, event_id: Uuid) -> DbResult<()> {
-    tx.execute(
-        "UPDATE notification_resends SET resent_at = now() WHERE outbox_event_id = $1 AND resent_at IS NULL",
-        &[&event_id],
-    )
-    .await?;
-    Ok(())
-}
-
-crate::from_driver_errors!(ResendError);
