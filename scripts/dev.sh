@@ -430,6 +430,10 @@ PY
 code=$(curl -s -o /dev/null -w '%{http_code}' --max-time "$DEV_FIRST_INVOKE_TIMEOUT" -H 'content-type: application/json' \
   -d "$warm_up" "$SES_INVOKE_URL" 2>/dev/null || true)
 [ "$code" = "200" ] || echo "warning: the ses-events function did not answer (HTTP $code); the publisher retries each event 3 times, see $LOGS/watch.log" >&2
+# The operator console: its first request compiles it.
+CONSOLE_URL="http://127.0.0.1:$DEV_LAMBDA_PORT/lambda-url/operator-console/"
+code=$(curl -s -o /dev/null -w '%{http_code}' --max-time "$DEV_FIRST_INVOKE_TIMEOUT" "$CONSOLE_URL" 2>/dev/null || true)
+[ "$code" = "200" ] || echo "warning: the operator console did not answer (HTTP $code); see $LOGS/watch.log" >&2
 for _ in $(seq 1 $(( DEV_FIRST_INVOKE_TIMEOUT + 10 ))); do
   [ -e "$DEV_DIR/.first-run-outbox-poller" ] && [ -e "$DEV_DIR/.first-run-outbox-sweeper" ] && break
   kill -0 "$WATCH_PID" 2>/dev/null || { echo "error: cargo lambda watch exited; see $LOGS/watch.log" >&2; tail -n 30 "$DEV_DIR/watch.log" >&2; exit 1; }
@@ -482,6 +486,7 @@ curl -s -X POST $URL/bookings \\
        \"attendees\": [{\"email\": \"alice@example.com\", \"name\": \"Alice\"}]}"
 $MAIL_LINE
 $DB_LINE
+Operator console:  $CONSOLE_URL   (the overview, each booking's timeline, outboxctl's actions)
 Operator CLI:  DATABASE_URL=$DATABASE_URL SWEEP_STUCK_AFTER_SECS=$DEV_SWEEP_STUCK_AFTER_SECS POLLER_TIMEOUT_SECS=$DEV_POLLER_TIMEOUT_SECS cargo run -q -p outboxctl -- status
 Logs: $LOGS/watch.log, $LOGS/outbox-poller.log, $LOGS/outbox-sweeper.log, $MAIL_LOG.  Ctrl-C stops everything.
 MSG

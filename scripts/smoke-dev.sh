@@ -45,6 +45,18 @@ errors=$(grep -h '"level":"ERROR"' "$DEV_DIR/watch.log" "$DEV_DIR/ses-publisher.
 [ -z "$errors" ] || fail "the healthy stack logged errors on its way up: $errors"
 say "no ERROR in the functions' logs on the way up"
 
+# (a2) The operator console in a real browser (Debian's Chromium, headless):
+# the overview, a booking's timeline live, search, keyboard, the group.
+source scripts/lib/browser.sh
+browser_ensure
+CONSOLE_OUT="${ARTIFACTS_DIR:-$PWD/artifacts}/console"
+rm -rf "$CONSOLE_OUT"
+timeout 300 "$BROWSER_VENV/bin/python" scripts/console-browser.py \
+  "http://127.0.0.1:$DEV_LAMBDA_PORT/lambda-url/operator-console/" \
+  "http://127.0.0.1:$DEV_LAMBDA_PORT/lambda-url/booking-api" "$CONSOLE_OUT" --chromium "$(command -v chromium)" \
+  || fail "the operator console's browser check failed (screenshots in $CONSOLE_OUT)"
+say "the operator console: overview, a live timeline to Delivery, search, keyboard, the group (browser)"
+
 # (b) The README's own examples, as a reader pastes them (on this stack's port).
 readme_example() { python3 scripts/lib/readme-example.py "$1" | sed "s#127.0.0.1:9000/#127.0.0.1:$DEV_LAMBDA_PORT/#g"; }
 say "README: create"

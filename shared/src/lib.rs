@@ -5,8 +5,8 @@
 //! layers, and imports point one way, down:
 //!
 //! ```text
-//!       console      the operators' web console (reads through each owner)
-//!     ▼  ▼    ▼
+//!   console          the operators' web console: overview, timelines,
+//!     ▼              outboxctl's actions (reads each table through its owner)
 //!   relay  api       the workers (poller, sweeper, retention, run summaries);
 //!     ▼     ▼        HTTP requests → booking operations (problem+json)
 //!   notify           one email per recipient: claim, send, record (SES);
@@ -18,10 +18,11 @@
 //!   db, config, fault, telemetry   (used by every layer)
 //! ```
 //!
-//! `relay` and `api` sit side by side and never import each other; only
-//! `console`, at the very top, may import `relay` (it reads the sweeper's
-//! settings), and nothing imports `console` or `api`; `outbox` imports neither `booking` nor `notify`. A
-//! module that needs something from above is handed it as a value.
+//! `relay` and `api` sit side by side and never import each other;
+//! `console`, at the very top, reads the sweeper's settings from `relay`
+//! and never imports `api`; nothing imports `console`, `api` or `relay`
+//! from below; `outbox` imports neither `booking` nor `notify`. A module
+//! that needs something from above is handed it as a value.
 //!
 //! Follow one booking down the tree (the design story, `outbox-story.txt`):
 //!

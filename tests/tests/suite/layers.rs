@@ -17,6 +17,7 @@ fn layer(module: &str) -> Option<u8> {
         "booking" => 2,
         "notify" => 3,
         "api" | "relay" => 4,
+        "console" => 5,
         _ => return None,
     })
 }

@@ -69,6 +69,9 @@ pub enum ResendError {
 
 crate::from_driver_errors!(ResendError);
 
+/// A send may be resent only once its event is DONE: in flight, the
+/// poller is still deciding; DEAD, its other recipients must be replayed
+/// first.
 pub(super) async fn event_settled(client: &impl GenericClient, id: Uuid, event_id: Uuid) -> Result<(), ResendError> {
     match events::get(client, event_id).await?.map(|e| e.status) {
         Some(EventStatus::Done) => Ok(()),

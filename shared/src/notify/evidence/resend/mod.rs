@@ -267,10 +267,6 @@ async fn would_resend(client: &impl GenericClient, id: Uuid) -> DbResult<Result<
     }
 }
 
-/// A send may be resent only once its event is DONE: in flight, the
-/// poller is still deciding; DEAD, its other recipients must be replayed
-/// first.
-
 /// The sends whose outcome was unknown, and the ones resent on evidence,
 /// newest first, each with where it stands (`sends::unknown`); with
 /// `confirmed`, also the ones SES's event settled.
