@@ -1,43 +1,11 @@
 //! Settings of the booking API function, read once at cold start.
 
-use std::str::FromStr;
-
 use crate::booking::domain::{Language, LocaleTag, Reminders, StartWindow};
 use crate::booking::limits::Limits;
 use crate::config::settings as S;
 use crate::config::ConfigError;
 
-/// How the booking API learns who is calling.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum AuthMode {
-    /// Production: the `email` and `name` claims that API Gateway's JWT
-    /// authorizer put in the request context.
-    Jwt,
-    /// Local development only: `X-Dev-User-Email` / `X-Dev-User-Name`
-    /// headers are trusted when the request carries no JWT claims. Must be
-    /// switched on explicitly (`AUTH_MODE=insecure-dev-headers`), and exists
-    /// only in builds with the `dev` feature: a release binary cannot be
-    /// configured into it.
-    #[cfg(feature = "dev")]
-    InsecureDevHeaders,
-}
-
-impl FromStr for AuthMode {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s {
-            "jwt" => Ok(AuthMode::Jwt),
-            #[cfg(feature = "dev")]
-            "insecure-dev-headers" => Ok(AuthMode::InsecureDevHeaders),
-            #[cfg(feature = "dev")]
-            other => Err(format!(
-                "unknown auth mode {other:?}; use \"jwt\" (default) or \"insecure-dev-headers\" (local development only)"
-            )),
-            #[cfg(not(feature = "dev"))]
-            other => Err(format!("unknown auth mode {other:?}; this build accepts only \"jwt\"")),
-        }
-    }
-}
+pub use crate::config::AuthMode;
 
 /// Settings of the booking API function.
 #[derive(Debug, Clone)]

@@ -11,6 +11,38 @@ pub mod settings;
 
 pub use settings::{Reader, Setting};
 
+/// How a function behind API Gateway (the booking API, the operator
+/// console) learns who is calling.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AuthMode {
+    /// Production: the claims that API Gateway's JWT authorizer verified
+    /// and put in the request context.
+    Jwt,
+    /// Local development only: the `X-Dev-User-*` headers are trusted when the request carries no JWT claims. Must be
+    /// switched on explicitly (`AUTH_MODE=insecure-dev-headers`), and exists
+    /// only in builds with the `dev` feature: a release binary cannot be
+    /// configured into it.
+    #[cfg(feature = "dev")]
+    InsecureDevHeaders,
+}
+
+impl FromStr for AuthMode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "jwt" => Ok(AuthMode::Jwt),
+            #[cfg(feature = "dev")]
+            "insecure-dev-headers" => Ok(AuthMode::InsecureDevHeaders),
+            #[cfg(feature = "dev")]
+            other => Err(format!(
+                "unknown auth mode {other:?}; use \"jwt\" (default) or \"insecure-dev-headers\" (local development only)"
+            )),
+            #[cfg(not(feature = "dev"))]
+            other => Err(format!("unknown auth mode {other:?}; this build accepts only \"jwt\"")),
+        }
+    }
+}
+
 /// A setting that cannot work, with the variable to change and how.
 /// Cold start fails with it, so the first invocation's log says what to fix.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -1,41 +1,10 @@
 //! Settings of the operator console function, read once at cold start.
 
-use std::str::FromStr;
-
 use crate::config::settings as S;
 use crate::config::ConfigError;
 use crate::relay::SweeperConfig;
 
-/// How the console learns who is asking.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum AuthMode {
-    /// Production: the claims of the ID token that API Gateway's JWT
-    /// authorizer verified (signature, issuer, audience, expiry) and put in
-    /// the request context; the console checks its `cognito:groups`.
-    Jwt,
-    /// Local development only (`AUTH_MODE=insecure-dev-headers`, `dev`
-    /// builds): `X-Dev-User-Email` and `X-Dev-User-Groups` headers are
-    /// trusted. A release binary cannot be configured into it.
-    #[cfg(feature = "dev")]
-    InsecureDevHeaders,
-}
-
-impl FromStr for AuthMode {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s {
-            "jwt" => Ok(AuthMode::Jwt),
-            #[cfg(feature = "dev")]
-            "insecure-dev-headers" => Ok(AuthMode::InsecureDevHeaders),
-            #[cfg(feature = "dev")]
-            other => Err(format!(
-                "unknown auth mode {other:?}; use \"jwt\" (default) or \"insecure-dev-headers\" (local development only)"
-            )),
-            #[cfg(not(feature = "dev"))]
-            other => Err(format!("unknown auth mode {other:?}; this build accepts only \"jwt\"")),
-        }
-    }
-}
+pub use crate::config::AuthMode;
 
 /// Where an operator signs in (the user pool's managed login), for the
 /// console's page: public values, the same as any app client's.

@@ -278,35 +278,19 @@ pub async fn unknown_counts(client: &impl GenericClient, grace: Duration) -> DbR
 
 /// Locks one send for a resend; returns its event, status and provider.
 pub async fn lock(tx: &impl GenericClient, id: Uuid) -> DbResult<Option<Locked>> {
-    let row = tx
-        .query_opt(
-            "SELECT outbox_event_id, recipient_email, event_type, status, last_error, claimed_at \
-               FROM booking_notification_sends WHERE id = $1 FOR UPDATE",
-            &[&id],
-        )
-        .await?;
-    row.map(|r| {
-        Ok(Locked {
-            event_id: r.get("outbox_event_id"),
-            recipient: r.get("recipient_email"),
-            event_type: r.get("event_type"),
-            status: SendStatus::from_row(&r, "status")?,
-            last_error: r.get("last_error"),
-            claimed_at: r.get("claimed_at"),
-        })
-    })
-    .transpose()
+    read_one(tx, id, true).await
 }
 
 /// One send as [`lock`] reads it, without the lock (what a preview shows).
 pub async fn lock_free(client: &impl GenericClient, id: Uuid) -> DbResult<Option<Locked>> {
-    let row = client
-        .query_opt(
-            "SELECT outbox_event_id, recipient_email, event_type, status, last_error, claimed_at \
-               FROM booking_notification_sends WHERE id = $1",
-            &[&id],
-        )
-        .await?;
+    read_one(client, id, false).await
+}
+
+async fn read_one(client: &impl GenericClient, id: Uuid, for_update: bool) -> DbResult<Option<Locked>> {
+    const SQL: &str = "SELECT outbox_event_id, recipient_email, event_type, status, last_error, claimed_at \
+                         FROM booking_notification_sends WHERE id = $1";
+    const LOCKED: &str = formatcp!("{SQL} FOR UPDATE");
+    let row = client.query_opt(if for_update { LOCKED } else { SQL }, &[&id]).await?;
     row.map(|r| {
         Ok(Locked {
             event_id: r.get("outbox_event_id"),
