@@ -15,7 +15,10 @@
 # 100,000) bookings in the table (tests/benches/listing.rs): p50/p99 of the
 # organizer's first and next page and the attendee's first page, beside
 # GET /bookings/{id} and the page's bare SQL; BENCH_ONLY=listing runs only
-# that. Last, the held-snapshot stress (tests/benches/stress.rs)
+# that. Then the operator console's overview and a booking's timeline with
+# BENCH_CONSOLE_EVENTS (default 1,000,000) events and three times as many
+# sends in history, beside the same pages on an empty history
+# (tests/benches/console.rs; BENCH_ONLY=console runs only that). Last, the held-snapshot stress (tests/benches/stress.rs)
 # and graphile-worker under the same stress; BENCH_ONLY=stress runs only
 # that, BENCH_STATEMENTS=1 adds each drain's statement costs. The poller
 # bench also drains once more with BENCH_FUTURE_REMINDERS (default
@@ -62,12 +65,20 @@ fi
 listing() {
   RUST_LOG="${RUST_LOG:-error}" cargo bench --locked -p outbox-tests --bench listing
 }
+console_pages() {
+  RUST_LOG="${RUST_LOG:-error}" cargo bench --locked -p outbox-tests --bench console
+}
 stress() {
   RUST_LOG="${RUST_LOG:-error}" cargo bench --locked -p outbox-tests --bench stress
   bench_peers stress
 }
 if [ "${BENCH_ONLY:-}" = "listing" ]; then
   listing
+  python3 scripts/lib/bench-table.py "$BENCH_RESULTS"
+  exit 0
+fi
+if [ "${BENCH_ONLY:-}" = "console" ]; then
+  console_pages
   python3 scripts/lib/bench-table.py "$BENCH_RESULTS"
   exit 0
 fi
@@ -124,5 +135,5 @@ for round in $(seq "$first_round" "${BENCH_ROUNDS:-2}"); do
     project_drain
   fi
 done
-[ "${BENCH_ONLY:-}" = "comparison" ] || { bench_api_sql; listing; stress; }
+[ "${BENCH_ONLY:-}" = "comparison" ] || { bench_api_sql; listing; console_pages; stress; }
 python3 scripts/lib/bench-table.py "$BENCH_RESULTS"

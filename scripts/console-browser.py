@@ -2,21 +2,30 @@
 headless, driven by Playwright's Python package (no browser download),
 against a running `make dev` stack (scripts/smoke-dev.sh runs it).
 
-    console-browser.py CONSOLE_URL API_URL OUT_DIR --chromium /usr/bin/chromium
+    console-browser.py CONSOLE_URL API_URL OUT_DIR --chromium /usr/bin/chromium \
+        --psql PSQL --database-url URL --dev-dir DEV_DIR
 
 Checks, failing with one line each:
   1. the overview opens and fills itself in (the backlog tiles, both charts);
   2. a booking created through the API shows in its timeline going CLAIMED
      (or straight to) SENT, then delivered (SES's Delivery event), for each
-     attendee, without the page reloading;
+     attendee, without the page reloading; a message opens as it was sent
+     (its HTML part in a sandboxed frame, its calendar part);
   3. the search finds it by an attendee's address, sent in a POST (no
      address in the URL);
   4. every control is reachable by keyboard and every input has a label;
-  5. a request without the operators group gets a 403 and nothing else.
+  5. a request without the operators group gets a 403 and nothing else;
+  6. a dead event replayed from the console (shown, confirmed) reaches the
+     mailbox once: the event of a new booking is put in the state an
+     exhausted one leaves (Alice's send SENT, Erin's claim released, DEAD
+     after its attempts, as tests/src/ctl.rs seeds it), then replayed from
+     the overview's button: Erin gets one more message, Alice none.
 Screenshots go to OUT_DIR (always; CI keeps them as artifacts).
 """
 import argparse
 import json
+import os
+import subprocess
 import sys
 import time
 import urllib.request
@@ -29,12 +38,12 @@ def fail(what):
     sys.exit(1)
 
 
-def create_booking(api):
+def create_booking(api, title="Console check", day="02", attendees=None):
     body = {
-        "title": "Console check", "start": "2031-04-02T09:00:00Z", "end": "2031-04-02T09:30:00Z",
+        "title": title, "start": f"2031-04-{day}T09:00:00Z", "end": f"2031-04-{day}T09:30:00Z",
         "timezone": "Europe/Paris",
-        "attendees": [{"email": "alice@example.com", "name": "Alice"},
-                      {"email": "carol@example.com", "name": "Carol", "locale": "fr"}],
+        "attendees": attendees or [{"email": "alice@example.com", "name": "Alice"},
+                                   {"email": "carol@example.com", "name": "Carol", "locale": "fr"}],
     }
     req = urllib.request.Request(api + "/bookings", data=json.dumps(body).encode(), method="POST", headers={
         "content-type": "application/json", "x-dev-user-email": "bob@example.com", "x-dev-user-name": "Bob"})
@@ -48,9 +57,11 @@ def main():
     ap.add_argument("api")
     ap.add_argument("out")
     ap.add_argument("--chromium", required=True)
+    ap.add_argument("--psql", required=True)
+    ap.add_argument("--database-url", required=True)
+    ap.add_argument("--dev-dir", required=True)
     a = ap.parse_args()
     console = a.console if a.console.endswith("/") else a.console + "/"
-    import os
     os.makedirs(a.out, exist_ok=True)
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=a.chromium, args=["--no-sandbox"])
@@ -61,6 +72,7 @@ def main():
         page.on("request", lambda r: remote.append(r.url) if not r.url.startswith(console.split("/lambda-url")[0]) else None)
         try:
             run(page, console, a.api, a.out)
+            replay(page, a)
         except Exception as e:  # noqa: BLE001 - one line, and the screen as it was
             page.screenshot(path=f"{a.out}/failure.png", full_page=True)
             fail(f"{e} (screenshot: {a.out}/failure.png)")
@@ -111,6 +123,20 @@ def run(page, console, api, out):
         if expected not in text:
             raise AssertionError(f"the timeline does not say {expected!r}")
     page.screenshot(path=f"{out}/timeline.png", full_page=True)
+    # A sent message as its recipient saw it: the HTML part in a sandboxed frame.
+    page.locator("button[data-message$='/html']").first.click()
+    page.wait_for_selector("#message[open]", timeout=10000)
+    frame = page.frame_locator("#message-html")
+    frame.locator("h1").first.wait_for(timeout=10000)
+    if "Console check" not in frame.locator("body").inner_text():
+        raise AssertionError("the message's HTML part does not show the booking's title")
+    page.screenshot(path=f"{out}/message.png")
+    page.keyboard.press("Escape")
+    page.locator("button[data-message$='/ics']").first.click()
+    page.wait_for_selector("#message[open]", timeout=10000)
+    if "BEGIN:VCALENDAR" not in page.locator("#message-text").inner_text():
+        raise AssertionError("the calendar part is not shown")
+    page.keyboard.press("Escape")
 
     # 3. Search by an attendee's address: a POST, the address not in the URL.
     posted = []
@@ -151,6 +177,70 @@ def run(page, console, api, out):
         return [r.status, await r.text()]; }""")
     if answer[0] != 403 or "Console check" in answer[1] or "carol" in answer[1]:
         raise AssertionError(f"a request without the operators group got {answer[0]}: {answer[1][:200]}")
+
+
+def sql(a, statement):
+    out = subprocess.run([a.psql, "-X", "-A", "-t", "-q", "-v", "ON_ERROR_STOP=1", a.database_url, "-c", statement],
+                         check=True, capture_output=True, text=True)
+    return out.stdout.strip()
+
+
+def mailbox(a, title):
+    """How many invitations to `title` each address has in the local mailbox."""
+    out = subprocess.run(["./scripts/mailbox.sh", "--json"], env=dict(os.environ, DEV_DIR=a.dev_dir),
+                         check=True, capture_output=True, text=True).stdout
+    counts = {}
+    for m in json.loads(out):
+        if title in m["subject"]:
+            counts[m["to"]] = counts.get(m["to"], 0) + 1
+    return counts
+
+
+def wait(what, seconds, check):
+    deadline = time.time() + seconds
+    while time.time() < deadline:
+        value = check()
+        if value:
+            return value
+        time.sleep(0.5)
+    raise AssertionError(f"{what} within {seconds} s")
+
+
+def replay(page, a):
+    title = "Replay check"
+    booking = create_booking(a.api, title, "03", [{"email": "alice@example.com", "name": "Alice"},
+                                                  {"email": "erin@example.com", "name": "Erin"}])
+    wait("both invitations of the replay check in the mailbox", 60,
+         lambda: mailbox(a, title) == {"alice@example.com": 1, "erin@example.com": 1})
+    wait("the event DONE", 30, lambda: sql(a, f"SELECT status FROM outbox_events WHERE aggregate_id = '{booking}'") == "DONE")
+    # What an exhausted event leaves: Erin's claim released after each
+    # refusal, the event DEAD after its attempts, its processed row gone
+    # with the transaction that would have written it.
+    event = sql(a, f"SELECT id FROM outbox_events WHERE aggregate_id = '{booking}'")
+    sql(a, f"BEGIN; DELETE FROM booking_notification_sends WHERE outbox_event_id = '{event}' "
+           f"AND recipient_email = 'erin@example.com'; DELETE FROM processed_events WHERE event_id = '{event}'; "
+           f"UPDATE outbox_events SET status = 'DEAD', attempts = 8, completed_at = NULL, "
+           f"last_error = 'Throttling: Maximum sending rate exceeded.' WHERE id = '{event}'; COMMIT")
+    page.evaluate("location.hash = '#/'")
+    button = page.locator(f"button[data-action*='{event}']")
+    button.wait_for(timeout=15000)
+    button.focus()
+    page.keyboard.press("Enter")
+    page.wait_for_selector("#confirm[open]", timeout=10000)
+    shown = page.locator("#confirm-text").inner_text()
+    if "goes back to PENDING" not in shown:
+        raise AssertionError(f"the confirmation does not say what the replay does: {shown!r}")
+    page.screenshot(path=f"{a.out}/replay-confirm.png")
+    page.click("#confirm-ok")
+    wait("the console to say the event was replayed", 15, lambda: "Replayed" in page.locator("#status").inner_text())
+    by = sql(a, f"SELECT replayed_by FROM outbox_replays WHERE outbox_event_id = '{event}'")
+    if by != "console: operator@localhost":
+        raise AssertionError(f"the replay was recorded as {by!r}")
+    wait("Erin's second invitation", 60, lambda: mailbox(a, title).get("erin@example.com") == 2)
+    time.sleep(3)  # anything more would have come by now
+    counts = mailbox(a, title)
+    if counts != {"alice@example.com": 1, "erin@example.com": 2}:
+        raise AssertionError(f"the replay reached the mailbox as {counts}, not once to Erin alone")
 
 
 if __name__ == "__main__":

@@ -330,6 +330,32 @@ logins = res["MigrateFunction"]["Properties"]["Environment"]["Variables"]["DATAB
 assert "outbox_operator=${OperatorDatabaseSecret}" in json.dumps(logins), logins
 print("    OperatorFunction: invoked by hand only, reads only its own secret; its login is made in outbox_operator")
 
+# 4b. The operator console: its page and assets hold no data and need no
+# token; every view and action (/console/api/...) is behind the JWT
+# authorizer, and the function answers only the operators group, logged in
+# as the operators' role.
+paths = res["HttpApi"]["Properties"]["Body"]["paths"]
+console = {p: ops for p, ops in paths.items() if p.startswith("/console")}
+assert sorted(console) == ["/console", "/console/api/{proxy+}", "/console/assets/{file}"], sorted(console)
+for p, ops in console.items():
+    for method, op in ops.items():
+        secured = op.get("security") or []
+        if p == "/console/api/{proxy+}":
+            assert secured == [{"JwtAuthorizer": []}], (p, method, secured)
+        else:
+            assert method == "get" and secured in ([], [{"NONE": []}]), (p, method, secured)
+role = res["OperatorConsoleFunctionRole"]["Properties"]
+statements = [st for pol in role["Policies"] for st in pol["PolicyDocument"]["Statement"]]
+assert [st["Action"] for st in statements] == [["secretsmanager:GetSecretValue"]], statements
+assert "OperatorDatabaseSecret" in json.dumps(statements[0]["Resource"]), statements
+env = res["OperatorConsoleFunction"]["Properties"]["Environment"]["Variables"]
+assert env["AUTH_MODE"] == "jwt" and env["CONSOLE_OPERATORS_GROUP"] == {"Ref": "OperatorsGroup"}, env
+assert env["CONSOLE_CLIENT_ID"] == {"Ref": "UserPoolClient"}, env
+assert res["OperatorsGroup"]["Properties"]["GroupName"] == "operators"
+assert "OperatorConsoleFunction" not in own, "the console signs in to the stack's own user pool only"
+print("    the operator console: page and assets without a token, /console/api/* behind the JWT authorizer; "
+      "the operators group; the operators' login")
+
 # 5. Both mail providers.
 def poller(res):
     fn = res["OutboxPollerFunction"]["Properties"]
@@ -501,7 +527,7 @@ moto_stop
 trap 'rm -rf "$TMP"' EXIT
 echo "    make delete: sam delete ran, the stack is gone, the leftover log group named with its command; a second run says there is no stack"
 
-echo "==> sam build (the six functions, exactly as a deploy builds them)"
+echo "==> sam build (the seven functions, exactly as a deploy builds them)"
 lambda_ensure_installed
 # SAM's cargo-lambda builder (a beta feature) runs `cargo lambda build
 # --release --bin NAME` at the workspace root for each function; the root's
@@ -518,7 +544,7 @@ assert not errs, errs
 # Each function's LogicalId and its Metadata's Binary (the bin sam builds).
 pairs = [(logical, r["Metadata"]["BuildProperties"]["Binary"]) for logical, r in tpl["Resources"].items()
          if r.get("Metadata", {}).get("BuildMethod") == "rust-cargolambda"]
-assert sorted(b for _, b in pairs) == sorted(["booking-api", "outbox-poller", "outbox-sweeper", "migrate", "ses-events", "outbox-operator"]), pairs
+assert sorted(b for _, b in pairs) == sorted(["booking-api", "outbox-poller", "outbox-sweeper", "migrate", "ses-events", "outbox-operator", "operator-console"]), pairs
 built = {}
 for logical, f in pairs:
     path = f".aws-sam/build/{logical}/bootstrap"

@@ -54,8 +54,9 @@ rm -rf "$CONSOLE_OUT"
 timeout 300 "$BROWSER_VENV/bin/python" scripts/console-browser.py \
   "http://127.0.0.1:$DEV_LAMBDA_PORT/lambda-url/operator-console/" \
   "http://127.0.0.1:$DEV_LAMBDA_PORT/lambda-url/booking-api" "$CONSOLE_OUT" --chromium "$(command -v chromium)" \
+  --psql "$PG_BIN/psql" --database-url "postgres://postgres@127.0.0.1:$DEV_PG_PORT/postgres" --dev-dir "$DEV_DIR" \
   || fail "the operator console's browser check failed (screenshots in $CONSOLE_OUT)"
-say "the operator console: overview, a live timeline to Delivery, search, keyboard, the group (browser)"
+say "the operator console: overview, a live timeline to Delivery, search, keyboard, the group, a dead event replayed to the mailbox once (browser)"
 
 # (b) The README's own examples, as a reader pastes them (on this stack's port).
 readme_example() { python3 scripts/lib/readme-example.py "$1" | sed "s#127.0.0.1:9000/#127.0.0.1:$DEV_LAMBDA_PORT/#g"; }

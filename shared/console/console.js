@@ -2,11 +2,13 @@
 // in, then fetches each view as an HTML fragment and swaps it in place,
 // refreshing it without a reload. No build step, no dependency.
 //
-// Sign-in (deployed): the user pool's managed login, authorization code
-// with PKCE; the ID token stays in this tab's sessionStorage and goes in
-// the Authorization header of each request, never in a URL or a cookie.
+// Sign-in (deployed): the page's own form posts the operator's address and
+// password to Cognito (InitiateAuth, USER_PASSWORD_AUTH, over TLS; never to
+// this service), answers its challenges (a new password, an MFA code), and
+// keeps the ID token in this tab's sessionStorage. Each request carries it
+// in the Authorization header: never in a URL, never in a cookie.
 // Locally (`make dev`, AUTH_MODE=insecure-dev-headers): the dev identity
-// headers, as the operator `operator@localhost` in the operators group.
+// headers the page names, as `operator@localhost` in the operators group.
 "use strict";
 
 const body = document.body;
@@ -15,50 +17,71 @@ const base = location.pathname.endsWith("/") ? location.pathname : location.path
 const view = document.getElementById("view");
 const status = document.getElementById("status");
 const TOKEN = "outbox-console-id-token";
-const VERIFIER = "outbox-console-pkce";
 
-function b64url(bytes) {
-  return btoa(String.fromCharCode(...new Uint8Array(bytes))).replace(/\+/g, "-").replace(/\//g, "_").replace(/=+$/, "");
-}
-
-async function signIn() {
-  const verifier = b64url(crypto.getRandomValues(new Uint8Array(32)));
-  const state = b64url(crypto.getRandomValues(new Uint8Array(16)));
-  sessionStorage.setItem(VERIFIER, JSON.stringify({ verifier, state }));
-  const challenge = b64url(await crypto.subtle.digest("SHA-256", new TextEncoder().encode(verifier)));
-  const q = new URLSearchParams({
-    response_type: "code", client_id: body.dataset.clientId, redirect_uri: location.origin + base,
-    scope: "openid email", state, code_challenge: challenge, code_challenge_method: "S256",
-  });
-  location.assign(body.dataset.loginUrl + "/oauth2/authorize?" + q);
-}
-
-// Back from the managed login with ?code=…&state=…: trade the code for
-// tokens, then drop them from the address bar.
-async function finishSignIn() {
-  const q = new URLSearchParams(location.search);
-  if (!q.has("code")) return;
-  const saved = JSON.parse(sessionStorage.getItem(VERIFIER) || "{}");
-  sessionStorage.removeItem(VERIFIER);
-  history.replaceState(null, "", base + location.hash);
-  if (!saved.verifier || saved.state !== q.get("state")) throw new Error("the sign-in came back with a state this tab did not send");
-  const r = await fetch(body.dataset.loginUrl + "/oauth2/token", {
+async function cognito(target, payload) {
+  const r = await fetch(body.dataset.signIn, {
     method: "POST",
-    headers: { "content-type": "application/x-www-form-urlencoded" },
-    body: new URLSearchParams({
-      grant_type: "authorization_code", client_id: body.dataset.clientId, code: q.get("code"),
-      redirect_uri: location.origin + base, code_verifier: saved.verifier,
-    }),
+    headers: { "content-type": "application/x-amz-json-1.1", "x-amz-target": "AWSCognitoIdentityProviderService." + target },
+    body: JSON.stringify(payload),
   });
-  if (!r.ok) throw new Error("the sign-in failed (" + r.status + ")");
-  sessionStorage.setItem(TOKEN, (await r.json()).id_token);
+  const answer = await r.json().catch(() => ({}));
+  if (!r.ok) throw new Refusal((answer.message || answer.__type || r.statusText).toString());
+  return answer;
 }
+
+// The sign-in form, until Cognito hands over an ID token.
+function signIn() {
+  return new Promise((resolve) => {
+    const form = document.getElementById("sign-in");
+    const extra = document.getElementById("sign-in-extra");
+    const label = document.getElementById("sign-in-extra-label");
+    let pending = null;
+    form.hidden = false;
+    view.innerHTML = "";
+    document.getElementById("sign-in-email").focus();
+    form.onsubmit = async (ev) => {
+      ev.preventDefault();
+      const email = document.getElementById("sign-in-email").value.trim();
+      try {
+        let a;
+        if (!pending) {
+          a = await cognito("InitiateAuth", { AuthFlow: "USER_PASSWORD_AUTH", ClientId: body.dataset.clientId,
+            AuthParameters: { USERNAME: email, PASSWORD: document.getElementById("sign-in-password").value } });
+        } else {
+          const responses = { USERNAME: pending.user };
+          if (pending.name === "NEW_PASSWORD_REQUIRED") responses.NEW_PASSWORD = extra.value;
+          else responses.SOFTWARE_TOKEN_MFA_CODE = extra.value;
+          a = await cognito("RespondToAuthChallenge", { ClientId: body.dataset.clientId, ChallengeName: pending.name,
+            Session: pending.session, ChallengeResponses: responses });
+        }
+        if (a.AuthenticationResult) {
+          sessionStorage.setItem(TOKEN, a.AuthenticationResult.IdToken);
+          form.hidden = true;
+          say("");
+          resolve();
+          return;
+        }
+        if (a.ChallengeName !== "NEW_PASSWORD_REQUIRED" && a.ChallengeName !== "SOFTWARE_TOKEN_MFA") {
+          throw new Refusal("Cognito asks for " + a.ChallengeName + ", which this page cannot answer");
+        }
+        pending = { name: a.ChallengeName, session: a.Session, user: (a.ChallengeParameters || {}).USER_ID_FOR_SRP || email };
+        label.textContent = a.ChallengeName === "NEW_PASSWORD_REQUIRED" ? "Choose a new password" : "Code from your authenticator app";
+        extra.type = a.ChallengeName === "NEW_PASSWORD_REQUIRED" ? "password" : "text";
+        extra.parentElement.hidden = false;
+        extra.value = "";
+        extra.focus();
+      } catch (e) { say(e.message); }
+    };
+  });
+}
+
+class Refusal extends Error {}
 
 function headers(extra) {
   const h = Object.assign({}, extra);
   if (auth === "dev") {
-    h["x-dev-user-email"] = localStorage.getItem("outbox-console-dev-user") || "operator@localhost";
-    h["x-dev-user-groups"] = localStorage.getItem("outbox-console-dev-groups") ?? "operators";
+    // The identity a dev build names in the page (a release build has none).
+    Object.assign(h, JSON.parse(body.dataset.devIdentity || "{}"));
   } else {
     const token = sessionStorage.getItem(TOKEN);
     if (token) h.authorization = "Bearer " + token;
@@ -66,14 +89,12 @@ function headers(extra) {
   return h;
 }
 
-class Refusal extends Error {}
-
 async function api(path, json) {
   const init = json === undefined
     ? { headers: headers() }
     : { method: "POST", headers: headers({ "content-type": "application/json" }), body: JSON.stringify(json) };
   const r = await fetch(base + "api/" + path, init);
-  if (r.status === 401 && auth !== "dev") { sessionStorage.removeItem(TOKEN); await signIn(); throw new Refusal("signing in"); }
+  if (r.status === 401 && auth !== "dev") { sessionStorage.removeItem(TOKEN); await signIn(); return api(path, json); }
   if (!r.ok) {
     let detail = r.statusText;
     try { detail = (await r.json()).detail || detail; } catch (_) { /* not JSON */ }
@@ -108,7 +129,7 @@ async function refresh() {
     else if (here.kind === "search") show(await api("search", { q: here.q }));
     say("");
   } catch (e) {
-    if (!(e instanceof Refusal && e.message === "signing in")) say(e.message);
+    say(e.message);
     if (e instanceof Refusal && /^40[13]/.test(e.message)) {
       show("<section><h2>No access</h2><p>" + e.message.replace(/[<&]/g, "") + "</p></section>");
       return;
@@ -160,16 +181,40 @@ view.addEventListener("click", async (ev) => {
   } catch (e) { say(e.message); }
 });
 
+// A sent message's part, as its recipient saw it: the HTML in a sandboxed
+// frame (no script, nothing fetched), the text and calendar parts as text.
+const message = document.getElementById("message");
+view.addEventListener("click", async (ev) => {
+  const button = ev.target.closest("button[data-message]");
+  if (!button) return;
+  try {
+    const r = await fetch(base + "api/sends/" + button.dataset.message.replace(/\/(\w+)$/, "/message/$1"), { headers: headers() });
+    if (!r.ok) throw new Refusal(r.status + ": " + ((await r.json().catch(() => ({}))).detail || r.statusText));
+    const text = await r.text();
+    const html = button.dataset.message.endsWith("/html");
+    const frame = document.getElementById("message-html");
+    const pre = document.getElementById("message-text");
+    frame.hidden = !html; pre.hidden = html;
+    if (html) frame.srcdoc = text; else pre.textContent = text;
+    document.getElementById("message-title").textContent = button.getAttribute("aria-label");
+    message.showModal();
+    message.addEventListener("close", () => button.focus(), { once: true });
+  } catch (e) { say(e.message); }
+});
+
 window.addEventListener("hashchange", go);
 window.addEventListener("popstate", go);
 
 (async () => {
   try {
-    if (auth !== "dev") {
-      await finishSignIn();
-      if (!sessionStorage.getItem(TOKEN)) { await signIn(); return; }
+    if (auth !== "dev" && !sessionStorage.getItem(TOKEN)) await signIn();
+    if (auth === "dev") {
+      document.getElementById("who").textContent = "local operator (make dev)";
+    } else {
+      const out = document.getElementById("sign-out");
+      out.hidden = false;
+      out.onclick = () => { sessionStorage.removeItem(TOKEN); location.reload(); };
     }
-    document.getElementById("who").textContent = auth === "dev" ? "local operator (make dev)" : "";
     go();
   } catch (e) { say(e.message); }
 })();

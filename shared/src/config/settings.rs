@@ -97,9 +97,9 @@ settings! {
     AUTH_MODE = Some("jwt"), &[Api, Console];
     /// the user pool group whose members may use the operator console
     CONSOLE_OPERATORS_GROUP = Some("operators"), &[Console];
-    /// where operators sign in to the console: the user pool domain's URL (`https://<domain>.auth.<region>.amazoncognito.com`); with `CONSOLE_CLIENT_ID`
-    CONSOLE_LOGIN_URL = None, &[Console];
-    /// the console's app client (authorization code with PKCE, no secret); with `CONSOLE_LOGIN_URL`
+    /// where the console's page signs operators in: Cognito's endpoint of the user pool's region (`https://cognito-idp.<region>.amazonaws.com/`); with `CONSOLE_CLIENT_ID`
+    CONSOLE_SIGN_IN_ENDPOINT = None, &[Console];
+    /// the user pool's app client the page signs in with (the API's, whose ID tokens its authorizer accepts); with `CONSOLE_SIGN_IN_ENDPOINT`
     CONSOLE_CLIENT_ID = None, &[Console];
     /// reminders of a booking that names none: ISO 8601 offsets before the start, comma-separated (`PT24H,PT15M`); unset: none
     DEFAULT_REMINDERS = None, &[Api];

@@ -6,12 +6,13 @@ use crate::relay::SweeperConfig;
 
 pub use crate::config::AuthMode;
 
-/// Where an operator signs in (the user pool's managed login), for the
-/// console's page: public values, the same as any app client's.
+/// Where the console's page signs an operator in: Cognito's endpoint and
+/// the user pool's app client, public values (any app's sign-in page shows
+/// them).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SignIn {
-    /// `https://<domain>.auth.<region>.amazoncognito.com`
-    pub login_url: String,
+    /// `https://cognito-idp.<region>.amazonaws.com/`
+    pub endpoint: String,
     pub client_id: String,
 }
 
@@ -36,23 +37,24 @@ impl ConsoleConfig {
                 "name one user pool group, without spaces, commas or brackets",
             ));
         }
-        let login_url: Option<String> = S::CONSOLE_LOGIN_URL.optional()?;
+        let endpoint: Option<String> = S::CONSOLE_SIGN_IN_ENDPOINT.optional()?;
         let client_id: Option<String> = S::CONSOLE_CLIENT_ID.optional()?;
-        let sign_in = match (login_url, client_id) {
+        let sign_in = match (endpoint, client_id) {
             (Some(url), Some(client_id)) => {
-                if !url.starts_with("https://") || url.ends_with('/') || url.contains(['"', '<', '>', ' ']) {
+                let parsed = url::Url::parse(&url).ok().filter(|u| u.scheme() == "https" && u.path() == "/");
+                if parsed.is_none() || url.contains(['"', '<', '>', ' ', '\'', ';']) {
                     return Err(ConfigError::new(
-                        S::CONSOLE_LOGIN_URL.name,
-                        format!("is not an https:// URL without a trailing slash ({url:?})"),
-                        "set the user pool domain's URL, e.g. https://<domain>.auth.<region>.amazoncognito.com",
+                        S::CONSOLE_SIGN_IN_ENDPOINT.name,
+                        format!("is not an https:// endpoint ({url:?})"),
+                        "set Cognito's endpoint of the user pool's region: https://cognito-idp.<region>.amazonaws.com/",
                     ));
                 }
-                Some(SignIn { login_url: url, client_id })
+                Some(SignIn { endpoint: url, client_id })
             }
             (None, None) => None,
             (Some(_), None) | (None, Some(_)) => {
                 return Err(ConfigError::new(
-                    "CONSOLE_LOGIN_URL/CONSOLE_CLIENT_ID",
+                    "CONSOLE_SIGN_IN_ENDPOINT/CONSOLE_CLIENT_ID",
                     "are not set together",
                     "set both (the console's sign-in) or neither",
                 ))

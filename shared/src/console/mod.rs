@@ -10,6 +10,7 @@
 //! | `GET /api/overview` | the overview (HTML fragment) |
 //! | `POST /api/search` `{"q": …}` | bookings by id, organizer or attendee address (in the body: no address in a URL) |
 //! | `GET /api/bookings/{id}` | a booking's timeline |
+//! | `GET /api/sends/{id}/message/{html,text,ics}` | a sent message's part, as its recipient saw it ([`message`]) |
 //! | `POST /api/actions/preview`, `POST /api/actions/run` `{"action": …}` | what an action would do; do it ([`actions`]) |
 //!
 //! Every `/api/` route answers only an operator ([`auth`]); anyone else
@@ -20,6 +21,7 @@
 pub mod actions;
 pub mod auth;
 pub mod config;
+pub mod message;
 pub mod overview;
 pub mod timeline;
 pub mod view;
@@ -54,6 +56,7 @@ enum Route {
     Overview,
     Search,
     Booking(Uuid),
+    Message(Uuid, message::Part),
     Preview,
     Run,
 }
@@ -71,6 +74,9 @@ impl Route {
             ["api", "overview"] => (Route::Overview, "GET"),
             ["api", "search"] => (Route::Search, "POST"),
             ["api", "bookings", id] => (Route::Booking(Uuid::parse_str(id).ok()?), "GET"),
+            ["api", "sends", id, "message", part] => {
+                (Route::Message(Uuid::parse_str(id).ok()?, message::Part::parse(part)?), "GET")
+            }
             ["api", "actions", "preview"] => (Route::Preview, "POST"),
             ["api", "actions", "run"] => (Route::Run, "POST"),
             _ => return None,
@@ -125,7 +131,7 @@ impl Console {
             Some(Ok(route)) => route,
         };
         match route {
-            Route::Page => return self.page(),
+            Route::Page => return self.page(req.uri().path()),
             Route::Script => return respond(StatusCode::OK, "text/javascript; charset=utf-8", SCRIPT.into()),
             Route::Styles => return respond(StatusCode::OK, "text/css; charset=utf-8", STYLES.into()),
             _ => {}
@@ -169,12 +175,12 @@ impl Console {
         }
     }
 
-    fn page(&self) -> Response<Body> {
-        let mut r = respond(StatusCode::OK, "text/html; charset=utf-8", view::page(&self.config));
-        let connect = self.config.sign_in.as_ref().map(|s| format!(" {}", s.login_url)).unwrap_or_default();
+    fn page(&self, path: &str) -> Response<Body> {
+        let mut r = respond(StatusCode::OK, "text/html; charset=utf-8", view::page(&self.config, path));
+        let connect = self.config.sign_in.as_ref().map(|s| format!(" {}", s.endpoint)).unwrap_or_default();
         let csp = format!(
-            "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'{connect}; \
-             frame-src 'none'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'"
+            "default-src 'none'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; \
+             connect-src 'self'{connect}; frame-src 'self'; frame-ancestors 'none'; base-uri 'self'; form-action 'self'"
         );
         r.headers_mut().insert(header::CONTENT_SECURITY_POLICY, HeaderValue::from_str(&csp).expect("ASCII"));
         r
@@ -217,6 +223,18 @@ impl Console {
                 None => {
                     problem(StatusCode::NOT_FOUND, "Not found", "no booking with this id (or retention deleted it)")
                 }
+            },
+            Route::Message(send, part) => match message::of_send(&client, send, part).await? {
+                // Shown in a sandboxed frame: no script may run, nothing is fetched.
+                Some(body) => {
+                    let mut r = respond(StatusCode::OK, part.content_type(), body);
+                    r.headers_mut().insert(
+                        header::CONTENT_SECURITY_POLICY,
+                        HeaderValue::from_static("sandbox; default-src 'none'; style-src 'unsafe-inline'"),
+                    );
+                    r
+                }
+                None => problem(StatusCode::NOT_FOUND, "Not found", "no such send, or its event is gone"),
             },
             Route::Preview | Route::Run => {
                 let action = match Action::parse(body) {

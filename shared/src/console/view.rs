@@ -17,21 +17,36 @@ use crate::notify::sends::Minute;
 #[template(path = "console/page.html")]
 struct Page<'a> {
     auth: &'static str,
-    login_url: &'a str,
+    sign_in: &'a str,
     client_id: &'a str,
+    base: Option<&'a str>,
+    /// Dev builds with `AUTH_MODE=insecure-dev-headers` only: the headers
+    /// the page sends as its identity.
+    dev_identity: String,
 }
 
-pub fn page(config: &ConsoleConfig) -> String {
-    let auth = match config.auth_mode {
-        AuthMode::Jwt => "cognito",
+/// The page, answering a request for `path`: when it does not end with a
+/// slash (`/console`), its relative links are resolved under it.
+pub fn page(config: &ConsoleConfig, path: &str) -> String {
+    let (auth, dev_identity) = match config.auth_mode {
+        AuthMode::Jwt => ("cognito", String::new()),
         #[cfg(feature = "dev")]
-        AuthMode::InsecureDevHeaders => "dev",
+        AuthMode::InsecureDevHeaders => (
+            "dev",
+            serde_json::json!({
+                super::auth::DEV_EMAIL_HEADER: "operator@localhost",
+                super::auth::DEV_GROUPS_HEADER: config.operators_group,
+            })
+            .to_string(),
+        ),
     };
-    let (login_url, client_id) = match &config.sign_in {
-        Some(s) => (s.login_url.as_str(), s.client_id.as_str()),
+    let (sign_in, client_id) = match &config.sign_in {
+        Some(s) => (s.endpoint.as_str(), s.client_id.as_str()),
         None => ("", ""),
     };
-    Page { auth, login_url, client_id }.render().expect("the page renders")
+    let last = path.rsplit('/').next().unwrap_or_default();
+    let base = (!last.is_empty()).then(|| format!("{last}/"));
+    Page { auth, sign_in, client_id, base: base.as_deref(), dev_identity }.render().expect("the page renders")
 }
 
 #[derive(Template)]

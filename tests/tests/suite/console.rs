@@ -203,6 +203,18 @@ async fn a_bookings_timeline_shows_each_send_from_claim_to_outcome_with_ses_even
     // Carol's claim was released after each refusal (a known failure): no send names her.
     assert!(row("carol@example.com").contains("the event died before its send to them was accepted"), "{t}");
     assert!(t.contains("Replay this event…"));
+    // Alice's message as she saw it: each part, rendered from the stored event.
+    for (part, expected, content_type) in [
+        ("html", "Meeting 1", "text/html; charset=utf-8"),
+        ("text", "Meeting 1", "text/plain; charset=utf-8"),
+        ("ics", "BEGIN:VCALENDAR", "text/calendar; charset=utf-8"),
+    ] {
+        let m = ask(&c, "GET", &format!("/api/sends/{alice}/message/{part}"), Some(operator()), None).await;
+        assert_eq!((m.status, m.content_type.as_str()), (200, content_type), "{part}: {}", m.body);
+        assert!(m.body.contains(expected), "{part}: {}", m.body);
+    }
+    let sent = ask(&c, "GET", &format!("/api/sends/{alice}/message/eml"), Some(operator()), None).await;
+    assert_eq!(sent.status, 404);
     // The unknown send of the other booking says so, and offers a resend.
     let other: Uuid = db.scalar("SELECT booking_id FROM booking_notification_sends WHERE status = 'UNKNOWN'").await;
     let u = ask(&c, "GET", &format!("/api/bookings/{other}"), Some(operator()), None).await.body;

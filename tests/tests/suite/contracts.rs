@@ -123,7 +123,7 @@ const OWNERS: [(&str, &str); 25] = [
     ("suppressed_addresses", "notify/evidence/suppression.rs"),
     ("ses_event_watermarks", "notify/evidence/watermark.rs"),
     ("ses_canaries", "notify/evidence/watermark.rs"),
-    ("notification_resends", "notify/evidence/resend.rs"),
+    ("notification_resends", "notify/evidence/resend/"),
     ("recipient_daily_mails", "(dropped)"),
 ];
 

@@ -112,6 +112,7 @@ fn the_template_sets_only_declared_settings_on_functions_that_read_them() {
         ("MigrateFunction", Reader::Migrate),
         // outboxctl's commands, run by the operator function.
         ("OperatorFunction", Reader::Outboxctl),
+        ("OperatorConsoleFunction", Reader::Console),
     ];
     let vars = template_variables();
     assert!(vars.contains_key("Globals") && vars.len() > 3, "found the environment blocks: {vars:?}");

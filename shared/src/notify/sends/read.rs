@@ -110,46 +110,48 @@ pub struct Send {
     pub superseded_by: Option<Uuid>,
 }
 
+/// The columns of a [`Send`].
+const SEND: &str = "id, outbox_event_id, recipient_email, event_type, status, claimed_by, claimed_at, completed_at, \
+                    provider, provider_message_id, last_error, confirmed_by, left_for_operator, not_sent_because, \
+                    superseded_by";
+
+fn send_of(r: &tokio_postgres::Row) -> DbResult<Send> {
+    let optional = |column: &str| -> Option<()> { r.get::<_, Option<&str>>(column).map(|_| ()) };
+    Ok(Send {
+        id: r.get("id"),
+        event_id: r.get("outbox_event_id"),
+        recipient: r.get("recipient_email"),
+        event_type: r.get("event_type"),
+        status: SendStatus::from_row(r, "status")?,
+        claimed_by: r.get("claimed_by"),
+        claimed_at: r.get("claimed_at"),
+        completed_at: r.get("completed_at"),
+        provider: SentVia::from_row(r, "provider")?,
+        provider_message_id: r.get("provider_message_id"),
+        last_error: r.get("last_error"),
+        confirmed_by: optional("confirmed_by").map(|_| ConfirmedBy::from_row(r, "confirmed_by")).transpose()?,
+        left_for_operator: r.get("left_for_operator"),
+        not_sent_because: optional("not_sent_because")
+            .map(|_| NotSentBecause::from_row(r, "not_sent_because"))
+            .transpose()?,
+        superseded_by: r.get("superseded_by"),
+    })
+}
+
 /// The sends of `event_ids`, each event's by recipient
 /// (`booking_notification_sends_one_per_recipient`).
 pub async fn of_events(client: &impl GenericClient, event_ids: &[Uuid]) -> DbResult<Vec<Send>> {
-    let rows = client
-        .query(
-            "SELECT id, outbox_event_id, recipient_email, event_type, status, claimed_by, claimed_at, completed_at, \
-                    provider, provider_message_id, last_error, confirmed_by, left_for_operator, not_sent_because, \
-                    superseded_by \
-               FROM booking_notification_sends WHERE outbox_event_id = ANY($1) \
-              ORDER BY outbox_event_id, recipient_email, id",
-            &[&event_ids],
-        )
-        .await?;
-    rows.iter()
-        .map(|r| {
-            Ok(Send {
-                id: r.get("id"),
-                event_id: r.get("outbox_event_id"),
-                recipient: r.get("recipient_email"),
-                event_type: r.get("event_type"),
-                status: SendStatus::from_row(r, "status")?,
-                claimed_by: r.get("claimed_by"),
-                claimed_at: r.get("claimed_at"),
-                completed_at: r.get("completed_at"),
-                provider: SentVia::from_row(r, "provider")?,
-                provider_message_id: r.get("provider_message_id"),
-                last_error: r.get("last_error"),
-                confirmed_by: r
-                    .get::<_, Option<&str>>("confirmed_by")
-                    .map(|_| ConfirmedBy::from_row(r, "confirmed_by"))
-                    .transpose()?,
-                left_for_operator: r.get("left_for_operator"),
-                not_sent_because: r
-                    .get::<_, Option<&str>>("not_sent_because")
-                    .map(|_| NotSentBecause::from_row(r, "not_sent_because"))
-                    .transpose()?,
-                superseded_by: r.get("superseded_by"),
-            })
-        })
-        .collect()
+    let sql = formatcp!(
+        "SELECT {SEND} FROM booking_notification_sends WHERE outbox_event_id = ANY($1) \
+          ORDER BY outbox_event_id, recipient_email, id"
+    );
+    client.query(sql, &[&event_ids]).await?.iter().map(send_of).collect()
+}
+
+/// One send, by its id.
+pub async fn get(client: &impl GenericClient, id: Uuid) -> DbResult<Option<Send>> {
+    let sql = formatcp!("SELECT {SEND} FROM booking_notification_sends WHERE id = $1");
+    client.query_opt(sql, &[&id]).await?.as_ref().map(send_of).transpose()
 }
 
 /// One minute of sending, as the operator console charts it.
