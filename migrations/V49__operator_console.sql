@@ -26,3 +26,9 @@ GRANT EXECUTE ON FUNCTION outbox_event_committed(uuid) TO outbox_operator, booki
 
 -- pacing::send_rate (send_rate): the account's rate and the fleet's factor.
 GRANT SELECT (provider, account_rate, cap, rate, factor, refreshed_at) ON send_rate TO outbox_operator;
+
+-- notify::sends (booking_notification_sends): the sends SES's own events
+-- confirmed, counted without reading the history (outboxctl status and the
+-- console's overview). Written only when a confirmation sets it: the
+-- outcome updates, which leave confirmed_by alone, stay HOT.
+CREATE INDEX booking_notification_sends_confirmed ON booking_notification_sends (id) WHERE confirmed_by IS NOT NULL;

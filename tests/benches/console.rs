@@ -13,6 +13,8 @@
 //! (`GET /api/bookings/{id}`, a booking drawn at random). Beside each: the
 //! same page on an empty history, measured first in the same run (what the
 //! page costs when there is nothing to read), and the target, p99 50 ms.
+//! A new container's first overview reads the whole last hour; it is
+//! printed apart (median of 5), with each of the overview's reads.
 
 use std::time::{Duration, Instant};
 
@@ -81,7 +83,7 @@ async fn seed_history(db: &TestDb, events: usize) -> Vec<Uuid> {
                         'BOOKING_CANCELLED'])[v], jsonb_build_object('booking', jsonb_build_object('id', s.id)), \
                         'DONE', 1, at, at + interval '50 ms', at + interval '50 ms' \
                    FROM seeded s, generate_series(1, 4) v, \
-                        LATERAL (SELECT {week} + make_interval(secs => (s.n * 4 + v) * 604800.0 / $1) AS at) t"
+                        LATERAL (SELECT {week} + make_interval(secs => (s.n * 4 + v) * 604800.0 / $1::float8) AS at) t"
             ),
             &[&((bookings * 4) as f64)],
         )
@@ -127,11 +129,11 @@ async fn seed_history(db: &TestDb, events: usize) -> Vec<Uuid> {
              UPDATE booking_notification_sends SET status = 'UNKNOWN', last_error = 'read timeout' \
               WHERE id IN (SELECT s.id FROM booking_notification_sends s JOIN outbox_events e ON e.id = s.outbox_event_id \
                             WHERE e.aggregate_version = 5 AND e.status = 'DONE' ORDER BY s.id DESC LIMIT 50); \
-             INSERT INTO send_rate (provider, account_rate, rate) VALUES ('ses', 14, 14) ON CONFLICT DO NOTHING; \
-             VACUUM ANALYZE",
+             INSERT INTO send_rate (provider, account_rate, rate) VALUES ('ses', 14, 14) ON CONFLICT DO NOTHING",
         )
         .await
         .unwrap();
+    client.batch_execute("VACUUM ANALYZE").await.unwrap();
     let rows = client.query("SELECT id FROM seeded", &[]).await.unwrap();
     rows.iter().map(|r| r.get(0)).collect()
 }
@@ -172,13 +174,68 @@ async fn main() {
     let sends: i64 = db.scalar("SELECT count(*) FROM booking_notification_sends").await;
     let finished: i64 = db.scalar("SELECT count(*) FROM outbox_events").await;
     eprintln!("seeded {finished} events and {sends} sends in {:.0}s", started.elapsed().as_secs_f64());
+    if std::env::var("BENCH_CONSOLE_KEEP").is_ok() {
+        // To look at plans by hand: the seeded database stays.
+        println!("kept: {}", db.url);
+        std::mem::forget(db);
+        return;
+    }
     let c = console(db.operator_pool().await);
+    // A new container's first overview reads the whole hour; later ones
+    // only what has settled since (console::overview::Minutes).
+    let mut cold = Vec::new();
+    for _ in 0..5 {
+        let fresh = console(db.operator_pool().await);
+        cold.push(get(&fresh, "/api/overview").await);
+    }
+    cold.sort();
     let [overview, timeline] = measure(&c, &bookings, requests, &mut rng).await;
 
     println!(
         "console benchmark: {finished} events, {sends} sends (50,400 in the last hour, 14/s), {requests} requests of \
          each after a warm-up, one at a time, through Console::handle as the operators' role"
     );
+    // Where the overview's time goes: each of its reads, p50 of 20.
+    let client = db.operator_pool().await.get().await.unwrap();
+    let sweeper = SweeperConfig::from_env().unwrap();
+    let mut parts = Vec::new();
+    macro_rules! part {
+        ($name:literal, $call:expr) => {{
+            let mut t = Vec::new();
+            for _ in 0..20 {
+                let at = Instant::now();
+                $call.await.unwrap();
+                t.push(at.elapsed());
+            }
+            t.sort();
+            parts.push(format!("{} {:.1}", $name, ms(percentile(&t, 0.5))));
+        }};
+    }
+    use shared::notify::{evidence, pacing, sends as s};
+    use shared::outbox::events as e;
+    part!("backlog", e::standing::backlog(&client));
+    part!("stuck", e::standing::count_stuck(&client, sweeper.stuck_after));
+    part!("stopped", e::standing::stopped(&client));
+    let hour_ago = chrono::Utc::now() - shared::console::overview::WINDOW;
+    let settled = chrono::Utc::now() - std::time::Duration::from_secs(180);
+    part!("the hour's minutes (a new container)", s::read::minutes(&client, hour_ago));
+    part!("the minutes since the last settled one", s::read::minutes(&client, settled));
+    part!("rates", pacing::send_rate::standing(&client));
+    part!("unknown counts", evidence::resend::counts(&client, sweeper.feedback.grace));
+    part!("left for an operator", s::unknown::left_for_operator(&client, sweeper.feedback.grace, 10));
+    part!("dead reasons", e::standing::dead_reasons(&client, 5));
+    part!("dead", e::list_dead(&client, 10));
+    part!("suppressed", evidence::suppression::count(&client));
+    part!("suppressions", evidence::suppression::suppressions(&client, 10));
+    part!("watermark", evidence::watermark::watermark(&client));
+    part!("leases", e::lease::held(&client));
+    println!("the overview's reads, p50 ms: {}", parts.join(", "));
+    println!(
+        "a new container's first overview (the whole hour read): median of 5 {:.1} ms (the page refreshes every 5 s: \
+         every later one reads only the minutes since)",
+        ms(cold[2])
+    );
+    record("console.overview_cold_ms", ms(cold[2]));
     for (what, key, (p50, p99), (b50, b99)) in [
         ("overview (GET /api/overview)", "console.overview", overview, baseline[0]),
         ("a booking's timeline (GET /api/bookings/{id})", "console.timeline", timeline, baseline[1]),

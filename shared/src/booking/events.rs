@@ -40,7 +40,7 @@ impl EventType {
         EventType::BookingReminder,
     ];
 
-    pub fn as_str(self) -> &'static str {
+    pub const fn as_str(self) -> &'static str {
         match self {
             EventType::BookingConfirmed => "BOOKING_CONFIRMED",
             EventType::BookingRescheduled => "BOOKING_RESCHEDULED",

@@ -46,6 +46,7 @@ const MAX_BODY: usize = 4096;
 pub struct Console {
     pool: Pool,
     config: ConsoleConfig,
+    minutes: overview::Minutes,
 }
 
 /// Where a request goes.
@@ -116,7 +117,7 @@ struct Query {
 
 impl Console {
     pub fn new(pool: Pool, config: ConsoleConfig) -> Self {
-        Self { pool, config }
+        Self { pool, config, minutes: Default::default() }
     }
 
     /// Answers one request; never panics, never a 500 for bad input.
@@ -195,7 +196,9 @@ impl Console {
         let html = |s: String| respond(StatusCode::OK, "text/html; charset=utf-8", s);
         let mut client = self.pool.get().await.map_err(crate::db::DbError::from)?;
         Ok(match route {
-            Route::Overview => html(view::overview(&overview::Overview::fetch(&client, &self.config.sweeper).await?)),
+            Route::Overview => {
+                html(view::overview(&overview::Overview::fetch(&client, &self.config.sweeper, &self.minutes).await?))
+            }
             Route::Search => {
                 let Ok(Query { q }) = serde_json::from_slice::<Query>(body) else {
                     return Ok(problem(StatusCode::BAD_REQUEST, "Bad search", "send {\"q\": \"…\"}"));

@@ -19,6 +19,42 @@ use crate::relay::SweeperConfig;
 /// How far back the charts look.
 pub const WINDOW: Duration = Duration::from_secs(3600);
 
+/// A minute this long past its end is settled: no send completes in it
+/// any more (an outcome's time is its transaction's start, and a poller's
+/// transactions are short).
+const SETTLED_AFTER: Duration = Duration::from_secs(120);
+
+/// The last hour's settled minutes, kept by the container between
+/// requests: each request reads only what has settled since (a few
+/// minutes of sends), never the whole hour again. A new container reads
+/// the hour once.
+#[derive(Default)]
+pub struct Minutes {
+    settled: std::sync::Mutex<(Option<DateTime<Utc>>, Vec<Minute>)>,
+}
+
+impl Minutes {
+    /// The window's minutes at `now`, reading only from the first minute
+    /// not yet settled when last asked.
+    async fn fetch(&self, client: &impl GenericClient, now: DateTime<Utc>) -> DbResult<Vec<Minute>> {
+        let start = now - WINDOW;
+        let (known_until, mut kept) = {
+            let guard = self.settled.lock().expect("not poisoned");
+            (guard.0.filter(|t| *t > start), guard.1.clone())
+        };
+        let from = known_until.unwrap_or(start);
+        let fresh = sends::read::minutes(client, from).await?;
+        // Minutes up to this line are settled: keep them for next time.
+        let line = chrono::DurationRound::duration_trunc(now - SETTLED_AFTER, chrono::Duration::minutes(1))
+            .unwrap_or(now - SETTLED_AFTER);
+        kept.retain(|m| m.at >= start && m.at < from);
+        kept.extend(fresh.iter().filter(|m| m.at >= start).cloned());
+        *self.settled.lock().expect("not poisoned") =
+            (Some(line.max(from)), kept.iter().filter(|m| m.at < line.max(from)).cloned().collect());
+        Ok(kept)
+    }
+}
+
 #[derive(Debug, Clone, Serialize)]
 pub struct Overview {
     pub now: DateTime<Utc>,
@@ -40,18 +76,17 @@ pub struct Overview {
 }
 
 impl Overview {
-    pub async fn fetch(client: &impl GenericClient, config: &SweeperConfig) -> DbResult<Overview> {
+    pub async fn fetch(client: &impl GenericClient, config: &SweeperConfig, kept: &Minutes) -> DbResult<Overview> {
         let now = client.query_one("SELECT now()", &[]).await?.get(0);
-        let unknown_list = resend::list(client, config.feedback.grace, false, 50).await?;
         Ok(Overview {
             now,
             backlog: standing::backlog(client).await?,
             stuck: standing::count_stuck(client, config.stuck_after).await?,
             stopped: standing::stopped(client).await?,
-            minutes: sends::read::minutes(client, WINDOW).await?,
+            minutes: kept.fetch(client, now).await?,
             rates: send_rate::standing(client).await?,
             unknown: resend::counts(client, config.feedback.grace).await?,
-            left_for_operator: unknown_list.into_iter().filter(|s| s.left_for_operator.is_some()).take(10).collect(),
+            left_for_operator: sends::unknown::left_for_operator(client, config.feedback.grace, 10).await?,
             dead_reasons: standing::dead_reasons(client, 5).await?,
             dead: crate::outbox::events::list_dead(client, 10).await?,
             suppressed: suppression::count(client).await?,

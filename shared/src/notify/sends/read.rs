@@ -172,12 +172,23 @@ pub struct Minute {
     pub latency_p99: Option<f64>,
 }
 
-/// The sends settled in each of the last `window`'s minutes, oldest first
-/// (minutes with none are absent). One range read of the primary key: a
-/// send's id orders the sends by claim time (see [`purge`]), and a send
-/// settles within its claim's run. The latency is counted from when its
-/// event was committed (`outbox_event_committed`, V49).
-pub async fn minutes(client: &impl GenericClient, window: Duration) -> DbResult<Vec<Minute>> {
+/// The sends settled in each minute from `from` on, oldest first (minutes
+/// with none are absent). One range read of the primary key: a send's id
+/// orders the sends by claim time (see [`purge`]), and a send settles
+/// within its claim's run (minutes, at worst the poller's timeout). The latency runs from the event's
+/// commit to the provider's answer as the database recorded it: the
+/// commit's time is its id's (a UUIDv7 made at the insert, milliseconds
+/// before the commit), read without a visit to the event; only a reminder,
+/// written to fall due later, asks its event when it fell due
+/// (`outbox_event_committed`, V49).
+pub async fn minutes(client: &impl GenericClient, from: chrono::DateTime<chrono::Utc>) -> DbResult<Vec<Minute>> {
+    const COMMITTED: &str = formatcp!(
+        "CASE WHEN s.event_type = '{}' \
+              THEN (SELECT c FROM outbox_event_committed(s.outbox_event_id) c) \
+              ELSE to_timestamp(('x' || replace(left(s.outbox_event_id::text, 13), '-', ''))::bit(48)::bigint / 1000.0) \
+         END",
+        crate::booking::events::EventType::BookingReminder.as_str()
+    );
     const SQL: &str = formatcp!(
         "SELECT date_trunc('minute', s.completed_at) AS at, \
                 count(*) FILTER (WHERE s.status = {SENT}) AS sent, \
@@ -185,18 +196,24 @@ pub async fn minutes(client: &impl GenericClient, window: Duration) -> DbResult<
                 count(*) FILTER (WHERE s.status = {UNKNOWN}) AS unknown, \
                 count(*) FILTER (WHERE s.status = {SUPERSEDED}) AS superseded, \
                 count(*) FILTER (WHERE s.status = {CAPPED}) AS capped, \
-                percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM s.completed_at - c.at)) \
+                percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM s.completed_at - {COMMITTED})) \
                     FILTER (WHERE s.status = {SENT}) AS p50, \
-                percentile_cont(0.99) WITHIN GROUP (ORDER BY extract(epoch FROM s.completed_at - c.at)) \
+                percentile_cont(0.99) WITHIN GROUP (ORDER BY extract(epoch FROM s.completed_at - {COMMITTED})) \
                     FILTER (WHERE s.status = {SENT}) AS p99 \
            FROM booking_notification_sends s \
-           LEFT JOIN LATERAL outbox_event_committed(s.outbox_event_id) AS c(at) ON true \
-          WHERE s.id >= {FIRST_ID_CLAIMED_SINCE} \
-            AND s.completed_at >= now() - make_interval(secs => $1) \
+          WHERE s.id >= $2 AND s.completed_at >= $1 \
             AND s.status IN ({SENT}, {FAILED}, {UNKNOWN}, {SUPERSEDED}, {CAPPED}) \
           GROUP BY 1 ORDER BY 1"
     );
-    let rows = client.query(&client.prepare_cached(SQL).await?, &[&window.as_secs_f64()]).await?;
+    // The first id claimed in time to settle from `from` on (a send settles
+    // within its poller's timeout; the pollers' clocks may differ by
+    // seconds), as a value the planner sees: an unnamed statement is
+    // planned with it, so it reads the key's range, never the history.
+    let claimed_since = from - Duration::from_secs(600);
+    let ms = claimed_since.timestamp_millis().max(0) as u64;
+    let mut first = [0u8; 16];
+    first[..6].copy_from_slice(&ms.to_be_bytes()[2..]);
+    let rows = client.query(SQL, &[&from, &Uuid::from_bytes(first)]).await?;
     Ok(rows
         .iter()
         .map(|r| Minute {

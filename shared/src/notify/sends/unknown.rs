@@ -254,17 +254,19 @@ pub struct UnknownCounts {
     pub resent_on_evidence: i64,
 }
 
+/// Read from the partial indexes alone (an UNKNOWN send always says why,
+/// `booking_notification_sends_with_error`; a confirmation names its
+/// source, `booking_notification_sends_confirmed`, V49): the cost is that
+/// of the ambiguous sends, never the history's.
 pub async fn unknown_counts(client: &impl GenericClient, grace: Duration) -> DbResult<UnknownCounts> {
     let sql = formatcp!(
-        "SELECT count(*) FILTER (WHERE s.status = {UNKNOWN} AND s.provider IN ({FEEDBACK_PROVIDERS}) \
-                                   AND s.left_for_operator IS NULL), \
-                count(*) FILTER (WHERE s.status = {UNKNOWN} AND s.provider IN ({FEEDBACK_PROVIDERS}) \
-                                   AND s.left_for_operator IS NULL \
+        "SELECT count(*) FILTER (WHERE s.provider IN ({FEEDBACK_PROVIDERS}) AND s.left_for_operator IS NULL), \
+                count(*) FILTER (WHERE s.provider IN ({FEEDBACK_PROVIDERS}) AND s.left_for_operator IS NULL \
                                    AND r.reaches_by < now() - make_interval(secs => $1) AND NOT EXISTS (SELECT 1 FROM ses_stream_reached(r.reaches_by))), \
-                count(*) FILTER (WHERE s.status = {UNKNOWN} AND (s.left_for_operator IS NOT NULL \
-                                   OR s.provider NOT IN ({FEEDBACK_PROVIDERS}))), \
-                count(*) FILTER (WHERE s.status = {SENT} AND s.confirmed_by = {SES_EVENT}) \
-           FROM booking_notification_sends s {REACHES_BY} WHERE s.status IN ({UNKNOWN}, {SENT})"
+                count(*) FILTER (WHERE s.left_for_operator IS NOT NULL OR s.provider NOT IN ({FEEDBACK_PROVIDERS})), \
+                (SELECT count(*) FROM booking_notification_sends c \
+                  WHERE c.confirmed_by IS NOT NULL AND c.status = {SENT} AND c.confirmed_by = {SES_EVENT}) \
+           FROM booking_notification_sends s {REACHES_BY} WHERE s.last_error IS NOT NULL AND s.status = {UNKNOWN}"
     );
     let row = client.query_one(sql, &[&grace.as_secs_f64()]).await?;
     Ok(UnknownCounts {
@@ -274,6 +276,19 @@ pub async fn unknown_counts(client: &impl GenericClient, grace: Duration) -> DbR
         confirmed_by_ses: row.get(3),
         resent_on_evidence: 0,
     })
+}
+
+/// The UNKNOWN sends left for an operator, the latest claimed first, at
+/// most `limit` (from `booking_notification_sends_with_error`, in order).
+pub async fn left_for_operator(client: &impl GenericClient, grace: Duration, limit: i64) -> DbResult<Vec<UnknownSend>> {
+    let sql = formatcp!(
+        "SELECT {UNKNOWN_COLUMNS} FROM booking_notification_sends s {REACHES_BY} \
+           LEFT JOIN LATERAL ses_stream_passed(r.reaches_by, $1) w ON true \
+          WHERE s.last_error IS NOT NULL AND s.status = {UNKNOWN} AND s.left_for_operator IS NOT NULL \
+          ORDER BY s.claimed_at DESC LIMIT $2"
+    );
+    let rows = client.query(sql, &[&grace.as_secs_f64(), &limit]).await?;
+    rows.iter().map(UnknownSend::of).collect()
 }
 
 /// Locks one send for a resend; returns its event, status and provider.
