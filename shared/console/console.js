@@ -103,7 +103,12 @@ async function api(path, json) {
   return (r.headers.get("content-type") || "").startsWith("application/json") ? r.json() : r.text();
 }
 
-function say(text) { status.textContent = text; }
+// A line in the status bar. An action's result stays until the operator
+// moves elsewhere; a failed refresh's says until one succeeds.
+function say(text, sticky) {
+  status.textContent = text;
+  status.dataset.sticky = sticky ? "1" : "";
+}
 
 // Swaps a fragment in, keeping the keyboard's place: the focused
 // element, found again by its id or its action, keeps the focus.
@@ -127,7 +132,7 @@ async function refresh() {
     if (here.kind === "overview") show(await api("overview"));
     else if (here.kind === "booking") show(await api("bookings/" + here.id));
     else if (here.kind === "search") show(await api("search", { q: here.q }));
-    say("");
+    if (!status.dataset.sticky) say("");
   } catch (e) {
     say(e.message);
     if (e instanceof Refusal && /^40[13]/.test(e.message)) {
@@ -144,6 +149,7 @@ function go() {
   else if (location.hash === "#/search" && route && route.kind === "search") return;
   else route = { kind: "overview", every: 5000 };
   view.dataset.html = "";
+  say("");
   refresh().then(() => view.focus({ preventScroll: true }));
 }
 
@@ -174,7 +180,7 @@ view.addEventListener("click", async (ev) => {
       if (dialog.returnValue !== "ok") { button.focus(); return; }
       try {
         const done = await api("actions/run", action);
-        say(done.text);
+        say(done.text, true);
       } catch (e) { say(e.message); }
       refresh();
     }, { once: true });
@@ -196,7 +202,8 @@ view.addEventListener("click", async (ev) => {
     const pre = document.getElementById("message-text");
     frame.hidden = !html; pre.hidden = html;
     if (html) frame.srcdoc = text; else pre.textContent = text;
-    document.getElementById("message-title").textContent = button.getAttribute("aria-label");
+    const label = button.getAttribute("aria-label");
+    document.getElementById("message-title").textContent = label.charAt(0).toUpperCase() + label.slice(1);
     message.showModal();
     message.addEventListener("close", () => button.focus(), { once: true });
   } catch (e) { say(e.message); }

@@ -218,7 +218,8 @@ pub fn sends_chart(minutes: &[Minute], now: DateTime<Utc>, rate: Option<f64>) ->
     let bar = plot_w / slots;
     let mut body = String::new();
     for (i, v) in &per_sec {
-        let h = v / max * plot_h;
+        // A minute that sent anything shows, however small beside the rate.
+        let h = (v / max * plot_h).max(2.0);
         body += &format!(
             "<rect class=\"bar\" x=\"{:.1}\" y=\"{:.1}\" width=\"{:.1}\" height=\"{h:.1}\"/>",
             LEFT + *i as f64 * bar + 0.5,
