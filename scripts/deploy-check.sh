@@ -352,7 +352,8 @@ env = res["OperatorConsoleFunction"]["Properties"]["Environment"]["Variables"]
 assert env["AUTH_MODE"] == "jwt" and env["CONSOLE_OPERATORS_GROUP"] == {"Ref": "OperatorsGroup"}, env
 assert env["CONSOLE_CLIENT_ID"] == {"Ref": "UserPoolClient"}, env
 assert res["OperatorsGroup"]["Properties"]["GroupName"] == "operators"
-assert "OperatorConsoleFunction" not in own, "the console signs in to the stack's own user pool only"
+own_env = own["OperatorConsoleFunction"]["Properties"]["Environment"]["Variables"]
+assert "CONSOLE_SIGN_IN_ENDPOINT" not in own_env and own_env["CONSOLE_OPERATORS_GROUP"] == "operators", own_env
 print("    the operator console: page and assets without a token, /console/api/* behind the JWT authorizer; "
       "the operators group; the operators' login")
 

@@ -29,8 +29,24 @@ async function cognito(target, payload) {
   return answer;
 }
 
-// The sign-in form, until Cognito hands over an ID token.
+// With the stack's own user pool: the sign-in form, until Cognito hands
+// over an ID token. With your own provider (no pool to sign in to): an ID
+// token of it, pasted in.
 function signIn() {
+  if (!body.dataset.signIn) {
+    return new Promise((resolve) => {
+      const form = document.getElementById("token-in");
+      form.hidden = false;
+      view.innerHTML = "";
+      document.getElementById("token").focus();
+      form.onsubmit = (ev) => {
+        ev.preventDefault();
+        sessionStorage.setItem(TOKEN, document.getElementById("token").value.trim());
+        form.hidden = true;
+        resolve();
+      };
+    });
+  }
   return new Promise((resolve) => {
     const form = document.getElementById("sign-in");
     const extra = document.getElementById("sign-in-extra");
