@@ -20,8 +20,8 @@
 //!
 //! `relay` and `api` sit side by side and never import each other;
 //! `console`, at the very top, reads the sweeper's settings from `relay`
-//! and never imports `api`; nothing imports `console`, `api` or `relay`
-//! from below; `outbox` imports neither `booking` nor `notify`. A module
+//! and a request's JWT claims as `api` reads them; nothing imports
+//! `console`, `api` or `relay` from below; `outbox` imports neither `booking` nor `notify`. A module
 //! that needs something from above is handed it as a value.
 //!
 //! Follow one booking down the tree (the design story, `outbox-story.txt`):

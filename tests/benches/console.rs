@@ -21,30 +21,17 @@ use std::time::{Duration, Instant};
 use lambda_http::request::from_str;
 use outbox_tests::api::gateway_event;
 use outbox_tests::bench::{env_usize, ms, percentile, record};
+use outbox_tests::console::{console, operator};
 use outbox_tests::listing::seed_bookings;
 use outbox_tests::{Rng, TestDb};
-use serde_json::json;
-use shared::console::config::{AuthMode, ConsoleConfig};
 use shared::console::Console;
 use shared::relay::SweeperConfig;
 use uuid::Uuid;
 
 const TARGET_P99_MS: f64 = 50.0;
 
-fn console(pool: deadpool_postgres::Pool) -> Console {
-    let config = ConsoleConfig {
-        auth_mode: AuthMode::Jwt,
-        operators_group: "operators".into(),
-        sign_in: None,
-        sweeper: SweeperConfig::from_env().expect("the defaults"),
-    };
-    Console::new(pool, config)
-}
-
 async fn get(c: &Console, path: &str) -> Duration {
-    let claims = json!({"sub": "op", "email": "oncall@example.com", "email_verified": "true", "token_use": "id",
-                        "cognito:groups": "[operators]"});
-    let event = gateway_event("GET", path, "", serde_json::Map::new(), None, Some(claims)).to_string();
+    let event = gateway_event("GET", path, "", serde_json::Map::new(), None, Some(operator())).to_string();
     let started = Instant::now();
     let resp = c.handle(from_str(&event).expect("an API Gateway v2 event")).await;
     let elapsed = started.elapsed();

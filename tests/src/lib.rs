@@ -6,6 +6,7 @@
 
 pub mod api;
 pub mod bench;
+pub mod console;
 pub mod ctl;
 pub mod http;
 pub mod listing;

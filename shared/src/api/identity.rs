@@ -85,8 +85,9 @@ fn dev_headers(req: &Request) -> Result<Claimed, Problem> {
 }
 
 /// The claims API Gateway's JWT authorizer put in the request context
-/// (API Gateway passes every claim as a string).
-fn claims_of(req: &Request) -> Option<&HashMap<String, String>> {
+/// (API Gateway passes every claim as a string); the operator console
+/// reads its callers' the same way.
+pub fn claims_of(req: &Request) -> Option<&HashMap<String, String>> {
     match req.request_context_ref() {
         Some(RequestContext::ApiGatewayV2(ctx)) => {
             ctx.authorizer.as_ref().and_then(|a| a.jwt.as_ref()).map(|jwt| &jwt.claims)

@@ -15,13 +15,11 @@
 //! Gateway passes as a string: `[operators other]` (its rendering of a JSON
 //! array), or the bare name when there is one.
 
-use std::collections::HashMap;
-
 use lambda_http::http::header;
-use lambda_http::request::RequestContext;
-use lambda_http::{Request, RequestExt};
+use lambda_http::Request;
 
 use super::config::{AuthMode, ConsoleConfig};
+use crate::api::identity::claims_of;
 
 /// Local development only (`AUTH_MODE=insecure-dev-headers`, `dev` builds).
 #[cfg(feature = "dev")]
@@ -49,17 +47,6 @@ impl Operator {
 pub enum Refused {
     NotSignedIn(&'static str),
     NotAnOperator,
-}
-
-/// The claims API Gateway's JWT authorizer put in the request context.
-fn claims_of(req: &Request) -> Option<&HashMap<String, String>> {
-    match req.request_context_ref() {
-        Some(RequestContext::ApiGatewayV2(ctx)) => {
-            ctx.authorizer.as_ref().and_then(|a| a.jwt.as_ref()).map(|jwt| &jwt.claims)
-        }
-        #[allow(unreachable_patterns)]
-        _ => None,
-    }
 }
 
 /// The groups of a `cognito:groups` claim as API Gateway passes it.

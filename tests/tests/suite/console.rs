@@ -7,34 +7,18 @@
 
 use lambda_http::Body;
 use outbox_tests::api::gateway_event;
+use outbox_tests::console::{console, operator};
 use outbox_tests::ctl::seed_dead_and_unknown;
 use outbox_tests::outbox::*;
 use outbox_tests::TestDb;
 use serde_json::{json, Value};
 use shared::booking::limits::Limits;
 use shared::booking::service::BookingService;
-use shared::console::config::{AuthMode, ConsoleConfig};
 use shared::console::Console;
 use shared::fault::Faults;
 use shared::outbox::EventStatus;
-use shared::relay::{PollerConfig, SweeperConfig};
+use shared::relay::PollerConfig;
 use uuid::Uuid;
-
-fn console(pool: deadpool_postgres::Pool) -> Console {
-    let config = ConsoleConfig {
-        auth_mode: AuthMode::Jwt,
-        operators_group: "operators".into(),
-        sign_in: None,
-        sweeper: SweeperConfig::from_env().expect("the defaults"),
-    };
-    Console::new(pool, config)
-}
-
-/// An operator's ID token's claims, as API Gateway passes them.
-fn operator() -> Value {
-    json!({"sub": "op-1", "email": "oncall@example.com", "email_verified": "true", "token_use": "id",
-           "cognito:groups": "[operators]"})
-}
 
 struct Answer {
     status: u16,
