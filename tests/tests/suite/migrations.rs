@@ -104,6 +104,9 @@ async fn the_delivery_path_writes_only_the_indexes_something_reads() {
     assert_eq!(
         indexes("booking_notification_sends").await,
         [
+            // the sends SES's own events confirmed (outboxctl status, the console's overview); written only by
+            // a confirmation, which sets confirmed_by: no claim and no outcome writes it
+            "booking_notification_sends_confirmed",
             "booking_notification_sends_one_per_recipient", // the claim's conflict; an event's sends
             "booking_notification_sends_pkey",              // outcomes by id; retention (UUIDv7 ids)
             "booking_notification_sends_with_error",        // unconfirmed UNKNOWN sends

@@ -108,15 +108,24 @@ async fn every_documented_operation_is_routed() {
     }
 }
 
-/// The template's HTTP API routes the same operations to the function, and
-/// names each event after its operationId.
+/// The template's HTTP API routes the same operations to the booking API
+/// function, and names each event after its operationId (the operator
+/// console's routes, under `/console`, go to its own function).
 #[test]
 fn the_template_routes_exactly_the_documented_operations() {
     let template = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../template.yaml")).unwrap();
     let lines: Vec<&str> = template.lines().collect();
     let mut routed = BTreeSet::new();
+    let mut console = BTreeSet::new();
+    let mut function = "";
     for (i, line) in lines.iter().enumerate() {
-        if line.trim() == "Type: HttpApi" {
+        if line.starts_with("  ") && !line.starts_with("   ") && line.trim_end().ends_with(':') {
+            function = line.trim().trim_end_matches(':');
+        }
+        if line.trim() == "Type: HttpApi" && function == "OperatorConsoleFunction" {
+            let path = lines[i..i + 6].iter().find_map(|l| l.trim().strip_prefix("Path:")).unwrap().trim();
+            console.insert(path.to_string());
+        } else if line.trim() == "Type: HttpApi" {
             let name = lines[i - 1].trim().trim_end_matches(':').to_string();
             let field = |key: &str| {
                 lines[i..i + 6].iter().find_map(|l| l.trim().strip_prefix(key)).map(str::trim).unwrap().to_string()
@@ -133,6 +142,8 @@ fn the_template_routes_exactly_the_documented_operations() {
         })
         .collect();
     assert_eq!(routed, coded, "template.yaml's HttpApi events vs shared::api::OPERATIONS");
+    assert!(console.iter().all(|p| p == "/console" || p.starts_with("/console/")), "{console:?}");
+    assert_eq!(console.len(), 3, "the console's page, its assets and its API: {console:?}");
 }
 
 /// Every length and count limit the spec states is the code's own constant.
