@@ -11,7 +11,9 @@
 - every parameter of template.yaml is named in docs/deploy.md's
   "Parameters" section, and the raw `aws lambda invoke` there has the form
   scripts/operator.sh uses (the AWS CLI v2's `--cli-binary-format
-  raw-in-base64-out`, and an output file).
+  raw-in-base64-out`, and an output file);
+- CHANGELOG.md names each release by a commit that exists and is that
+  release (tags do not travel with main).
 
 Prints one line per problem and exits 1, or `docs: N links checked,
 0 problems`. CHECK_DOCS_TODAY=YYYY-MM-DD replaces today's date (UTC).
@@ -195,6 +197,37 @@ def deploy_doc_problems():
     return problems
 
 
+def release_problems():
+    """CHANGELOG.md names each release by the commit of main it is (tags do
+    not travel with main): `## vX.Y.Z (abc1234)`, each commit existing here
+    and holding that release at the top of its own CHANGELOG.md (the first,
+    v0.9.0, predates the file). The newest may be `(unreleased)`: the change
+    that lands it cannot name its own commit, the next one names it."""
+    import subprocess
+    git = lambda *args: subprocess.run(["git", "-C", ROOT, *args], capture_output=True, text=True)
+    if git("rev-parse", "--is-shallow-repository").stdout.strip() != "false":
+        print("docs: a shallow clone (or no git): the releases' commits are not checked")
+        return []
+    problems = []
+    heads = re.findall(r"^## (v\d+\.\d+\.\d+)(?: \((\w+)\))?\s*$", open(os.path.join(ROOT, "CHANGELOG.md")).read(), re.M)
+    if not heads:
+        return ["CHANGELOG.md: no `## vX.Y.Z (commit)` release"]
+    for i, (version, commit) in enumerate(heads):
+        if not commit or (commit == "unreleased" and i > 0):
+            problems.append(f"CHANGELOG.md: {version} names no commit (`## {version} (abc1234)`)")
+            continue
+        if commit == "unreleased":
+            continue
+        if git("cat-file", "-e", f"{commit}^{{commit}}").returncode != 0:
+            problems.append(f"CHANGELOG.md: {version}'s commit {commit} is not in this repository")
+            continue
+        own = git("show", f"{commit}:CHANGELOG.md")
+        top = re.search(r"^## (v\d+\.\d+\.\d+)", own.stdout, re.M) if own.returncode == 0 else None
+        if own.returncode == 0 and (not top or top.group(1) != version):
+            problems.append(f"CHANGELOG.md: {version}'s commit {commit} is release {top.group(1) if top else '?'}")
+    return problems
+
+
 def main():
     problems = []
     checked = 0
@@ -215,6 +248,7 @@ def main():
                         f"{rel(path)}:{number}: \"{field}\": {value} is less than {MIN_DAYS_AHEAD} days ahead "
                         f"(use {earliest.isoformat()} or later)")
     problems.extend(deploy_doc_problems())
+    problems.extend(release_problems())
     readme = os.path.join(ROOT, "README.md")
     count = len(read_lines(readme)) - 1 if open(readme, encoding="utf-8").read().endswith("\n") else len(read_lines(readme))
     if count >= README_MAX_LINES:

@@ -5,7 +5,8 @@
 #   - the database's final snapshot (the cluster's DeletionPolicy: Snapshot);
 #   - SAM's managed bucket stack (aws-sam-cli-managed-default, shared by
 #     every `sam deploy` of the account in the region: left alone);
-#   - log groups a function wrote to after the stack deleted its own.
+#   - log groups Lambda made, that the stack never owned (a function that
+#     wrote with no group of the stack's, or after the stack deleted it).
 # It refuses to start while the cluster has deletion protection on (the
 # stack would end DELETE_FAILED half deleted), and when the deletion fails
 # it names each resource CloudFormation could not delete and the escape
@@ -66,7 +67,8 @@ fi
 while read -r group; do
   [ -n "$group" ] && [ "$group" != "None" ] || continue
   left=1
-  echo "  a log group written after the stack deleted its own (logs storage):"
+  echo "  a log group the stack never owned: Lambda made it (with no expiry) when a function wrote with no group"
+  echo "  of the stack's, as v0.13.0's operator console did, or after the stack deleted its own (logs storage):"
   echo "    aws logs delete-log-group --region $REGION --log-group-name $group"
 done < <(text logs describe-log-groups --log-group-name-prefix "/aws/lambda/$STACK-" --query 'logGroups[].logGroupName' \
   | tr '\t' '\n')

@@ -9,7 +9,7 @@
 #      the poller's SES policy for the sandbox, the sending alarms, the
 #      teardown order); make operator and the documented raw invoke against
 #      a stand-in AWS CLI v2; make delete against moto;
-#   5. `sam build` of the six functions (cargo lambda, as a deploy builds
+#   5. `sam build` of the seven functions (cargo lambda, as a deploy builds
 #      them); none of the binaries it produced carries a dev switch, and only
 #      the poller links the SES v2 client and the SMTP mailer.
 set -euo pipefail
@@ -43,6 +43,38 @@ PY
 break_template wrong-runtime "Runtime: provided.al2023" "Runtime: provided.al2099"
 break_template bad-ref "Destination: !GetAtt ScheduledFailureQueue.Arn" "Destination: !GetAtt NoSuchQueue.Arn"
 break_template bad-event-property "ScheduleExpression: rate(5 minutes)" "ScheduleExpresion: rate(5 minutes)"
+
+echo "==> what CloudFormation refuses and cfn-lint does not see (scripts/template-check.py)"
+PYTHONPATH=scripts/lib "$SAM_VENV/bin/python" scripts/template-check.py template.yaml
+# Not blind: v0.13.0's rules (Fn::Join over a list inside an Assert, which
+# AWS refuses and cfn-lint passes) and a function without its log group.
+break_check() { # NAME OLD NEW CHECK
+  python3 - "$2" "$3" "$TMP/$1.yaml" <<'PY'
+import sys
+old, new, out = sys.argv[1], sys.argv[2], sys.argv[3]
+src = open("template.yaml").read()
+assert old in src, f"{old!r} not in template.yaml"
+open(out, "w").write(src.replace(old, new, 1))
+PY
+  if "$SAM_VENV/bin/python" scripts/template-check.py "$TMP/$1.yaml" --only "$4" >"$TMP/$1.log" 2>&1; then
+    echo "error: template-check passed the broken template '$1'" >&2; exit 1
+  fi
+  echo "    $1: refused ($(grep -m1 -oE "$4: .{0,90}" "$TMP/$1.log"))"
+}
+break_check join-in-a-rule '{"Fn::EachMemberEquals": [!Ref JwtAudience, ""]}' '!Equals [!Join ["", !Ref JwtAudience], ""]' \
+  rules_use_only_the_functions_aws_allows_in_a_rule
+break_check console-without-its-log-group "        LogGroup: !Ref OperatorConsoleLogGroup" "        LogFormat: Text" \
+  every_function_has_a_log_group_with_retention_and_an_errors_alarm
+break_check timeouts-in-the-environment-only "      AppStatementTimeoutMs: !Ref AppStatementTimeoutMs
+      AppIdleInTransactionTimeoutMs: !Ref AppIdleInTransactionTimeoutMs
+" "" a_parameter_only_change_of_the_roles_timeouts_is_an_update_of_schema_migration
+# make deploy checks for the host's C compiler before building.
+if CC_PROBE=no-such-cc-here bash -c 'source scripts/lib/lambda.sh && host_cc_required' 2>"$TMP/cc.log"; then
+  echo "error: host_cc_required passed without a C compiler" >&2; exit 1
+fi
+grep -q "apt install build-essential" "$TMP/cc.log" || { cat "$TMP/cc.log" >&2; exit 1; }
+grep -q "host_cc_required" scripts/deploy.sh || { echo "error: make deploy does not check for a C compiler" >&2; exit 1; }
+echo "    make deploy without a C compiler stops first, naming build-essential"
 
 echo "==> the bring-your-own mode (CreateNetwork=false, CreateDatabase=false) validates too"
 python3 - "$TMP/own.yaml" <<'PY'
@@ -194,75 +226,10 @@ PY
 echo "==> a first deploy in a new account: concurrency, a token, an operator, both mail providers, a clean rollback"
 # The account's Lambda concurrency quota to check the template against
 # (a new account's is often 10; `aws lambda get-account-settings`).
-ACCOUNT_CONCURRENCY_QUOTA="${ACCOUNT_CONCURRENCY_QUOTA:-10}" "$SAM_VENV/bin/python" - <<'PY'
-import copy, json, os
+ACCOUNT_CONCURRENCY_QUOTA="${ACCOUNT_CONCURRENCY_QUOTA:-10}" PYTHONPATH=scripts/lib "$SAM_VENV/bin/python" - <<'PY'
+import json, os
 from cfnlint.decode import decode
-from cfnlint.template.transforms._sam import Transform
-
-def translated(**params):
-    """The template as CloudFormation receives it (SAM translated), with
-    these parameters, then every condition and Fn::If resolved."""
-    tpl = decode("template.yaml")[0]
-    values = {k: str(v.get("Default", "")) for k, v in tpl["Parameters"].items()}
-    values.update(params)
-    sam = Transform("template.yaml", tpl, "us-east-1")
-    for k, v in params.items():
-        sam._parameters[k] = v
-    assert not sam.transform_template(), "the SAM transform failed"
-    out = copy.deepcopy(sam._template)
-    conds = {}
-    def cond(name):
-        if name not in conds:
-            conds[name] = truth(out["Conditions"][name])
-        return conds[name]
-    def value(node):
-        if isinstance(node, dict) and list(node) == ["Ref"] and node["Ref"] in values:
-            return values[node["Ref"]]
-        if isinstance(node, dict) and list(node) == ["Fn::Join"]:
-            sep, items = node["Fn::Join"]
-            items = value(items)
-            return sep.join(value(i) for i in items) if isinstance(items, list) else items
-        if isinstance(node, dict) and list(node) == ["Fn::Select"]:
-            i, items = node["Fn::Select"]
-            return value(items)[int(i)]
-        if isinstance(node, dict) and list(node) == ["Fn::Split"]:
-            sep, text = node["Fn::Split"]
-            return value(text).split(sep)
-        return node
-    def truth(node):
-        (op, args), = node.items()
-        if op == "Fn::Equals":
-            a, b = (value(x) for x in args)
-            a = ",".join(a) if isinstance(a, list) else a
-            b = ",".join(b) if isinstance(b, list) else b
-            return str(a) == str(b)
-        if op == "Fn::Not":
-            return not truth(args[0])
-        if op == "Fn::And":
-            return all(truth(a) for a in args)
-        if op == "Fn::Or":
-            return any(truth(a) for a in args)
-        if op == "Condition":
-            return cond(args)
-        raise ValueError(node)
-    NOVALUE = object()
-    def resolve(node):
-        if isinstance(node, dict):
-            if list(node) == ["Fn::If"]:
-                c, yes, no = node["Fn::If"]
-                return resolve(yes if cond(c) else no)
-            if node == {"Ref": "AWS::NoValue"}:
-                return NOVALUE
-            if list(node) == ["Ref"] and node["Ref"] in values:
-                return values[node["Ref"]]
-            if list(node) == ["Condition"] and isinstance(node["Condition"], str):
-                return node
-            return {k: v for k, v in ((k, resolve(v)) for k, v in node.items()) if v is not NOVALUE}
-        if isinstance(node, list):
-            return [v for v in (resolve(v) for v in node) if v is not NOVALUE]
-        return node
-    res = {k: r for k, r in out["Resources"].items() if "Condition" not in r or cond(r["Condition"])}
-    return resolve(res), values
+from cfn_template import translated
 
 def reserved(res, values):
     number = int

@@ -122,7 +122,9 @@ impl Setting {
         raw.parse().unwrap_or_else(|e| panic!("{}'s default {raw:?}: {e}", self.name))
     }
 
-    fn parse<T: FromStr>(&self, v: &str) -> Result<T, ConfigError>
+    /// `v` parsed as this setting's value (a value that arrives other than
+    /// from the environment, such as a custom resource's property).
+    pub fn parse<T: FromStr>(&self, v: &str) -> Result<T, ConfigError>
     where
         T::Err: std::fmt::Display,
     {

@@ -211,9 +211,9 @@ settings! {
     CUSTOM_RESOURCE_STACK_ID = None, &[Reader::Migrate];
     /// each function's generated login secret, `role=arn,…` (roles `booking_api`, `outbox_poller`, `outbox_sweeper`, `ses_events`): every migration run creates each login (or sets its password to the secret's) in its role, and completes the secret with the database's host, port and name
     DATABASE_LOGIN_SECRET_ARNS = None, &[Reader::Migrate];
-    /// `statement_timeout` of the functions' roles (`booking_app`, each function's role, and each login role in them, in this database), set by every migration run; 0: none
+    /// `statement_timeout` of the functions' roles (`booking_app`, each function's role, and each login role in them, in this database), set by every migration run (in a stack: `SchemaMigration`'s property `AppStatementTimeoutMs`); 0: none
     APP_STATEMENT_TIMEOUT_MS = Some("30000"), &[Reader::Migrate, Outboxctl];
-    /// `idle_in_transaction_session_timeout` of the functions' role, set by every migration run: a forgotten transaction ends instead of holding back vacuum; must exceed the poller's longest batch (its timeout); 0: none
+    /// `idle_in_transaction_session_timeout` of the functions' role, set by every migration run: a forgotten transaction ends instead of holding back vacuum; must exceed the poller's longest batch (its timeout); in a stack: `SchemaMigration`'s property `AppIdleInTransactionTimeoutMs`; 0: none
     APP_IDLE_IN_TRANSACTION_TIMEOUT_MS = Some("300000"), &[Reader::Migrate, Outboxctl];
     /// a PROCESSING row older than this is presumed abandoned; must exceed `POLLER_TIMEOUT_SECS`
     SWEEP_STUCK_AFTER_SECS = Some("300"), &[Sweeper, Outboxctl, Console];

@@ -159,6 +159,10 @@ pub struct CustomResourceRequest {
     pub stack_id: String,
     pub request_id: String,
     pub logical_resource_id: String,
+    /// The resource's properties, each value a string as CloudFormation
+    /// sends them: the roles' limits ([`RoleLimits::from_properties`]).
+    #[serde(default)]
+    pub resource_properties: serde_json::Map<String, serde_json::Value>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -242,7 +246,7 @@ where
 {
     let outcome = match req.request_type {
         RequestType::Delete => Ok((String::from("the schema, its data and the logins are kept"), Vec::new())),
-        RequestType::Create | RequestType::Update => migrate(load).await,
+        RequestType::Create | RequestType::Update => migrate(req, load).await,
     };
     let (status, reason, applied, cause) = match outcome {
         Ok((reason, applied)) => (Status::Success, reason, applied, None),
@@ -263,14 +267,14 @@ where
     Answer { response, cause }
 }
 
-async fn migrate<F, Fut>(load: F) -> Result<(String, Vec<String>), Failure>
+async fn migrate<F, Fut>(req: &CustomResourceRequest, load: F) -> Result<(String, Vec<String>), Failure>
 where
     F: FnOnce() -> Fut,
     Fut: Future<Output = Result<Setup, ConfigError>>,
 {
+    let limits = RoleLimits::from_properties(&req.resource_properties).map_err(|e| Failure::Settings(e.to_string()))?;
     let setup = load().await.map_err(|e| Failure::Settings(e.to_string()))?;
     let pool = setup.db.build_pool().map_err(|e| Failure::Settings(e.to_string()))?;
-    let limits = RoleLimits::from_env().map_err(|e| Failure::Settings(e.to_string()))?;
     let applied = db::migrate_with(&pool, db::MigrationTarget::Latest, &limits).await.map_err(|e| match e {
         db::MigrateError::Db(e) => Failure::Database(e.to_string()),
         e => Failure::Migration(e.to_string()),

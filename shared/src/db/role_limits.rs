@@ -2,7 +2,8 @@
 //! back vacuum for long: `statement_timeout` and
 //! `idle_in_transaction_session_timeout` for `booking_app`, each function's
 //! role, and each login role in them, set by every migration run (`APP_STATEMENT_TIMEOUT_MS`,
-//! `APP_IDLE_IN_TRANSACTION_TIMEOUT_MS`).
+//! `APP_IDLE_IN_TRANSACTION_TIMEOUT_MS`; in a stack, `SchemaMigration`'s
+//! properties of the same parameters' names, [`PROPERTIES`]).
 //!
 //! A role's settings apply to the role that logs in, never to the members of
 //! a group, so each login role is set by name; and only in this database
@@ -15,7 +16,7 @@ use std::time::Duration;
 use deadpool_postgres::GenericClient;
 
 use super::DbResult;
-use crate::config::settings as S;
+use crate::config::settings::{self as S, Setting};
 use crate::config::ConfigError;
 
 /// The limits; a zero duration sets none.
@@ -41,7 +42,40 @@ impl RoleLimits {
             idle_in_transaction_timeout: Duration::from_millis(S::APP_IDLE_IN_TRANSACTION_TIMEOUT_MS.parsed()?),
         })
     }
+
+    /// The limits a `SchemaMigration` request carries in its properties
+    /// ([`PROPERTIES`]; CloudFormation sends every value as a string); one
+    /// it lacks is read as [`RoleLimits::from_env`] reads it. The template
+    /// passes them as properties because a change of a parameter alone
+    /// publishes no new function version (SAM hashes the template's text),
+    /// while a changed property is an Update: so it reaches the database.
+    pub fn from_properties(properties: &serde_json::Map<String, serde_json::Value>) -> Result<Self, ConfigError> {
+        let read = |(property, setting): (&str, &Setting)| -> Result<Duration, ConfigError> {
+            let millis = match properties.get(property) {
+                None => setting.parsed()?,
+                Some(serde_json::Value::String(text)) => setting.parse(text.trim())?,
+                Some(serde_json::Value::Number(n)) => setting.parse(&n.to_string())?,
+                Some(other) => {
+                    return Err(ConfigError::new(
+                        setting.name,
+                        format!("is invalid as the property {property} ({other})"),
+                        "give a number of milliseconds",
+                    ))
+                }
+            };
+            Ok(Duration::from_millis(millis))
+        };
+        let [statement, idle] = PROPERTIES;
+        Ok(Self { statement_timeout: read(statement)?, idle_in_transaction_timeout: read(idle)? })
+    }
 }
+
+/// `SchemaMigration`'s properties that carry the limits, each the setting it
+/// sets (the template passes its parameters of the same names).
+pub const PROPERTIES: [(&str, &Setting); 2] = [
+    ("AppStatementTimeoutMs", &S::APP_STATEMENT_TIMEOUT_MS),
+    ("AppIdleInTransactionTimeoutMs", &S::APP_IDLE_IN_TRANSACTION_TIMEOUT_MS),
+];
 
 /// The functions' roles (the operator function's too) and the legacy
 /// application role ([`logins`](super::logins)).

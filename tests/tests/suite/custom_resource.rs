@@ -100,6 +100,81 @@ async fn create_and_update_migrate_and_answer_success() {
     assert_eq!(body["Reason"], "the schema is up to date");
 }
 
+/// `booking_app`'s settings in this database, as `ALTER ROLE … SET` left them.
+async fn booking_app_settings(db: &TestDb) -> String {
+    db.scalar(
+        "SELECT coalesce(array_to_string(s.setconfig, ','), '') FROM pg_db_role_setting s \
+           JOIN pg_roles r ON r.oid = s.setrole \
+          WHERE r.rolname = 'booking_app' AND s.setdatabase = (SELECT oid FROM pg_database WHERE datname = current_database())",
+    )
+    .await
+}
+
+/// A change of `AppStatementTimeoutMs` or `AppIdleInTransactionTimeoutMs`
+/// alone publishes no new version of the migration function (SAM hashes the
+/// template's text, where each is a `Ref`), so it reaches the database as
+/// `SchemaMigration`'s properties, which CloudFormation sends (as strings)
+/// in the Update a changed property causes.
+#[tokio::test]
+async fn a_parameter_only_change_of_the_roles_timeouts_reaches_the_database() {
+    let db = TestDb::create_unmigrated().await;
+    let with = |kind: &str, url: &str, statement: &str, idle: &str| {
+        let mut req = request(kind, url);
+        req.resource_properties.insert("AppStatementTimeoutMs".into(), json!(statement));
+        req.resource_properties.insert("AppIdleInTransactionTimeoutMs".into(), json!(idle));
+        req
+    };
+    let (url, trust, answer) = response_catcher().await;
+    let created = schema::handle(&trust, &with("Create", &url, "30000", "300000"), || config(&db)).await.unwrap();
+    assert_eq!(created.response.status, Status::Success, "{}", created.response.reason);
+    answer.await.unwrap();
+    let settings = booking_app_settings(&db).await;
+    assert!(settings.contains("statement_timeout=30000ms"), "{settings}");
+
+    let (url, trust, answer) = response_catcher().await;
+    let updated = schema::handle(&trust, &with("Update", &url, "45000", "600000"), || config(&db)).await.unwrap();
+    assert_eq!(updated.response.status, Status::Success, "{}", updated.response.reason);
+    assert_eq!(answer.await.unwrap().2["Data"]["Applied"], json!([]), "no migration: only the limits changed");
+    let settings = booking_app_settings(&db).await;
+    assert!(
+        settings.contains("statement_timeout=45000ms")
+            && settings.contains("idle_in_transaction_session_timeout=600000ms"),
+        "the Update's properties reached the role: {settings}"
+    );
+
+    // A property that is not a number fails the deploy before anything runs.
+    let (url, trust, answer) = response_catcher().await;
+    let bad = schema::handle(&trust, &with("Update", &url, "soon", "600000"), || config(&db)).await.unwrap();
+    assert_eq!(bad.response.status, Status::Failed);
+    assert!(bad.response.reason.contains("settings are invalid"), "{}", bad.response.reason);
+    assert!(bad.cause.unwrap().contains("APP_STATEMENT_TIMEOUT_MS"), "the log names the setting");
+    answer.await.unwrap();
+    assert!(booking_app_settings(&db).await.contains("statement_timeout=45000ms"), "nothing changed");
+}
+
+/// The template passes each of [`role_limits::PROPERTIES`] to
+/// `SchemaMigration` as its parameter of the same name, and no longer sets
+/// them in the migration function's environment (one way in).
+#[test]
+fn schema_migration_carries_the_roles_timeouts_as_properties() {
+    let template = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../template.yaml")).unwrap();
+    let start = template.find("\n  SchemaMigration:\n").expect("SchemaMigration");
+    let end = template[start + 1..].find("\n  # ").map(|i| start + 1 + i).unwrap();
+    let resource = &template[start..end];
+    for (property, setting) in shared::db::role_limits::PROPERTIES {
+        assert!(
+            resource.contains(&format!("\n      {property}: !Ref {property}\n")),
+            "SchemaMigration must pass {property} (for {}): {resource}",
+            setting.name
+        );
+        assert!(
+            !template.contains(&format!("{}: !Ref", setting.name)),
+            "{} is set in an environment too",
+            setting.name
+        );
+    }
+}
+
 #[tokio::test]
 async fn delete_answers_success_and_never_touches_the_database() {
     let (url, trust, answer) = response_catcher().await;
