@@ -358,17 +358,20 @@ _, _, role = poller(res)
 statements = [st for pol in role["Policies"] for st in pol["PolicyDocument"]["Statement"]
               if any(a.startswith("ses:") for a in (st["Action"] if isinstance(st["Action"], list) else [st["Action"]]))]
 send = [st for st in statements if st["Action"] == "ses:SendEmail"]
-assert len(send) == 1 and len(statements) == 2, statements
+assert len(send) == 1 and len(statements) == 3, statements
 send = send[0]
 text = lambda r: r["Fn::Sub"] if isinstance(r["Fn::Sub"], str) else r["Fn::Sub"][0]
 resources = sorted(text(r) for r in send["Resource"])
 assert resources == ["arn:${AWS::Partition}:ses:${AWS::Region}:${AWS::AccountId}:configuration-set/${ConfigurationSetName}",
                      "arn:${AWS::Partition}:ses:${AWS::Region}:${AWS::AccountId}:identity/*"], resources
 assert list(send["Condition"]) == ["StringEquals"] and list(send["Condition"]["StringEquals"]) == ["ses:FromAddress"], send
-other = [st for st in statements if st is not send][0]
-assert other["Action"] == "ses:GetAccount" and other["Resource"] == "*", other
+account, identity = [st for st in statements if st is not send]
+assert account["Action"] == "ses:GetAccount" and account["Resource"] == "*", account
+assert identity["Action"] == "ses:GetEmailIdentity" and "Condition" not in identity, identity
+assert text(identity["Resource"]) == "arn:${AWS::Partition}:ses:${AWS::Region}:${AWS::AccountId}:identity/*", identity
 print("    SendEmail on this account's identities in the region (the sandbox checks each recipient's too) and "
-      "the stack's configuration set, from the configured address only; GetAccount; no other SES right")
+      "the stack's configuration set, from the configured address only; GetAccount; GetEmailIdentity on the "
+      "region's identities (the cold start's check); no other SES right")
 
 # 7. Sending that stops is never silent: the poller's SendingStopped (the
 # provider paused the account, or refused the stack's configuration) and

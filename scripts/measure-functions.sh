@@ -62,9 +62,11 @@ say() { echo "==> $*" >&2; }
 TMP=""
 PG_DIR=""
 HELPER_PID=""
+PUBLISHER_PID=""
 cleanup() {
   trap '' INT TERM HUP
   set +e
+  [ -n "$PUBLISHER_PID" ] && { kill "$PUBLISHER_PID" 2>/dev/null; wait "$PUBLISHER_PID" 2>/dev/null; }
   if [ -n "$HELPER_PID" ]; then
     # `timeout` passes the TERM on; the helper stops its function process.
     kill -TERM "$HELPER_PID" 2>/dev/null
@@ -131,6 +133,14 @@ port, sender = sys.argv[1], sys.argv[2]
 ses = boto3.client("sesv2", endpoint_url=f"http://127.0.0.1:{port}", region_name="us-east-1")
 ses.create_email_identity(EmailIdentity=sender)
 PY
+# SES as the poller meets it: moto never marks an identity verified, and
+# the poller asks at cold start (GetEmailIdentity); the publisher in front
+# answers for the identities moto holds as SES does once they are verified.
+SES_PORT="$(free_port)"
+python3 scripts/ses-publisher.py --listen "127.0.0.1:$SES_PORT" --upstream "http://127.0.0.1:$MOTO_PORT" \
+  >"$TMP/ses-publisher.log" 2>&1 &
+PUBLISHER_PID=$!
+for _ in $(seq 50); do (exec 3<>"/dev/tcp/127.0.0.1/$SES_PORT") 2>/dev/null && break; sleep 0.1; done
 
 # The environment of every function: the template's globals (DATABASE_TLS
 # is require there; the loopback cluster has no TLS), static credentials
@@ -259,7 +269,7 @@ POLLER_TIMEOUT_SECS=60
 POLLER_MAX_RUN_SECS=$POLLER_RUN_SECS
 SES_FROM_ADDRESS=Bookings <$SENDER>
 SES_MAX_SEND_RATE=10
-SES_ENDPOINT_URL=http://127.0.0.1:$MOTO_PORT
+SES_ENDPOINT_URL=http://127.0.0.1:$SES_PORT
 SES_CONNECT_TIMEOUT_MS=$SES_CONNECT_MS
 SES_READ_TIMEOUT_MS=$SES_READ_MS
 ENV

@@ -6,9 +6,10 @@ In production every SES v2 SendEmail carries message tags (`claim`,
 Delivery, ...) to EventBridge, which invokes the `ses-events` function.
 moto publishes no SES events and keeps no tags, so locally nothing would
 ever reach that function. This proxy forwards every request to moto
-unchanged and, for each SendEmail moto accepted, builds the Send and the
-Delivery event exactly as SES publishes them to EventBridge, with the
-request's tags, then appends them to --events-file (one JSON line each;
+unchanged and, for each SendEmail moto accepted, builds the events SES
+publishes to EventBridge, with the request's tags (Send, then Delivery; for
+the mailbox simulator's bounce@, suppressionlist@ and complaint@ a Bounce,
+or a Delivery and a Complaint, as SES's simulator answers), then appends them to --events-file (one JSON line each;
 the end-to-end test in tests/ reads it) and/or POSTs them to --invoke
 (the Lambda Invoke API of `cargo lambda watch`), after --delay-ms, in
 order, from one background thread: the SES response never waits for it.
@@ -32,13 +33,14 @@ from datetime import datetime, timezone
 from email.utils import parseaddr
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "lib"))
 from ses_events import send_and_delivery  # noqa: E402  (scripts/lib: the one shape of an SES event)
 
 SEND_PATH = "/v2/email/outbound-emails"
 ACCOUNT_PATH = "/v2/email/account"
+IDENTITY_PATH = "/v2/email/identities/"
 HOP_BY_HOP = {"connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "te",
               "trailers", "transfer-encoding", "upgrade", "proxy-connection", "expect"}
 
@@ -95,7 +97,7 @@ class Publisher:
                     self.file.flush()
         for event in events if self.invoke_url else []:
             self.queue.put((time.monotonic() + self.delay, event))
-        log(f"published Send+Delivery for {mail['messageId']} claim={mail['tags'].get('claim', ['-'])[0]} "
+        log(f"published {'+'.join(e['detail']['eventType'] for e in events)} for {mail['messageId']} claim={mail['tags'].get('claim', ['-'])[0]} "
             f"to {','.join(mask(a) for a in mail['destination'])}")
 
     def invoker(self):
@@ -154,6 +156,22 @@ class Proxy(BaseHTTPRequestHandler):
         # Decided on the upstream's answer alone, before the client hears it.
         if self.command == "POST" and urlsplit(self.path).path == SEND_PATH and 200 <= status < 300:
             self.publisher.publish(body, data)
+        # moto has no verification step (its VerifiedForSendingStatus stays
+        # false, yet it sends from any identity it holds): an identity it
+        # holds is answered as SES answers one verified (the address's
+        # click, or the domain's DKIM records seen), consistent with what it
+        # sends from; one it lacks stays NotFound, as in SES. The poller asks
+        # at cold start and stops sending on anything else.
+        if self.command == "GET" and urlsplit(self.path).path.startswith(IDENTITY_PATH) and status == 200:
+            try:
+                identity = json.loads(data)
+                domain = "@" not in unquote(urlsplit(self.path).path[len(IDENTITY_PATH):])
+                identity.update({"VerifiedForSendingStatus": True, "VerificationStatus": "SUCCESS"})
+                identity["DkimAttributes"] = {**(identity.get("DkimAttributes") or {}), "SigningEnabled": domain,
+                                              "Status": "SUCCESS" if domain else "NOT_STARTED"}
+                data = json.dumps(identity).encode()
+            except ValueError:
+                pass
         # moto has no SES v2 GetAccount (404): answer as SES does for an
         # account out of the sandbox, so the poller paces at a real rate
         # instead of logging that it cannot read one.

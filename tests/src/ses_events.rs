@@ -89,27 +89,35 @@ pub fn delivery_event(claim: Uuid) -> Value {
 }
 
 pub fn bounce_event(claim: Uuid, bounce_type: &str, sub_type: &str) -> Value {
-    ses_event(
-        "Bounce",
-        Some(claim),
-        Some(json!({"bounceType": bounce_type, "bounceSubType": sub_type,
-                   "bouncedRecipients": [{"emailAddress": ALICE, "action": "failed", "status": "5.1.1",
-                                          "diagnosticCode": "smtp; 550 5.1.1 user unknown"}],
-                   "timestamp": "2026-11-30T12:00:03.669Z",
-                   "feedbackId": "01000157c44f053b-61b59c11-9236-11e6-8f96-7be8aexample-000000",
-                   "reportingMTA": "dsn; mta.example.com"})),
-    )
+    let mut recipient = shape()["bounced_recipient"].clone();
+    recipient["emailAddress"] = json!(ALICE);
+    let mut bounce = shape()["bounce"].clone();
+    for (key, value) in [
+        ("bounceType", json!(bounce_type)),
+        ("bounceSubType", json!(sub_type)),
+        ("bouncedRecipients", json!([recipient])),
+        ("timestamp", json!("2026-11-30T12:00:03.669Z")),
+        ("feedbackId", json!("01000157c44f053b-61b59c11-9236-11e6-8f96-7be8aexample-000000")),
+    ] {
+        bounce[key] = value;
+    }
+    ses_event("Bounce", Some(claim), Some(bounce))
 }
 
 /// A complaint about the claim's message that lists `complained`.
 pub fn complaint_event(claim: Uuid, complained: &[&str]) -> Value {
     let complained: Vec<Value> = complained.iter().map(|a| json!({"emailAddress": a})).collect();
-    ses_event(
-        "Complaint",
-        Some(claim),
-        Some(json!({"complainedRecipients": complained, "timestamp": "2026-11-30T12:05:00.000Z",
-                    "feedbackId": "0100015e3a9c3d1e-example", "complaintFeedbackType": "abuse"})),
-    )
+    let mut complaint = shape()["complaint"].clone();
+    for (key, value) in [
+        ("complainedRecipients", json!(complained)),
+        ("timestamp", json!("2026-11-30T12:05:00.000Z")),
+        ("arrivalDate", json!("2026-11-30T12:04:58.000Z")),
+        ("feedbackId", json!("0100015e3a9c3d1e-example")),
+        ("complaintFeedbackType", json!("abuse")),
+    ] {
+        complaint[key] = value;
+    }
+    ses_event("Complaint", Some(claim), Some(complaint))
 }
 
 /// The same event, about a message to `recipient` instead of Alice.

@@ -88,14 +88,23 @@ pub struct Limits {
 
 /// The account's verified identities in the region, and whether it is in
 /// the SES sandbox.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct Identities {
     /// Addresses and domains, verified.
     pub verified: Vec<String>,
+    /// Addresses and domains created but not verified yet (the address's
+    /// click, the domain's DKIM records, still awaited): SES sends from
+    /// none of them, and `GetEmailIdentity` says so.
+    pub pending: Vec<String>,
     /// In the sandbox: every recipient must be verified too (or the mailbox
-    /// simulator's).
+    /// simulator's), at most [`SANDBOX_DAILY_QUOTA`] messages in 24 hours,
+    /// and `GetAccount` says so (`ProductionAccessEnabled` false).
     pub sandbox: bool,
 }
+
+/// A sandbox account's `Max24HourSend`
+/// (<https://docs.aws.amazon.com/ses/latest/dg/request-production-access.html>).
+pub const SANDBOX_DAILY_QUOTA: usize = 200;
 
 /// The mailbox simulator's domain: SES accepts its addresses from any
 /// account, in the sandbox too, and answers with the scenario the local
@@ -110,6 +119,30 @@ impl Identities {
             let v = v.to_ascii_lowercase();
             v == address || v == domain
         })
+    }
+
+    /// `GetEmailIdentity`'s answer for `identity`: None when the account
+    /// has no such identity (SES's 404 NotFoundException).
+    fn describe(&self, identity: &str) -> Option<serde_json::Value> {
+        let identity = identity.to_ascii_lowercase();
+        let known = |list: &[String]| list.iter().any(|v| v.to_ascii_lowercase() == identity);
+        let verified = known(&self.verified);
+        if !verified && !known(&self.pending) {
+            return None;
+        }
+        let domain = !identity.contains('@');
+        let status = if verified { "SUCCESS" } else { "PENDING" };
+        Some(serde_json::json!({
+            "IdentityType": if domain { "DOMAIN" } else { "EMAIL_ADDRESS" },
+            "FeedbackForwardingStatus": true,
+            "VerifiedForSendingStatus": verified,
+            "VerificationStatus": status,
+            "DkimAttributes": if domain {
+                serde_json::json!({"SigningEnabled": true, "Status": status, "SigningAttributesOrigin": "AWS_SES"})
+            } else {
+                serde_json::json!({"SigningEnabled": false, "Status": "NOT_STARTED"})
+            },
+        }))
     }
 
     /// The identities of a message that fail the check, as SES lists them.
@@ -144,6 +177,8 @@ struct Log {
     accepted: Vec<Accepted>,
     /// When each refused `SendEmail` arrived.
     throttled: Vec<Duration>,
+    /// Every `SendEmail` call.
+    send_calls: usize,
 }
 
 struct Bucket {
@@ -157,6 +192,8 @@ struct Bucket {
 
 struct State {
     limits: Limits,
+    /// The limits' identities, which a test may verify while it runs.
+    identities: Mutex<Option<Identities>>,
     started: Instant,
     bucket: Mutex<Bucket>,
     log: Mutex<Log>,
@@ -182,6 +219,7 @@ impl SesStandIn {
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind the SES stand-in");
         let endpoint = format!("http://{}", listener.local_addr().unwrap());
         let state = Arc::new(State {
+            identities: Mutex::new(limits.identities.clone()),
             bucket: Mutex::new(Bucket {
                 tokens: limits.rate.max(1.0),
                 at: Instant::now(),
@@ -211,6 +249,20 @@ impl SesStandIn {
     /// Every accepted message, in arrival order.
     pub fn accepted(&self) -> Vec<Accepted> {
         self.state.log.lock().unwrap().accepted.clone()
+    }
+
+    /// The operator completes `identity`'s verification: SES sends from it
+    /// from now on.
+    pub fn verify(&self, identity: &str) {
+        let mut identities = self.state.identities.lock().unwrap();
+        let ids = identities.get_or_insert_with(Default::default);
+        ids.pending.retain(|p| !p.eq_ignore_ascii_case(identity));
+        ids.verified.push(identity.to_string());
+    }
+
+    /// How many `SendEmail` calls arrived, accepted or not.
+    pub fn send_calls(&self) -> usize {
+        self.state.log.lock().unwrap().send_calls
     }
 
     /// How many `SendEmail` calls were refused for the rate.
@@ -334,24 +386,42 @@ async fn serve(state: Arc<State>, mut client: TcpStream) {
         // Half the round trip before SES sees the request, half after.
         let latency = state.latency();
         tokio::time::sleep(latency / 2).await;
+        let identities = state.identities.lock().unwrap().clone();
+        let sandbox = identities.as_ref().is_some_and(|ids| ids.sandbox);
         let answer = if line.starts_with("GET /v2/email/account ") {
             let sent = state.log.lock().unwrap().accepted.len();
             let body = serde_json::json!({
                 "SendQuota": {
-                    "Max24HourSend": 1.0e7,
+                    "Max24HourSend": if sandbox { SANDBOX_DAILY_QUOTA as f64 } else { 1.0e7 },
                     "MaxSendRate": state.limits.reported.unwrap_or(state.limits.rate),
                     "SentLast24Hours": sent,
                 },
                 "SendingEnabled": true,
-                "ProductionAccessEnabled": true,
+                "ProductionAccessEnabled": !sandbox,
                 "EnforcementStatus": "HEALTHY",
             });
             response("200 OK", "", &body.to_string())
+        } else if let Some(identity) = line.strip_prefix("GET /v2/email/identities/") {
+            let identity = identity.split(' ').next().unwrap_or_default().replace("%40", "@");
+            // Without identities to check, every From is sent from: each one
+            // is answered verified, as consistent with that.
+            let every = Identities { verified: vec![identity.clone()], ..Default::default() };
+            match identities.as_ref().unwrap_or(&every).describe(&identity) {
+                Some(body) => response("200 OK", "", &body.to_string()),
+                None => response(
+                    "404 Not Found",
+                    "x-amzn-errortype: NotFoundException\r\n",
+                    &serde_json::json!({ "message": format!("Email identity {identity} does not exist.") }).to_string(),
+                ),
+            }
         } else if line.starts_with("POST /v2/email/outbound-emails ") {
             let arrived = state.started.elapsed();
-            if let Some(failing) =
-                state.limits.identities.as_ref().map(|ids| unverified(ids, body)).filter(|f| !f.is_empty())
-            {
+            let sent = {
+                let mut log = state.log.lock().unwrap();
+                log.send_calls += 1;
+                log.accepted.len()
+            };
+            if let Some(failing) = identities.as_ref().map(|ids| unverified(ids, body)).filter(|f| !f.is_empty()) {
                 // SES's words and status (a refusal sent nothing, counts for nothing).
                 let message = format!(
                     "Email address is not verified. The following identities failed the check in region US-EAST-1: {}",
@@ -361,6 +431,14 @@ async fn serve(state: Arc<State>, mut client: TcpStream) {
                     "400 Bad Request",
                     "x-amzn-errortype: MessageRejected\r\n",
                     &serde_json::json!({ "message": message }).to_string(),
+                )
+            } else if sandbox && sent >= SANDBOX_DAILY_QUOTA {
+                // SES's words for the daily quota (docs.aws.amazon.com/ses/latest/dg/manage-sending-quotas-errors.html).
+                state.log.lock().unwrap().throttled.push(arrived);
+                response(
+                    "400 Bad Request",
+                    "x-amzn-errortype: ThrottlingException\r\n",
+                    r#"{"message":"Daily message quota exceeded."}"#,
                 )
             } else if state.admit() {
                 let (recipient, claim) = addressed(body);

@@ -31,7 +31,11 @@ pub async fn poller_from_env() -> Result<Poller, ColdStartError> {
             let ses = SesConfig::from_env()?;
             // Every send is paced by the fleet's rate: the account's, or the cap.
             let pace = Some((send_rate::SES, ses.max_send_rate));
-            assemble(pool, SesMailer::from_env(ses).await, config, pace)?
+            let mailer = SesMailer::from_env(ses).await;
+            // Before the first booking's send: an identity SES will not send
+            // from stops sending stack-wide, with SES's reason.
+            mailer.check_identity().await;
+            assemble(pool, mailer, config, pace)?
         }
         Provider::Smtp => {
             let smtp = SmtpConfig::from_env().await?;

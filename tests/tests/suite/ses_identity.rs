@@ -12,10 +12,12 @@ use std::time::Duration;
 
 use outbox_tests::outbox::{create_booking, event_status, events_of, sweeper_config, EventStatus};
 use outbox_tests::ses::{moto_endpoint, ses_config, ses_mailer, unique_sender, verify_sender};
-use outbox_tests::ses_standin::{Identities, Limiter, Limits, SesStandIn, SIMULATOR};
+use outbox_tests::ses_standin::{Identities, Limiter, Limits, SesStandIn, SANDBOX_DAILY_QUOTA, SIMULATOR};
 use outbox_tests::TestDb;
 use shared::fault::Faults;
+use shared::notify::mailer::ses::identity::Verdict;
 use shared::notify::mailer::ses::SesMailer;
+use shared::notify::mailer::SendOutcome;
 use shared::relay::{status, Poller, PollerConfig};
 
 fn ses_poller(db: &TestDb, mailer: SesMailer) -> Poller {
@@ -86,7 +88,11 @@ async fn in_the_sandbox_an_unverified_recipient_fails_alone_and_the_mailbox_simu
         latency: Duration::from_millis(5),
         jitter: Duration::ZERO,
         upstream: Some(moto),
-        identities: Some(Identities { verified: vec![sender.clone(), "carol@example.com".into()], sandbox: true }),
+        identities: Some(Identities {
+            verified: vec![sender.clone(), "carol@example.com".into()],
+            sandbox: true,
+            ..Default::default()
+        }),
     })
     .await;
     let db = TestDb::create().await;
@@ -108,4 +114,124 @@ async fn in_the_sandbox_an_unverified_recipient_fails_alone_and_the_mailbox_simu
     assert_eq!(event_status(&db, event).await.0, EventStatus::Done);
     let accepted: Vec<String> = standin.accepted().into_iter().map(|a| a.recipient).collect();
     assert_eq!(accepted.len(), 2, "{accepted:?}");
+}
+
+fn standin_limits(identities: Identities) -> Limits {
+    Limits {
+        rate: 1000.0,
+        limiter: Limiter::Sliding,
+        reported: None,
+        latency: Duration::from_millis(2),
+        jitter: Duration::ZERO,
+        upstream: None,
+        identities: Some(identities),
+    }
+}
+
+/// Issue 65: the poller asks SES at cold start whether it sends from the
+/// From address (`GetEmailIdentity`). An identity created but not verified
+/// yet (the click, or the DNS records, still awaited) stops sending
+/// stack-wide before any booking's send reaches SES: nothing FAILED, no
+/// attempt used, the stop named with SES's answer. Once verified, the next
+/// question (every minute while stopped) resumes sending.
+#[tokio::test]
+async fn a_from_identity_ses_will_not_send_from_stops_sending_before_any_send() {
+    let sender = unique_sender();
+    let standin =
+        SesStandIn::start(standin_limits(Identities { pending: vec![sender.clone()], ..Default::default() })).await;
+    let db = TestDb::create().await;
+    let booking = create_booking(&db, 1, &["alice@example.com", "carol@example.com"]).await;
+    let mailer = Arc::new(ses_mailer(ses_config(&standin.endpoint, &sender)));
+    let verdict = mailer.check_identity().await;
+    let Verdict::Refuses(reason) = &verdict else { panic!("{verdict:?}") };
+    assert!(reason.contains("is not verified for sending (verification PENDING"), "{reason}");
+    assert!(
+        reason.contains("example.com is no identity of this account in us-east-1"),
+        "its domain asked too: {reason}"
+    );
+
+    let poller = Poller::new(db.pool.clone(), mailer.clone(), Faults::none(), PollerConfig::for_tests("identity"));
+    let summary = poller.drain().await.unwrap();
+    assert!(summary.paused, "{summary:?}");
+    assert_eq!((summary.sent, summary.failed, summary.dead_lettered), (0, 0, 0), "{summary:?}");
+    assert_eq!(standin.send_calls(), 0, "no send reached SES");
+    let event = events_of(&db, booking.id).await.remove(0);
+    let (status, attempts, last_error) = event_status(&db, event.id).await;
+    assert_eq!((status, attempts), (EventStatus::Pending, 0), "{last_error:?}");
+    let operator = db.operator_pool().await;
+    let stopped = status::fetch(&operator.get().await.unwrap(), &sweeper_config(8)).await.unwrap().sending_stopped;
+    let stopped = stopped.expect("status names the stop");
+    assert!(stopped.reason.contains("SES will not send from") && stopped.reason.contains("PENDING"), "{stopped:?}");
+
+    // The identity's verification completes: the next question resumes
+    // sending, and the invitations go with no replay.
+    standin.verify(&sender);
+    assert!(matches!(mailer.check_identity().await, Verdict::Sends { .. }));
+    db.pool.get().await.unwrap().execute("UPDATE outbox_events SET next_attempt_at = now()", &[]).await.unwrap();
+    let summary = poller.drain().await.unwrap();
+    assert_eq!((summary.sent, summary.paused), (2, false), "{summary:?}");
+    assert_eq!(standin.send_calls(), 2);
+}
+
+/// SES sends from an address whose domain is verified (with DKIM), and
+/// from none of an identity this account does not have in the region.
+#[tokio::test]
+async fn the_from_addresss_domain_verifies_it_and_an_identity_of_another_region_does_not() {
+    let domain = format!("{}.example.org", uuid::Uuid::now_v7().simple());
+    let from = format!("bookings@{domain}");
+    let standin =
+        SesStandIn::start(standin_limits(Identities { verified: vec![domain.clone()], ..Default::default() })).await;
+    let verdict = ses_mailer(ses_config(&standin.endpoint, &from)).check_identity().await;
+    assert_eq!(verdict, Verdict::Sends { identity: domain, dkim: Some("SUCCESS".into()) });
+    let verdict = ses_mailer(ses_config(&standin.endpoint, "bookings@elsewhere.example.net")).check_identity().await;
+    let Verdict::Refuses(reason) = verdict else { panic!("{verdict:?}") };
+    assert!(
+        reason.contains("bookings@elsewhere.example.net is no identity of this account in us-east-1")
+            && reason.contains("verify the address or its domain in SES in us-east-1"),
+        "{reason}"
+    );
+}
+
+/// The SES sandbox sends at most 200 messages in 24 hours; the 201st is
+/// SES's throttling error (docs: "Daily message quota exceeded"), which the
+/// poller reads as throttled (released, nothing FAILED); and `GetAccount`
+/// says the account is in the sandbox with that quota.
+#[tokio::test]
+async fn the_sandbox_sends_200_messages_a_day_and_refuses_the_201st_as_ses_does() {
+    let sender = unique_sender();
+    let standin = SesStandIn::start(standin_limits(Identities {
+        verified: vec![sender.clone()],
+        sandbox: true,
+        ..Default::default()
+    }))
+    .await;
+    let client = aws_sdk_sesv2::Client::new(&outbox_tests::ses::sdk_config_for(&standin.endpoint));
+    let account = client.get_account().send().await.unwrap();
+    assert!(!account.production_access_enabled());
+    assert_eq!(account.send_quota().map(|q| q.max24_hour_send()), Some(SANDBOX_DAILY_QUOTA as f64));
+    let send = || {
+        let text = aws_sdk_sesv2::types::Content::builder().data("x").build().unwrap();
+        let message = aws_sdk_sesv2::types::Message::builder()
+            .subject(text.clone())
+            .body(aws_sdk_sesv2::types::Body::builder().text(text).build())
+            .build();
+        client
+            .send_email()
+            .from_email_address(&sender)
+            .destination(
+                aws_sdk_sesv2::types::Destination::builder().to_addresses(format!("success@{SIMULATOR}")).build(),
+            )
+            .content(aws_sdk_sesv2::types::EmailContent::builder().simple(message).build())
+            .send()
+    };
+    for i in 0..SANDBOX_DAILY_QUOTA {
+        send().await.unwrap_or_else(|e| panic!("message {}: {e:?}", i + 1));
+    }
+    let refused = send().await.expect_err("the 201st message of the day");
+    let outcome = shared::notify::mailer::ses::classify(&refused, &sender);
+    assert!(
+        matches!(&outcome, SendOutcome::Throttled { reason } if reason.contains("Daily message quota exceeded")),
+        "{outcome:?}"
+    );
+    assert_eq!(standin.accepted().len(), SANDBOX_DAILY_QUOTA);
 }

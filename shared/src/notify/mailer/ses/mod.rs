@@ -17,6 +17,7 @@ use aws_sdk_sesv2::primitives::Blob;
 use aws_sdk_sesv2::types::{Body, Content, Destination, EmailContent, Message, MessageTag, RawMessage};
 
 mod classify;
+pub mod identity;
 
 pub use classify::classify;
 
@@ -97,6 +98,8 @@ impl SesConfig {
 pub struct SesMailer {
     client: aws_sdk_sesv2::Client,
     config: SesConfig,
+    /// Set while SES says the From address cannot send ([`identity`]).
+    stop: identity::Stop,
 }
 
 impl SesMailer {
@@ -125,7 +128,42 @@ impl SesMailer {
         if let Some(url) = &config.endpoint_url {
             builder = builder.endpoint_url(url);
         }
-        Self { client: aws_sdk_sesv2::Client::from_conf(builder.build()), config }
+        Self { client: aws_sdk_sesv2::Client::from_conf(builder.build()), config, stop: Default::default() }
+    }
+
+    /// Asks SES whether it will send from the From address (the poller's
+    /// cold start, then every [`identity::RECHECK`] while it will not), and
+    /// stops or resumes sending by the answer.
+    pub async fn check_identity(&self) -> identity::Verdict {
+        let verdict = identity::check(&self.client, self.config.from.email.as_str(), &self.config.region).await;
+        match &verdict {
+            identity::Verdict::Sends { identity, dkim } if dkim.as_deref().is_some_and(|d| d != "SUCCESS") => {
+                tracing::warn!(%identity, dkim = dkim.as_deref().unwrap_or_default(),
+                    "SES sends from this identity, but its DKIM is not SUCCESS: receivers may refuse unsigned mail")
+            }
+            identity::Verdict::Sends { identity, .. } => tracing::info!(%identity, "SES sends from the From address"),
+            identity::Verdict::Refuses(reason) => tracing::error!(%reason, "sending stopped"),
+            identity::Verdict::Unknown(reason) => {
+                tracing::warn!(%reason, "could not ask SES about the From identity; sending goes on")
+            }
+        }
+        self.stop.record(&verdict);
+        verdict
+    }
+
+    /// A send's answer while SES will not send from the From address:
+    /// nothing is called, the configuration stop holds the event.
+    async fn stopped(&self) -> Option<SendOutcome> {
+        let (reason, due) = self.stop.refused()?;
+        let reason = if due {
+            match self.check_identity().await {
+                identity::Verdict::Refuses(reason) => reason,
+                _ => return None,
+            }
+        } else {
+            reason
+        };
+        Some(SendOutcome::Misconfigured { reason })
     }
 
     fn tag(name: &str, value: &str) -> MessageTag {
@@ -179,6 +217,9 @@ impl Mailer for SesMailer {
     /// configuration set no event would come back: no canary.
     async fn canary(&self, id: uuid::Uuid) -> Option<SendOutcome> {
         let (to, set) = (self.config.canary_to.as_deref()?, self.config.configuration_set.as_deref()?);
+        if let Some(stopped) = self.stopped().await {
+            return Some(stopped);
+        }
         let text = |t: &str| Content::builder().data(t).charset("UTF-8").build().expect("data is set");
         let message = Message::builder()
             .subject(text("Booking outbox canary"))
@@ -203,6 +244,9 @@ impl Mailer for SesMailer {
     }
 
     async fn send(&self, n: &Notification) -> SendOutcome {
+        if let Some(stopped) = self.stopped().await {
+            return stopped;
+        }
         let raw = invite::build(n, &self.config.from);
         let content = match RawMessage::builder().data(Blob::new(raw)).build() {
             Ok(raw) => EmailContent::builder().raw(raw).build(),
