@@ -1,4 +1,4 @@
-.PHONY: dev test mailbox bench bench-production measure-functions deploy-check deploy operator delete smoke smoke-localstack smoke-smtp
+.PHONY: dev test mailbox bench bench-production measure-functions deploy-check deploy verify operator delete smoke smoke-localstack smoke-smtp
 # The whole stack locally: Postgres, migrations, moto SES, cargo lambda watch, schedules.
 # `make dev MAILER=smtp`: the poller sends through SMTP, to a local SMTP
 # server (STARTTLS, AUTH) whose mailbox `make mailbox` reads.
@@ -29,6 +29,10 @@ deploy-check:
 # sam build --beta-features, then sam deploy (--guided the first time), with the pinned SAM CLI and cargo-lambda.
 deploy:
 	REGION="$(REGION)" ARGS="$(ARGS)" ./scripts/deploy.sh
+# After make deploy, what no stand-in can check, in your account: make verify STACK=<stack> [REGION=<region>];
+# make verify LOCAL=1 runs the same steps against make dev.
+verify:
+	STACK="$(STACK)" REGION="$(REGION)" LOCAL="$(LOCAL)" TOKEN="$(TOKEN)" WAIT="$(WAIT)" ./scripts/verify.sh
 # One outboxctl command against a deployed stack's database: make operator STACK=<stack> ARGS='status'.
 operator:
 	STACK="$(STACK)" REGION="$(REGION)" ARGS="$(ARGS)" ./scripts/operator.sh

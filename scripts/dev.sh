@@ -440,6 +440,17 @@ for _ in $(seq 1 $(( DEV_FIRST_INVOKE_TIMEOUT + 10 ))); do
   sleep 1
 done
 
+# What `make verify LOCAL=1` talks to (scripts/verify.py --local).
+cat >"$DEV_DIR/verify.env" <<ENV
+API_URL=$URL
+CONSOLE_URL=$CONSOLE_URL
+AWS_REGION=us-east-1
+FROM_ADDRESS=Bookings <$SENDER>
+MAILER=$MAILER
+SES_ENDPOINT_URL=http://127.0.0.1:$DEV_SES_PORT
+SES_CONFIGURATION_SET=$DEV_SES_CONFIGURATION_SET
+ENV
+
 echo "==> dev watchdog: warns when a due outbox event waits more than ${DEV_STALL_SECS}s (DEV_STALL_SECS)"
 spawn "${schedule_env[@]}" bash -c 'source scripts/lib/schedule.sh && schedule_watchdog' dev-watchdog "$DEV_DIR"
 
@@ -487,6 +498,7 @@ curl -s -X POST $URL/bookings \\
 $MAIL_LINE
 $DB_LINE
 Operator console:  $CONSOLE_URL   (the overview, each booking's timeline, outboxctl's actions)
+Check it as a deployed stack is checked:  make verify LOCAL=1
 Operator CLI:  DATABASE_URL=$DATABASE_URL SWEEP_STUCK_AFTER_SECS=$DEV_SWEEP_STUCK_AFTER_SECS POLLER_TIMEOUT_SECS=$DEV_POLLER_TIMEOUT_SECS cargo run -q -p outboxctl -- status
 Logs: $LOGS/watch.log, $LOGS/outbox-poller.log, $LOGS/outbox-sweeper.log, $MAIL_LOG.  Ctrl-C stops everything.
 MSG

@@ -44,6 +44,8 @@ smoke_mailbox
 errors=$(grep -h '"level":"ERROR"' "$DEV_DIR/watch.log" "$DEV_DIR/ses-publisher.log" 2>/dev/null | head -n 3 || true)
 [ -z "$errors" ] || fail "the healthy stack logged errors on its way up: $errors"
 say "no ERROR in the functions' logs on the way up"
+smoke_verify
+say "make verify LOCAL=1: every step it can run against make dev passed"
 
 # (a2) The operator console in a real browser (Debian's Chromium, headless):
 # the overview, a booking's timeline live, search, keyboard, the group.

@@ -39,6 +39,8 @@ t=$(date +%s)
 smoke_wait_invites "LocalStack test" 60
 say "one REQUEST invite per attendee, each with Send + Delivery, $(( $(date +%s) - t ))s after the booking"
 smoke_mailbox
+smoke_verify
+say "make verify LOCAL=1: every step it can run against make dev passed"
 
 # Every function process that is running read the secret: none has a
 # DATABASE_URL, each has the ARN, and LocalStack served GetSecretValue.

@@ -193,3 +193,18 @@ $left"
   [ -f "$DEV_DIR/pg/postmaster.pid" ] && fail "Postgres still has its postmaster.pid after $how"
   return 0
 }
+
+# `make verify LOCAL=1` against the smoke stack: every step it can run
+# locally passes (the From identity, the account, the configuration set, a
+# booking to SES's mailbox simulator until its Delivery and Bounce show, the
+# console), so the command a deploy ends with never rots.
+smoke_verify() {
+  local out
+  out="$(DEV_DIR="$DEV_DIR" LOCAL=1 timeout 300 ./scripts/verify.sh 2>&1)" \
+    || { printf '%s\n' "$out" >&2; fail "make verify LOCAL=1 failed against the smoke stack"; }
+  printf '%s\n' "$out" | sed 's/^/    /'
+  for step in from-identity account-sending configuration-set simulator-delivery simulator-bounce console; do
+    printf '%s\n' "$out" | grep -qE "^  (ok|warn) +$step " || fail "make verify LOCAL=1 did not pass its $step step"
+  done
+}
+

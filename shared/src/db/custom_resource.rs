@@ -181,7 +181,8 @@ pub struct CustomResourceResponse {
     pub stack_id: String,
     pub request_id: String,
     pub logical_resource_id: String,
-    /// `Applied`: the migrations this run applied.
+    /// `Applied`: how many migrations this run applied; `Latest`: the last
+    /// of them (strings, as `Fn::GetAtt` reads them).
     pub data: serde_json::Value,
 }
 
@@ -262,9 +263,25 @@ where
         stack_id: req.stack_id.clone(),
         request_id: req.request_id.clone(),
         logical_resource_id: req.logical_resource_id.clone(),
-        data: serde_json::json!({ "Applied": applied }),
+        data: serde_json::json!({
+            "Applied": applied.len().to_string(),
+            "Latest": applied.last().cloned().unwrap_or_default(),
+        }),
     };
     Answer { response, cause }
+}
+
+/// Migrations named in a reply: CloudFormation refuses a response body over
+/// 4,096 bytes (<https://docs.aws.amazon.com/AWSCloudFormation/latest/UserGuide/crpg-ref.html>),
+/// and a new stack's Create applies every migration, so a long list names
+/// its first and last only (the function's log has them all).
+fn named(list: &[String]) -> String {
+    match list {
+        [] => String::new(),
+        [one] => one.clone(),
+        [first, second] => format!("{first}, {second}"),
+        [first, .., last] => format!("{first} … {last}"),
+    }
 }
 
 async fn migrate<F, Fut>(req: &CustomResourceRequest, load: F) -> Result<(String, Vec<String>), Failure>
@@ -282,7 +299,7 @@ where
     tracing::info!(?applied, "schema migrated");
     let mut reason = match applied.len() {
         0 => "the schema is up to date".to_string(),
-        n => format!("applied {n} migration(s): {}", applied.join(", ")),
+        n => format!("applied {n} migration(s): {}", named(&applied)),
     };
     // A rollback (or an older deploy) meets a database ahead of its code:
     // nothing to apply, and the code runs on it (expand, then contract).
@@ -292,7 +309,7 @@ where
         reason = format!(
             "the database is ahead of this code ({}): nothing applied; this code runs on it (migrations expand, \
              then contract a release later)",
-            newer.join(", ")
+            named(&newer)
         );
     }
     drop(client);
@@ -361,4 +378,37 @@ pub async fn respond(url: &str, response: &CustomResourceResponse) -> Result<(),
         return Err(RespondError(format!("HTTP {}", answer.status())));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A reply stays far under CloudFormation's 4,096 bytes whatever the
+    /// number of migrations a new stack's Create applies.
+    #[test]
+    fn a_reply_naming_any_number_of_migrations_fits_cloudformations_limit() {
+        let applied: Vec<String> =
+            (1..=500).map(|n| format!("V{n}__a_migration_with_a_long_descriptive_name")).collect();
+        let reason = format!("applied {} migration(s): {}", applied.len(), named(&applied));
+        let response = CustomResourceResponse {
+            status: Status::Success,
+            reason,
+            physical_resource_id: PHYSICAL_ID.into(),
+            stack_id: format!(
+                "arn:aws:cloudformation:eu-west-1:123456789012:stack/{}/{}",
+                "s".repeat(128),
+                uuid::Uuid::nil()
+            ),
+            request_id: uuid::Uuid::nil().to_string(),
+            logical_resource_id: "SchemaMigration".into(),
+            data: serde_json::json!({"Applied": "500", "Latest": applied.last()}),
+        };
+        let body = serde_json::to_vec(&response).unwrap();
+        assert!(body.len() < 1024, "{} bytes", body.len());
+        assert_eq!(
+            named(&applied[..2]),
+            "V1__a_migration_with_a_long_descriptive_name, V2__a_migration_with_a_long_descriptive_name"
+        );
+    }
 }

@@ -137,7 +137,10 @@ impl SesMailer {
     pub async fn check_identity(&self) -> identity::Verdict {
         let verdict = identity::check(&self.client, self.config.from.email.as_str(), &self.config.region).await;
         match &verdict {
-            identity::Verdict::Sends { identity, dkim } if dkim.as_deref().is_some_and(|d| d != "SUCCESS") => {
+            // A domain's DKIM (an address identity signs by its domain's).
+            identity::Verdict::Sends { identity, dkim }
+                if !identity.contains('@') && dkim.as_deref().is_some_and(|d| d != "SUCCESS") =>
+            {
                 tracing::warn!(%identity, dkim = dkim.as_deref().unwrap_or_default(),
                     "SES sends from this identity, but its DKIM is not SUCCESS: receivers may refuse unsigned mail")
             }
