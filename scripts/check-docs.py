@@ -13,7 +13,9 @@
   scripts/operator.sh uses (the AWS CLI v2's `--cli-binary-format
   raw-in-base64-out`, and an output file);
 - CHANGELOG.md names each release by a commit that exists and is that
-  release (tags do not travel with main).
+  release (tags do not travel with main);
+- docs/aws-behaviours.md: each row names AWS's page and a test, script or
+  `make verify` step that exists (or says GAP).
 
 Prints one line per problem and exits 1, or `docs: N links checked,
 0 problems`. CHECK_DOCS_TODAY=YYYY-MM-DD replaces today's date (UTC).
@@ -228,6 +230,58 @@ def release_problems():
     return problems
 
 
+LEDGER_SECTIONS = ["CloudFormation", "SAM", "SES v2", "Cognito", "API Gateway HTTP API", "EventBridge Scheduler",
+                   "Lambda", "RDS Proxy", "Aurora Serverless v2", "Secrets Manager"]
+
+
+def ledger_problems():
+    """docs/aws-behaviours.md: every row names AWS's page and what shows the
+    stand-in as strict: a suite test that exists, a script that exists, a
+    `make verify` step scripts/verify.py runs, or an admitted GAP."""
+    problems = []
+    text = open(os.path.join(ROOT, "docs", "aws-behaviours.md"), encoding="utf-8").read()
+    verify = open(os.path.join(ROOT, "scripts", "verify.py"), encoding="utf-8").read()
+    steps = set(re.findall(r'step = "([a-z-]+)"', verify)) | set(re.findall(r'\("([a-z-]+)", ', verify))
+    steps |= {"simulator-delivery", "simulator-bounce"} & set(re.findall(r'"(simulator-[a-z]+)"', verify))
+    sections = re.findall(r"^## (.+)$", text, re.M)
+    for name in LEDGER_SECTIONS:
+        if name not in sections:
+            problems.append(f"docs/aws-behaviours.md: no section ## {name}")
+    rows = gaps = 0
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.startswith("| ") or line.startswith("| behaviour |"):
+            continue
+        cells = [c.strip() for c in line.strip().strip("|").split(" | ")]
+        if len(cells) != 4:
+            problems.append(f"docs/aws-behaviours.md:{number}: {len(cells)} columns, not 4")
+            continue
+        rows += 1
+        if "](https://docs.aws.amazon.com/" not in cells[1]:
+            problems.append(f"docs/aws-behaviours.md:{number}: no AWS page (docs.aws.amazon.com) in the second column")
+        shown = cells[3]
+        if shown.startswith("GAP"):
+            gaps += 1
+            continue
+        found = False
+        for module, function in re.findall(r"`([a-z_]+)::([a-z0-9_]+)`", shown):
+            found = True
+            path = os.path.join(ROOT, "tests", "tests", "suite", f"{module}.rs")
+            if not os.path.exists(path) or f"fn {function}(" not in open(path, encoding="utf-8").read():
+                problems.append(f"docs/aws-behaviours.md:{number}: no test {module}::{function} in tests/tests/suite")
+        for step in re.findall(r"make verify: `?([a-z-]+)", shown):
+            found = True
+            if step not in steps:
+                problems.append(f"docs/aws-behaviours.md:{number}: make verify has no step {step}")
+        for script in re.findall(r"(scripts/[A-Za-z0-9_./-]+\.(?:sh|py))", shown):
+            found = True
+            if not os.path.exists(os.path.join(ROOT, script)):
+                problems.append(f"docs/aws-behaviours.md:{number}: {script} does not exist")
+        if not found:
+            problems.append(f"docs/aws-behaviours.md:{number}: names no test, script, make verify step or GAP")
+    print(f"docs: the AWS ledger has {rows} behaviours, {gaps} of them admitted gaps")
+    return problems
+
+
 def main():
     problems = []
     checked = 0
@@ -249,6 +303,7 @@ def main():
                         f"(use {earliest.isoformat()} or later)")
     problems.extend(deploy_doc_problems())
     problems.extend(release_problems())
+    problems.extend(ledger_problems())
     readme = os.path.join(ROOT, "README.md")
     count = len(read_lines(readme)) - 1 if open(readme, encoding="utf-8").read().endswith("\n") else len(read_lines(readme))
     if count >= README_MAX_LINES:

@@ -20,6 +20,7 @@ usage: ses-publisher.py --listen 127.0.0.1:PORT --upstream http://127.0.0.1:MOTO
 Python 3.9+, standard library only.
 """
 import argparse
+import base64
 import http.client
 import ipaddress
 import json
@@ -28,9 +29,10 @@ import signal
 import sys
 import threading
 import time
+import uuid
 import urllib.request
 from datetime import datetime, timezone
-from email.utils import parseaddr
+from email.utils import format_datetime, parseaddr
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
@@ -69,6 +71,28 @@ def ses_events(request, response, now, account, region):
         tags["ses:from-domain"] = [source.rpartition("@")[2]]
     return send_and_delivery(source=source, destination=[parseaddr(a)[1] for a in destination], tags=tags,
                              config_set=config_set, message_id=message_id, now=now, account=account, region=region)
+
+
+def as_ses_sends(body):
+    """The raw message as SES sends it on: SES overwrites a `Message-ID` the
+    message carries with its own, and `Date` with when it accepted the
+    message (docs.aws.amazon.com/ses/latest/dg/header-fields.html), so no
+    recipient ever sees the sender's. A body it cannot read goes unchanged."""
+    try:
+        request = json.loads(body)
+        raw = request["Content"]["Raw"]
+        message = base64.b64decode(raw["Data"])
+    except (ValueError, KeyError, TypeError):
+        return body
+    head, sep, rest = message.partition(b"\r\n\r\n")
+    if not sep:
+        return body
+    ours = f"<{uuid.uuid4().hex[:16]}-{uuid.uuid4()}-000000@email.amazonses.com>".encode()
+    now = format_datetime(datetime.now(timezone.utc)).encode()
+    lines = [line for line in head.split(b"\r\n") if line.split(b":")[0].lower() not in (b"message-id", b"date")]
+    lines += [b"Message-ID: " + ours, b"Date: " + now]
+    raw["Data"] = base64.b64encode(b"\r\n".join(lines) + sep + rest).decode()
+    return json.dumps(request).encode()
 
 
 class Publisher:
@@ -142,6 +166,10 @@ class Proxy(BaseHTTPRequestHandler):
     def forward(self):
         body = self.read_body()
         headers = {k: v for k, v in self.headers.items() if k.lower() not in HOP_BY_HOP}
+        if self.command == "POST" and urlsplit(self.path).path == SEND_PATH:
+            body = as_ses_sends(body)
+            headers = {k: v for k, v in headers.items() if k.lower() != "content-length"}
+            headers["Content-Length"] = str(len(body))
         conn = http.client.HTTPConnection(*self.upstream, timeout=30)
         try:
             conn.request(self.command, self.path, body=body or None, headers=headers)

@@ -166,13 +166,60 @@ def the_docs_count_the_functions_the_template_has(path, tpl):
     return f"{words[count]} functions, as the docs say"
 
 
+def every_function_behind_the_api_ends_within_api_gateways_30_seconds(path, tpl):
+    """API Gateway answers 503 after 30 s whatever the function does: a
+    function behind a route must time out first, so its own limits answer."""
+    res, _ = translated(path)
+    routed = {k: r["Properties"].get("Timeout", 3) for k, r in res.items() if r["Type"] == "AWS::Lambda::Function"
+              and any(p["Type"] == "AWS::Lambda::Permission" and p["Properties"].get("Principal") == "apigateway.amazonaws.com"
+                      and p["Properties"].get("FunctionName") == {"Ref": k} for p in res.values())}
+    assert routed, "no function behind the API: the transform changed shape"
+    slow = {k: t for k, t in routed.items() if int(t) >= 30}
+    assert not slow, f"these time out at or after API Gateway's 30 s: {slow}"
+    return ", ".join(f"{k} {t} s" for k, t in sorted(routed.items())) + ": each under 30 s"
+
+
+def more_than_five_authorizer_scopes_fail_the_stack_at_once(path, tpl):
+    """The authorizer takes at most 5 scopes (5 slots); a sixth must fail the
+    deploy at once (a WaitCondition nothing signals), not be dropped."""
+    five, _ = translated(path, AuthorizerScopes="a,b,c,d,e")
+    six, _ = translated(path, AuthorizerScopes="a,b,c,d,e,f")
+    waits = lambda res: [k for k, r in res.items() if r["Type"] == "AWS::CloudFormation::WaitCondition" and "Scope" in k]
+    assert not waits(five), f"5 scopes must deploy: {waits(five)}"
+    assert waits(six), "6 scopes deploy with one silently dropped"
+    cond = six[waits(six)[0]]["Properties"]
+    assert int(cond["Timeout"]) <= 60 and "Handle" in str(cond["Handle"]), cond
+    return f"5 scopes deploy; 6 create {waits(six)[0]}, which nothing signals (fails after {cond['Timeout']} s)"
+
+
+def each_schedule_may_hand_a_failed_delivery_to_its_dead_letter_queue(path, tpl):
+    """EventBridge Scheduler writes to a schedule's dead-letter queue with
+    the schedule's execution role, not through the queue's policy."""
+    res, _ = translated(path)
+    schedules = {k: r["Properties"]["Target"] for k, r in res.items() if r["Type"] == "AWS::Scheduler::Schedule"}
+    assert schedules, "no schedule: the transform changed shape"
+    for k, target in schedules.items():
+        queue = (target.get("DeadLetterConfig") or {}).get("Arn")
+        assert queue, f"{k} has no dead-letter queue"
+        role = res[target["RoleArn"]["Fn::GetAtt"][0]]["Properties"]
+        allowed = [st for pol in role["Policies"] for st in pol["PolicyDocument"]["Statement"]
+                   if st["Effect"] == "Allow" and "sqs:SendMessage" in (st["Action"] if isinstance(st["Action"], list) else [st["Action"]])
+                   and st["Resource"] == queue]
+        assert allowed, f"{k}'s role may not send to its dead-letter queue {queue}"
+        assert target.get("RetryPolicy", {}).get("MaximumRetryAttempts") == 0, f"{k}: a retried run would overlap the next"
+    return f"{len(schedules)} schedules, each role allowed sqs:SendMessage on its dead-letter queue, no retry"
+
+
 CHECKS = [rules_use_only_the_functions_aws_allows_in_a_rule,
           each_rule_refuses_what_it_promises_and_nothing_else,
           every_function_has_a_log_group_with_retention_and_an_errors_alarm,
           every_output_is_in_the_docs_and_every_documented_output_exists,
           a_parameter_only_change_of_the_roles_timeouts_is_an_update_of_schema_migration,
           the_deployer_policy_allows_every_resource_type_the_stack_creates,
-          the_docs_count_the_functions_the_template_has]
+          the_docs_count_the_functions_the_template_has,
+          every_function_behind_the_api_ends_within_api_gateways_30_seconds,
+          more_than_five_authorizer_scopes_fail_the_stack_at_once,
+          each_schedule_may_hand_a_failed_delivery_to_its_dead_letter_queue]
 
 
 def main(argv):

@@ -8,7 +8,7 @@ runs in (docs/aws-behaviours.md names the AWS behaviour behind each step).
 One line per step, with its verdict (ok, warn, FAIL, skip) and, on a
 failure, what to do; exits 1 when a step failed. Steps: from-identity,
 account-sending, configuration-set, token, simulator-delivery,
-simulator-bounce, console, alarms. It cleans up what it wrote: the booking
+simulator-bounce, console, alarms, stack-order, secrets, proxy. It cleans up what it wrote: the booking
 it made is cancelled (its invitations went to SES's mailbox simulator
 only), the user it made in the stack's pool is deleted. Against `make dev`
 (--local, as CI runs it) the steps AWS alone can answer say skip, and the
@@ -38,6 +38,12 @@ PUBLIC_MAILBOXES = {"gmail.com", "googlemail.com", "yahoo.com", "ymail.com", "ao
 # SesEventsConfigurationSetEventDestination) for ses-events to settle sends.
 EVENT_TYPES = {"SEND", "DELIVERY", "BOUNCE", "COMPLAINT", "REJECT", "DELIVERY_DELAY", "RENDERING_FAILURE"}
 PRODUCTION_ACCESS = "https://docs.aws.amazon.com/ses/latest/dg/request-production-access.html"
+
+
+def one_line(error):
+    """An exception as one line of at most 200 characters (AWS's answers
+    can be whole HTML pages)."""
+    return " ".join(f"{type(error).__name__}: {error}".split())[:200]
 
 
 class Report:
@@ -84,11 +90,11 @@ class Target:
     deployed) Cognito and CloudWatch."""
 
     def __init__(self, *, local, region, api, console, from_address, config_set, mail_provider, stack=None,
-                 pool=None, client_id=None, organizer_domains="", boto=None, ses_endpoint=None, token=None):
+                 pool=None, client_id=None, organizer_domains="", boto=None, ses_endpoint=None, token=None, proxy=None):
         self.local, self.region, self.api, self.console = local, region, api.rstrip("/"), console
         self.from_address, self.config_set, self.mail_provider = from_address, config_set, mail_provider
         self.stack, self.pool, self.client_id, self.organizer_domains = stack, pool, client_id, organizer_domains
-        self.boto, self.ses_endpoint, self.token = boto, ses_endpoint, token
+        self.boto, self.ses_endpoint, self.token, self.proxy = boto, ses_endpoint, token, proxy
         self.user = None  # the user verify made in the pool
         self.booking = None  # (id, headers) of the booking verify made
 
@@ -163,8 +169,10 @@ def account_sending(t, r):
         r.warn(step, f"the SES sandbox: only verified recipients and the mailbox simulator, {day:g} a day, {rate:g} a "
                      f"second ({sent:g} sent in 24 h); request production access: {PRODUCTION_ACCESS}")
     else:
+        suppressed = (account.get("SuppressionAttributes") or {}).get("SuppressedReasons") or []
         r.ok(step, f"production access: {rate:g} a second, {day:g} a day ({sent:g} sent in the last 24 hours), "
-                   f"enforcement {account.get('EnforcementStatus', '?')}")
+                   f"enforcement {account.get('EnforcementStatus', '?')}; the account's suppression list takes "
+                   f"{' and '.join(x.lower() + 's' for x in suppressed) or 'nothing'}")
 
 
 def configuration_set(t, r):
@@ -226,7 +234,15 @@ def token(t, r):
         t.token = None
         return
     lifetime = claims.get("exp", 0) - claims.get("iat", 0)
-    r.ok(step, f"an ID token from the stack's pool for {user}: email and email_verified, valid {lifetime // 60} minutes")
+    pool = idp.describe_user_pool(UserPoolId=t.pool)["UserPool"]
+    mail = (pool.get("EmailConfiguration") or {}).get("EmailSendingAccount", "COGNITO_DEFAULT")
+    open_sign_up = not (pool.get("AdminCreateUserConfig") or {}).get("AllowAdminCreateUserOnly", True)
+    text = f"an ID token from the stack's pool for {user}: email and email_verified, valid {lifetime // 60} minutes"
+    if open_sign_up and mail == "COGNITO_DEFAULT":
+        r.warn(step, f"{text}; sign-up is open and Cognito mails its codes itself, at most 50 a day for the account: "
+                     "past that, sign-ups get no code (SES for the pool's mail lifts it)")
+    else:
+        r.ok(step, text)
 
 
 def simulator(t, r, wait):
@@ -313,7 +329,83 @@ def alarms(t, r):
                " / ".join((a.get("AlarmDescription") or "").split(". ")[0] for a in firing)[:300])
     else:
         extra = f" ({len(waiting)} not evaluated yet: INSUFFICIENT_DATA)" if waiting else ""
-        r.ok(step, f"{len(found)} alarms, none in ALARM{extra}")
+        r.ok(step, f"{len(found)} alarm{'s' if len(found) != 1 else ''}, none in ALARM{extra}")
+
+
+# Resources a WaitConditionHandle's Metadata names, so that CloudFormation
+# creates the handle after them and deletes it before them (a conditional
+# DependsOn; template.yaml, DatabaseReadyHandle and NetworkReadyHandle).
+ORDERED_BY_METADATA = {"DatabaseReadyHandle": ["DatabaseInstance"],
+                       "NetworkReadyHandle": ["S3Endpoint", "SecretsManagerEndpoint", "PrivateDefaultRoute",
+                                              "PrivateSubnetARoutes", "PrivateSubnetBRoutes"]}
+
+
+def stack_order(t, r):
+    """What the stack's own events say of the order CloudFormation created
+    it in: each handle after every resource its Metadata names."""
+    step = "stack-order"
+    if t.local:
+        r.skip(step, "make dev has no CloudFormation stack")
+        return
+    started, done = {}, {}
+    for page in t.client("cloudformation").get_paginator("describe_stack_events").paginate(StackName=t.stack):
+        for e in page["StackEvents"]:
+            at, key = e["Timestamp"], e["LogicalResourceId"]
+            if e["ResourceStatus"] == "CREATE_IN_PROGRESS":
+                started[key] = min(started.get(key, at), at)
+            elif e["ResourceStatus"] == "CREATE_COMPLETE":
+                done[key] = max(done.get(key, at), at)
+    early, checked = [], 0
+    for handle, before in ORDERED_BY_METADATA.items():
+        for name in (b for b in before if b in done and handle in started):
+            checked += 1
+            if started[handle] < done[name]:
+                early.append(f"{handle} began before {name} was complete")
+    if early:
+        r.fail(step, "; ".join(early), "CloudFormation did not order by a Ref in Metadata: report it (docs/aws-behaviours.md); "
+                                      "SchemaMigration may have run before the database or the routes were ready")
+    elif not checked:
+        r.skip(step, "the stack's creation events are gone (or it made neither the database nor the network)")
+    else:
+        r.ok(step, f"the creation followed the Refs in the handles' Metadata ({checked} pairs)")
+
+
+def stack_secrets(t, r):
+    """The functions' logins are made from their secrets by the migration,
+    at a deploy: a secret rotated between deploys would change a password
+    no login has."""
+    step = "secrets"
+    if t.local:
+        r.skip(step, "make dev's functions read DATABASE_URL (or LocalStack's secret, without rotation)")
+        return
+    cfn, sm = t.client("cloudformation"), t.client("secretsmanager")
+    arns = [x["PhysicalResourceId"] for page in cfn.get_paginator("list_stack_resources").paginate(StackName=t.stack)
+            for x in page["StackResourceSummaries"] if x["ResourceType"] == "AWS::SecretsManager::Secret"]
+    rotating = [a.split(":")[-1] for a in arns if sm.describe_secret(SecretId=a).get("RotationEnabled")]
+    if rotating:
+        r.fail(step, f"rotation is on for {', '.join(rotating)}: the login keeps the password of the last deploy",
+               "turn rotation off on the stack's login secrets (aws secretsmanager cancel-rotate-secret); a new "
+               "password reaches its login by a deploy that replaces the secret")
+    else:
+        r.ok(step, f"{len(arns)} login secrets, none rotated behind the migration's back")
+
+
+def proxy_pinning(t, r):
+    step = "proxy"
+    if t.local or not t.proxy:
+        r.skip(step, "no RDS Proxy (UseRdsProxy=false)" if not t.local else "make dev has no RDS Proxy")
+        return
+    now = datetime.now(timezone.utc)
+    points = t.client("cloudwatch").get_metric_statistics(
+        Namespace="AWS/RDS", MetricName="DatabaseConnectionsCurrentlySessionPinned",
+        Dimensions=[{"Name": "ProxyName", "Value": t.proxy}], StartTime=now - timedelta(hours=3), EndTime=now,
+        Period=300, Statistics=["Maximum"])["Datapoints"]
+    pinned = max((p["Maximum"] for p in points), default=0)
+    if pinned > 0:
+        r.warn(step, f"{t.proxy}: up to {pinned:g} pinned connections in 3 hours: a pinned connection serves one "
+                     "client, so the proxy multiplexes less (docs/aws-behaviours.md, RDS Proxy)")
+    else:
+        r.ok(step, f"{t.proxy}: no pinned connection in the last 3 hours ({len(points)} data points)")
 
 
 def clean_up(t):
@@ -335,7 +427,8 @@ def deployed(args, boto3):
                   from_address=par.get("SesFromAddress") or par.get("SmtpFromAddress", ""),
                   config_set=out.get("SesConfigurationSetName", ""), mail_provider=par.get("MailProvider", "ses"),
                   stack=args.stack, pool=out.get("UserPoolId"), client_id=out.get("UserPoolClientId"),
-                  organizer_domains=par.get("SelfSignUpDomains", ""), boto=boto3, token=args.token)
+                  organizer_domains=par.get("SelfSignUpDomains", ""), boto=boto3, token=args.token,
+                  proxy=(out.get("RdsProxyEndpoint") or "").split(".")[0] or None)
 
 
 def local(args, boto3):
@@ -372,13 +465,16 @@ def main():
             try:
                 check(t, r)
             except Exception as e:  # noqa: BLE001 -- one line per step, whatever AWS answered
-                r.fail(check.__name__.replace("_", "-"), f"{type(e).__name__}: {e}"[:300],
+                r.fail(check.__name__.replace("_", "-"), one_line(e),
                        "the credentials need ses:Get* in this region (docs/deployer-policy.json)")
-        for check in (token, lambda t, r: simulator(t, r, wait), console, alarms):
+        steps = [("token", token), ("simulator", lambda t, r: simulator(t, r, wait)), ("console", console),
+                 ("alarms", alarms), ("stack-order", stack_order), ("secrets", stack_secrets), ("proxy", proxy_pinning)]
+        for name, check in steps:
             try:
                 check(t, r)
-            except Exception as e:  # noqa: BLE001
-                r.fail(getattr(check, "__name__", "step"), f"{type(e).__name__}: {e}"[:300], "see the error above")
+            except Exception as e:  # noqa: BLE001 -- one line per step, whatever AWS answered
+                r.fail(name, one_line(e), "the credentials may lack a read right "
+                                                              "(docs/deployer-policy.json); the error names it")
     finally:
         clean_up(t)
     print(f"==> make verify: {'all steps passed' if not r.failed else str(r.failed) + ' failed'}")

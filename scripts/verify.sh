@@ -12,13 +12,8 @@
 #   make verify LOCAL=1                          # against make dev (DEV_DIR, default .local)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-source scripts/lib/venv.sh
-VERIFY_VENV="${VERIFY_VENV:-.venv/verify}"
-if [ ! -x "$VERIFY_VENV/bin/python" ] || ! "$VERIFY_VENV/bin/python" -c 'import boto3' 2>/dev/null; then
-  echo "==> installing boto3 into $VERIFY_VENV" >&2
-  venv_create "$VERIFY_VENV"
-  "$VERIFY_VENV/bin/pip" install -q --disable-pip-version-check 'boto3==1.44.18' >&2
-fi
+source scripts/lib/verify.sh
+verify_ensure_installed
 if [ -n "${LOCAL:-}" ]; then
   DEV_DIR="${DEV_DIR:-$PWD/.local}"
   [ -f "$DEV_DIR/verify.env" ] || { echo "verify: no make dev stack in $DEV_DIR (start it: make dev)" >&2; exit 2; }

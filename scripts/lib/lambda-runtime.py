@@ -502,7 +502,9 @@ def main():
     m.add_argument("--region", default="us-east-1")
     m.add_argument("--memory", type=int, default=256, help="AWS_LAMBDA_FUNCTION_MEMORY_SIZE")
     m.add_argument("--deadline-secs", type=float, default=30.0, help="Lambda-Runtime-Deadline-Ms: now + this")
-    m.add_argument("--init-timeout", type=float, default=30.0)
+    # Lambda's init phase may last 10 s (docs.aws.amazon.com/lambda/latest/dg/lambda-runtime-environment.html):
+    # a cold start that takes longer fails here as it would be cut short there.
+    m.add_argument("--init-timeout", type=float, default=10.0, help="seconds until /invocation/next (Lambda's 10)")
     m.add_argument("--invoke-grace", type=float, default=15.0, help="waited beyond the deadline for the response")
     m.add_argument("--label", help="what the invocation is, for the table (e.g. POST /bookings)")
     m.add_argument("--log", help="keep the function's output here (default: dropped on success)")

@@ -141,7 +141,7 @@ async fn a_complaint_suppresses_the_address_and_a_transient_bounce_does_not() {
         Handled::Recorded(Recorded::Recorded { confirmed: false, suppressed: 1 })
     );
     assert_eq!(suppression::suppression(&client, ALICE).await.unwrap().as_deref(), Some("complained"));
-    assert_eq!(feedback_kinds(&db, claim).await, vec!["Bounce Transient/MailboxFull", "Complaint"]);
+    assert_eq!(feedback_kinds(&db, claim).await, vec!["Bounce Transient/MailboxFull", "Complaint abuse"]);
 }
 
 #[tokio::test]
@@ -572,9 +572,52 @@ async fn three_complaints_pause_an_organizers_sending_but_never_their_cancellati
 
 /// A complaint from `to` about their send.
 async fn complain(db: &TestDb, to: &str) {
+    complain_as(db, to, "abuse", None).await
+}
+
+/// A complaint event of `feedback` type (and SES's `subtype`) from `to`.
+async fn complain_as(db: &TestDb, to: &str, feedback: &str, subtype: Option<&str>) {
     let claim: Uuid =
         db.scalar(&format!("SELECT id FROM booking_notification_sends WHERE recipient_email = '{to}'")).await;
     let id = message_id_of(db, claim).await;
-    let event = with_message_id(to_recipient(complaint_event(claim, &[ALICE]), to), &id);
+    let mut event = with_message_id(to_recipient(complaint_event(claim, &[ALICE]), to), &id);
+    event["detail"]["complaint"]["complaintFeedbackType"] = json!(feedback);
+    if let Some(subtype) = subtype {
+        event["detail"]["complaint"]["complaintSubType"] = json!(subtype);
+    }
     assert!(matches!(handle(db, &event).await, Handled::Recorded(_)));
+}
+
+/// Issue 65: SES's complaint events carry a feedback type and a subtype. A
+/// `not-spam` report is the person saying the opposite of a complaint: it
+/// suppresses no one and counts toward no organizer's pause. A complaint
+/// with the subtype `OnAccountSuppressionList` is about a message SES never
+/// sent (the address was on the account's list): the address stays
+/// suppressed here too, but no one complained of this organizer's mail.
+#[tokio::test]
+async fn a_not_spam_report_or_a_complaint_about_mail_ses_never_sent_pauses_no_organizer() {
+    use outbox_tests::api::{Caller, TestApi};
+    let db = TestDb::create().await;
+    let api = TestApi::new(&db);
+    let mailer = Arc::new(shared::notify::mailer::recording::RecordingMailer::new());
+    let mallory = Caller { email: "mallory@example.net", name: "Mallory", sub: "sub-mallory" };
+    for (day, to) in ["p1@example.com", "p2@example.com", "p3@example.com"].iter().enumerate() {
+        let body = json!({"title": "Sync", "start": format!("2030-01-{:02}T09:00:00Z", day + 1),
+                          "end": format!("2030-01-{:02}T09:30:00Z", day + 1), "timezone": "UTC",
+                          "attendees": [{"email": to, "name": "Someone"}]});
+        assert_eq!(api.post("/bookings", mallory, &body).await.status, 201);
+    }
+    poller(&db, mailer.clone(), PollerConfig::for_tests("w")).drain().await.unwrap();
+    complain_as(&db, "p1@example.com", "not-spam", None).await;
+    complain_as(&db, "p2@example.com", "abuse", Some("OnAccountSuppressionList")).await;
+    complain_as(&db, "p3@example.com", "abuse", None).await;
+    let counted: i32 =
+        db.scalar("SELECT complaints FROM organizer_pauses WHERE organizer_email = 'mallory@example.net'").await;
+    assert_eq!(counted, 1, "only p3's complaint counts");
+    let suppressed: String = db.scalar("SELECT string_agg(email, ',' ORDER BY email) FROM suppressed_addresses").await;
+    assert_eq!(suppressed, "p2@example.com,p3@example.com", "not-spam suppresses no one");
+    let recorded: String = db
+        .scalar("SELECT string_agg(coalesce(subtype, '-'), ',' ORDER BY subtype) FROM send_feedback WHERE kind = 'Complaint'")
+        .await;
+    assert_eq!(recorded, "OnAccountSuppressionList,abuse,not-spam");
 }

@@ -122,12 +122,7 @@ pub async fn record(client: &mut deadpool_postgres::Client, event: &SesEvent) ->
             "SES event that does not match its claim dropped");
         return Ok(Recorded::Mismatched);
     }
-    let subtype = match &event.kind {
-        Kind::Bounce { permanent, subtype } => {
-            Some(format!("{}/{subtype}", if *permanent { "Permanent" } else { "Transient" }))
-        }
-        _ => None,
-    };
+    let subtype = event.kind.recorded_subtype();
     let inserted = tx
         .execute(
             "INSERT INTO send_feedback (send_id, kind, subtype, occurred_at, provider_message_id) \
@@ -151,9 +146,9 @@ pub async fn record(client: &mut deadpool_postgres::Client, event: &SesEvent) ->
         // `v+x@` bounce at a domain that refuses sub-addresses, and that
         // says nothing of `v@`. A complaint, which only the person can
         // make, stops their mailbox: every spelling of it.
-        let (reason, covers) = match &subtype {
-            Some(subtype) => (format!("bounced ({subtype})"), Covers::Address),
-            None => ("complained".to_string(), Covers::Mailbox),
+        let (reason, covers) = match (&event.kind, &subtype) {
+            (Kind::Bounce { .. }, Some(subtype)) => (format!("bounced ({subtype})"), Covers::Address),
+            _ => ("complained".to_string(), Covers::Mailbox),
         };
         // Only the claim's own recipient, and only when the event names it:
         // whatever other addresses an event lists are never suppressed.

@@ -72,7 +72,7 @@ pub fn metrics(kind: &Kind, recorded: &Recorded) -> Vec<(&'static str, f64, Unit
         ("Delivered", one(*kind == Kind::Delivery), Unit::Count),
         ("Bounced", one(matches!(kind, Kind::Bounce { permanent: true, .. })), Unit::Count),
         ("TransientBounced", one(matches!(kind, Kind::Bounce { permanent: false, .. })), Unit::Count),
-        ("Complained", one(*kind == Kind::Complaint), Unit::Count),
+        ("Complained", one(kind.complained()), Unit::Count),
         ("Rejected", one(*kind == Kind::Reject), Unit::Count),
         ("ConfirmedBySesEvent", one(confirmed), Unit::Count),
         ("Suppressed", suppressed as f64, Unit::Count),
@@ -92,7 +92,10 @@ mod tests {
         assert_eq!((value(&m, "Bounced"), value(&m, "TransientBounced")), (Some(1.0), Some(0.0)));
         assert_eq!((value(&m, "ConfirmedBySesEvent"), value(&m, "Suppressed")), (Some(1.0), Some(1.0)));
         assert_eq!(value(&metrics(&Kind::Delivery, &new), "Delivered"), Some(1.0));
-        assert_eq!(value(&metrics(&Kind::Complaint, &new), "Complained"), Some(1.0));
+        let complaint = Kind::Complaint { feedback: Some("abuse".into()), subtype: None };
+        assert_eq!(value(&metrics(&complaint, &new), "Complained"), Some(1.0));
+        let not_spam = Kind::Complaint { feedback: Some("not-spam".into()), subtype: None };
+        assert_eq!(value(&metrics(&not_spam, &new), "Complained"), Some(0.0));
         let repeat = metrics(&Kind::Delivery, &Recorded::Duplicate);
         assert_eq!((value(&repeat, "Delivered"), value(&repeat, "RepeatedSesEvents")), (None, Some(1.0)));
     }

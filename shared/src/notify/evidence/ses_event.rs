@@ -16,8 +16,18 @@ use crate::notify::mailer::tags;
 pub enum Kind {
     Send,
     Delivery,
-    Bounce { permanent: bool, subtype: String },
-    Complaint,
+    Bounce {
+        permanent: bool,
+        subtype: String,
+    },
+    /// `complaintFeedbackType` (`abuse`, `not-spam`, ...) and
+    /// `complaintSubType` (`OnAccountSuppressionList`: SES sent nothing,
+    /// the address was on the account's list), when SES gives them
+    /// (<https://docs.aws.amazon.com/ses/latest/dg/event-publishing-retrieving-firehose-contents.html>).
+    Complaint {
+        feedback: Option<String>,
+        subtype: Option<String>,
+    },
     Reject,
     DeliveryDelay,
     RenderingFailure,
@@ -29,7 +39,7 @@ impl Kind {
             Kind::Send => "Send",
             Kind::Delivery => "Delivery",
             Kind::Bounce { .. } => "Bounce",
-            Kind::Complaint => "Complaint",
+            Kind::Complaint { .. } => "Complaint",
             Kind::Reject => "Reject",
             Kind::DeliveryDelay => "DeliveryDelay",
             Kind::RenderingFailure => "RenderingFailure",
@@ -41,11 +51,44 @@ impl Kind {
         !matches!(self, Kind::Reject | Kind::RenderingFailure)
     }
 
-    /// The recipient's address should never be mailed again.
+    /// The recipient's address should never be mailed again. A `not-spam`
+    /// report is the person saying the opposite of a complaint.
     pub(super) fn suppresses(&self) -> bool {
-        matches!(self, Kind::Bounce { permanent: true, .. } | Kind::Complaint)
+        match self {
+            Kind::Bounce { permanent, .. } => *permanent,
+            Kind::Complaint { feedback, .. } => feedback.as_deref() != Some(NOT_SPAM),
+            _ => false,
+        }
+    }
+
+    /// A person complained of this message: counted toward its organizer's
+    /// pause. Not a `not-spam` report, nor a "complaint" about a message
+    /// SES never sent (the address was on the account's suppression list).
+    pub fn complained(&self) -> bool {
+        matches!(self, Kind::Complaint { feedback, subtype }
+            if feedback.as_deref() != Some(NOT_SPAM) && subtype.as_deref() != Some(ON_ACCOUNT_SUPPRESSION_LIST))
+    }
+
+    /// What `send_feedback.subtype` records: a bounce's type and subtype; a
+    /// complaint's subtype when SES sent nothing, else its feedback type
+    /// (V50's trigger counts none of `not-spam` or `OnAccountSuppressionList`).
+    pub fn recorded_subtype(&self) -> Option<String> {
+        match self {
+            Kind::Bounce { permanent, subtype } => {
+                Some(format!("{}/{subtype}", if *permanent { "Permanent" } else { "Transient" }))
+            }
+            Kind::Complaint { subtype: Some(s), .. } if s == ON_ACCOUNT_SUPPRESSION_LIST => Some(s.clone()),
+            Kind::Complaint { feedback, .. } => feedback.clone(),
+            _ => None,
+        }
     }
 }
+
+/// A recipient's report that a message is not spam.
+pub const NOT_SPAM: &str = "not-spam";
+/// A complaint SES records for a message it did not send: the address was
+/// on the account's suppression list.
+pub const ON_ACCOUNT_SUPPRESSION_LIST: &str = "OnAccountSuppressionList";
 
 /// The account and region whose SES events are accepted: the stack's own.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -208,7 +251,11 @@ pub fn parse(value: &Value, origin: &Origin) -> Result<SesEvent, Refusal> {
             let subtype = b.get("bounceSubType").and_then(Value::as_str).unwrap_or("Undetermined").to_string();
             (Kind::Bounce { permanent, subtype }, b)
         }
-        "Complaint" => (Kind::Complaint, section("complaint")),
+        "Complaint" => {
+            let c = section("complaint");
+            let text = |key: &str| c.get(key).and_then(Value::as_str).map(str::to_string);
+            (Kind::Complaint { feedback: text("complaintFeedbackType"), subtype: text("complaintSubType") }, c)
+        }
         "Reject" => (Kind::Reject, section("reject")),
         "DeliveryDelay" => (Kind::DeliveryDelay, section("deliveryDelay")),
         "RenderingFailure" => (Kind::RenderingFailure, section("failure")),
@@ -269,7 +316,7 @@ pub fn parse(value: &Value, origin: &Origin) -> Result<SesEvent, Refusal> {
     };
     let recipients = match kind {
         Kind::Bounce { .. } => addresses("bouncedRecipients", "emailAddress"),
-        Kind::Complaint => addresses("complainedRecipients", "emailAddress"),
+        Kind::Complaint { .. } => addresses("complainedRecipients", "emailAddress"),
         Kind::Delivery => addresses("recipients", "emailAddress"),
         Kind::DeliveryDelay => addresses("delayedRecipients", "emailAddress"),
         _ => Vec::new(),

@@ -77,10 +77,10 @@ fn dated(n: &Notification) -> DateTime<Utc> {
 
 /// A Message-ID derived from the claim's key (event, recipient): the same
 /// for every claim of one recipient's notification (a released claim's
-/// retry, an operator's resend), so a provider or mailbox that
-/// de-duplicates on Message-ID drops a repeat. It is also how support
-/// finds the send: the event and a digest of the recipient name the
-/// claim's key (docs/invitation.md).
+/// retry, an operator's resend), so through SMTP a provider or mailbox
+/// that de-duplicates on Message-ID drops a repeat, and support finds the
+/// send: the event and a digest of the recipient name the claim's key.
+/// SES overwrites it with its own (docs/invitation.md).
 pub fn message_id(n: &Notification, sender: &Sender) -> String {
     let digest = Sha256::digest(n.recipient.email.as_str().as_bytes());
     let short: String = digest.iter().take(8).map(|b| format!("{b:02x}")).collect();

@@ -20,7 +20,6 @@
 //! detail (a host, an error text), which goes to the function's log.
 
 use std::future::Future;
-use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
@@ -29,6 +28,8 @@ use crate::config::ConfigError;
 use crate::db::logins::{self, LoginError, Logins};
 use crate::db::role_limits::RoleLimits;
 use crate::db::{self, DbConfig};
+
+mod respond;
 
 /// What a run needs: the migration role's settings, and the functions'
 /// logins to make (none where they are made otherwise).
@@ -345,39 +346,10 @@ where
     Ok(answer)
 }
 
-/// PUTs `response` as JSON to `url` (a pre-signed S3 URL: no content type,
-/// which its signature does not cover).
+/// PUTs `response` as JSON to `url`, CloudFormation's pre-signed
+/// `ResponseURL` ([`respond::put`]).
 pub async fn respond(url: &str, response: &CustomResourceResponse) -> Result<(), RespondError> {
-    use bytes::Bytes;
-    use http_body_util::Full;
-    use hyper_util::client::legacy::Client;
-    use hyper_util::rt::TokioExecutor;
-
-    let err = |e: &dyn std::fmt::Display| RespondError(e.to_string());
-    let provider = std::sync::Arc::new(rustls::crypto::aws_lc_rs::default_provider());
-    let roots = rustls::RootCertStore { roots: webpki_roots::TLS_SERVER_ROOTS.to_vec() };
-    let tls = rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .map_err(|e| err(&e))?
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-    let connector =
-        hyper_rustls::HttpsConnectorBuilder::new().with_tls_config(tls).https_or_http().enable_http1().build();
-    // (Plain http is reachable only through a `dev` build's loopback Trust.)
-    let client: Client<_, Full<Bytes>> = Client::builder(TokioExecutor::new()).build(connector);
-    let body = serde_json::to_vec(response).expect("response serialises");
-    let request = hyper::Request::put(url)
-        .header(hyper::header::CONTENT_LENGTH, body.len())
-        .body(Full::new(Bytes::from(body)))
-        .map_err(|e| err(&e))?;
-    let answer = tokio::time::timeout(Duration::from_secs(30), client.request(request))
-        .await
-        .map_err(|_| RespondError("no answer within 30 s".into()))?
-        .map_err(|e| err(&e))?;
-    if !answer.status().is_success() {
-        return Err(RespondError(format!("HTTP {}", answer.status())));
-    }
-    Ok(())
+    respond::put(url, serde_json::to_vec(response).expect("response serialises")).await.map_err(RespondError)
 }
 
 #[cfg(test)]
