@@ -68,6 +68,32 @@ break_check console-without-its-log-group "        LogGroup: !Ref OperatorConsol
 break_check timeouts-in-the-environment-only "      AppStatementTimeoutMs: !Ref AppStatementTimeoutMs
       AppIdleInTransactionTimeoutMs: !Ref AppIdleInTransactionTimeoutMs
 " "" a_parameter_only_change_of_the_roles_timeouts_is_an_update_of_schema_migration
+# And the release they were written against, v0.13.0 (3521c99): its
+# template and docs fail each check that names one of its faults.
+if git cat-file -e '3521c99^{commit}' 2>/dev/null; then
+  "$SAM_VENV/bin/python" - "$TMP/v0.13.0" <<'PY'
+import pathlib, shutil, subprocess, sys
+root = pathlib.Path(sys.argv[1])
+for f in ["scripts/template-check.py", "scripts/lib/cfn_template.py", "docs/deployer-policy.json"]:
+    (root / f).parent.mkdir(parents=True, exist_ok=True)
+    shutil.copy(f, root / f)
+for f in ["docs/deploy.md", "docs/security.md", "scripts/deploy.sh", "scripts/deploy-check.sh", "template.yaml"]:
+    (root / f).write_text(subprocess.run(["git", "show", f"3521c99:{f}"], capture_output=True, text=True, check=True).stdout)
+run = subprocess.run([sys.executable, str(root / "scripts/template-check.py"), str(root / "template.yaml")],
+                     capture_output=True, text=True)
+failed = {line.split(": ")[2] for line in run.stderr.splitlines() if line.startswith("error:")}
+faults = {"rules_use_only_the_functions_aws_allows_in_a_rule", "each_rule_refuses_what_it_promises_and_nothing_else",
+          "every_function_has_a_log_group_with_retention_and_an_errors_alarm",
+          "every_output_is_in_the_docs_and_every_documented_output_exists",
+          "a_parameter_only_change_of_the_roles_timeouts_is_an_update_of_schema_migration",
+          "the_docs_count_the_functions_the_template_has", "the_guided_deploy_answer_names_every_route_without_a_token",
+          "the_prerequisites_name_a_c_compiler", "the_template_counts_the_pollers_it_allows"}
+assert faults <= failed, f"passed on v0.13.0: {sorted(faults - failed)}"
+print(f"    v0.13.0 (3521c99) fails the {len(faults)} checks written against its faults")
+PY
+else
+  echo "    (a shallow clone: v0.13.0's commit is not here to fail the checks)"
+fi
 # make deploy checks for the host's C compiler before building.
 if CC_PROBE=no-such-cc-here bash -c 'source scripts/lib/lambda.sh && host_cc_required' 2>"$TMP/cc.log"; then
   echo "error: host_cc_required passed without a C compiler" >&2; exit 1

@@ -210,6 +210,41 @@ def each_schedule_may_hand_a_failed_delivery_to_its_dead_letter_queue(path, tpl)
     return f"{len(schedules)} schedules, each role allowed sqs:SendMessage on its dead-letter queue, no retry"
 
 
+def the_guided_deploy_answer_names_every_route_without_a_token(path, tpl):
+    """SAM asks, for each function with a route that has no authorizer,
+    whether that is intended: docs/deploy.md's answer must name them all."""
+    routes = [e["Properties"]["Path"] for r in tpl["Resources"].values() if r["Type"] == "AWS::Serverless::Function"
+              for e in (r["Properties"].get("Events") or {}).values()
+              if e["Type"] == "HttpApi" and (e["Properties"].get("Auth") or {}).get("Authorizer") == "NONE"]
+    row = next((line for line in (ROOT / "docs/deploy.md").read_text().splitlines()
+                if "may not have authorization defined" in line), "")
+    assert row, "docs/deploy.md: the guided deploy's authorization question is not answered"
+    shown = lambda p: p.replace("{slug}", "…") if p.startswith("/problems/") else p  # noqa: E731
+    missing = [p for p in routes if f"`{shown(p)}" not in row]
+    assert not missing, f"docs/deploy.md's answer to SAM's authorization question omits {missing}"
+    return f"{len(routes)} routes without a token, each named in the guided deploy's answer"
+
+
+def the_prerequisites_name_a_c_compiler(path, tpl):
+    """cargo links build scripts and proc-macros for the host with `cc`."""
+    text = (ROOT / "docs/deploy.md").read_text()
+    before = text[text.index("## Before you start"):text.index("## From an empty account")]
+    assert "C compiler" in before and "build-essential" in before, "docs/deploy.md's prerequisites name no C compiler"
+    assert "host_cc_required" in (ROOT / "scripts/deploy.sh").read_text(), "make deploy does not check for one"
+    return "docs/deploy.md names a C compiler (build-essential), make deploy checks for it first"
+
+
+def the_template_counts_the_pollers_it_allows(path, tpl):
+    """A description that says how many pollers run at once says the
+    number PollerReservedConcurrency's default allows."""
+    words = "zero one two three four five six".split()
+    allowed = int(tpl["Parameters"]["PollerReservedConcurrency"]["Default"])
+    said = re.findall(r"at most (\w+) pollers", Path(path).read_text())
+    wrong = [w for w in said if w not in words or words.index(w) != allowed]
+    assert said and not wrong, f"the template says at most {wrong or 'nothing of'} pollers; {allowed} run at once"
+    return f"at most {words[allowed]} pollers, as PollerReservedConcurrency's default"
+
+
 CHECKS = [rules_use_only_the_functions_aws_allows_in_a_rule,
           each_rule_refuses_what_it_promises_and_nothing_else,
           every_function_has_a_log_group_with_retention_and_an_errors_alarm,
@@ -219,7 +254,10 @@ CHECKS = [rules_use_only_the_functions_aws_allows_in_a_rule,
           the_docs_count_the_functions_the_template_has,
           every_function_behind_the_api_ends_within_api_gateways_30_seconds,
           more_than_five_authorizer_scopes_fail_the_stack_at_once,
-          each_schedule_may_hand_a_failed_delivery_to_its_dead_letter_queue]
+          each_schedule_may_hand_a_failed_delivery_to_its_dead_letter_queue,
+          the_guided_deploy_answer_names_every_route_without_a_token,
+          the_prerequisites_name_a_c_compiler,
+          the_template_counts_the_pollers_it_allows]
 
 
 def main(argv):
@@ -233,7 +271,7 @@ def main(argv):
             continue
         try:
             print(f"    {check.__name__}: {check(path, tpl)}")
-        except (AssertionError, ValueError) as e:
+        except Exception as e:  # noqa: BLE001 -- each check reports alone
             failed += 1
             print(f"error: {path}: {check.__name__}: {e}", file=sys.stderr)
     return 1 if failed else 0

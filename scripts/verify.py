@@ -8,7 +8,7 @@ runs in (docs/aws-behaviours.md names the AWS behaviour behind each step).
 One line per step, with its verdict (ok, warn, FAIL, skip) and, on a
 failure, what to do; exits 1 when a step failed. Steps: from-identity,
 account-sending, configuration-set, token, simulator-delivery,
-simulator-bounce, console, alarms, stack-order, secrets, proxy. It cleans up what it wrote: the booking
+simulator-bounce, console, alarms, schedules, stack-order, secrets, proxy. It cleans up what it wrote: the booking
 it made is cancelled (its invitations went to SES's mailbox simulator
 only), the user it made in the stack's pool is deleted. Against `make dev`
 (--local, as CI runs it) the steps AWS alone can answer say skip, and the
@@ -90,11 +90,13 @@ class Target:
     deployed) Cognito and CloudWatch."""
 
     def __init__(self, *, local, region, api, console, from_address, config_set, mail_provider, stack=None,
-                 pool=None, client_id=None, organizer_domains="", boto=None, ses_endpoint=None, token=None, proxy=None):
+                 pool=None, client_id=None, organizer_domains="", boto=None, ses_endpoint=None, token=None, proxy=None,
+                 failure_queue=None):
         self.local, self.region, self.api, self.console = local, region, api.rstrip("/"), console
         self.from_address, self.config_set, self.mail_provider = from_address, config_set, mail_provider
         self.stack, self.pool, self.client_id, self.organizer_domains = stack, pool, client_id, organizer_domains
         self.boto, self.ses_endpoint, self.token, self.proxy = boto, ses_endpoint, token, proxy
+        self.failure_queue = failure_queue
         self.user = None  # the user verify made in the pool
         self.booking = None  # (id, headers) of the booking verify made
 
@@ -390,6 +392,41 @@ def stack_secrets(t, r):
         r.ok(step, f"{len(arns)} login secrets, none rotated behind the migration's back")
 
 
+def schedules(t, r):
+    """The poller's and sweeper's schedules as deployed: enabled, each with
+    its dead-letter queue and no retry; and what failed and waits there."""
+    step = "schedules"
+    if t.local:
+        r.skip(step, "make dev's scheduler is a loop, not EventBridge Scheduler")
+        return
+    names = [x["PhysicalResourceId"] for page in t.client("cloudformation").get_paginator("list_stack_resources")
+             .paginate(StackName=t.stack) for x in page["StackResourceSummaries"]
+             if x["ResourceType"] == "AWS::Scheduler::Schedule"]
+    scheduler, wrong = t.client("scheduler"), []
+    for name in names:
+        schedule = scheduler.get_schedule(Name=name.split("|")[-1])
+        target = schedule.get("Target") or {}
+        if schedule.get("State") != "ENABLED":
+            wrong.append(f"{schedule['Name']} is {schedule.get('State')}")
+        if not (target.get("DeadLetterConfig") or {}).get("Arn"):
+            wrong.append(f"{schedule['Name']} has no dead-letter queue")
+        if (target.get("RetryPolicy") or {}).get("MaximumRetryAttempts", 185) != 0:
+            wrong.append(f"{schedule['Name']} retries a failed delivery (a late run overlaps the next)")
+    if not names or wrong:
+        r.fail(step, "; ".join(wrong) or "the stack has no schedule", "make deploy again: the template sets them")
+        return
+    waiting = 0
+    if t.failure_queue:
+        attrs = t.client("sqs").get_queue_attributes(QueueUrl=t.failure_queue, AttributeNames=["ApproximateNumberOfMessages"])
+        waiting = int(attrs["Attributes"]["ApproximateNumberOfMessages"])
+    text = f"{len(names)} schedules enabled, each with its dead-letter queue and no retry"
+    if waiting:
+        r.warn(step, f"{text}; {waiting} failed scheduled invocation(s) wait in ScheduledFailureQueue: read why "
+                     "(aws sqs receive-message --queue-url <ScheduledFailureQueueUrl>)")
+    else:
+        r.ok(step, f"{text}; none failed (ScheduledFailureQueue is empty)")
+
+
 def proxy_pinning(t, r):
     step = "proxy"
     if t.local or not t.proxy:
@@ -428,7 +465,8 @@ def deployed(args, boto3):
                   config_set=out.get("SesConfigurationSetName", ""), mail_provider=par.get("MailProvider", "ses"),
                   stack=args.stack, pool=out.get("UserPoolId"), client_id=out.get("UserPoolClientId"),
                   organizer_domains=par.get("SelfSignUpDomains", ""), boto=boto3, token=args.token,
-                  proxy=(out.get("RdsProxyEndpoint") or "").split(".")[0] or None)
+                  proxy=(out.get("RdsProxyEndpoint") or "").split(".")[0] or None,
+                  failure_queue=out.get("ScheduledFailureQueueUrl"))
 
 
 def local(args, boto3):
@@ -468,7 +506,8 @@ def main():
                 r.fail(check.__name__.replace("_", "-"), one_line(e),
                        "the credentials need ses:Get* in this region (docs/deployer-policy.json)")
         steps = [("token", token), ("simulator", lambda t, r: simulator(t, r, wait)), ("console", console),
-                 ("alarms", alarms), ("stack-order", stack_order), ("secrets", stack_secrets), ("proxy", proxy_pinning)]
+                 ("alarms", alarms), ("schedules", schedules), ("stack-order", stack_order), ("secrets", stack_secrets),
+                 ("proxy", proxy_pinning)]
         for name, check in steps:
             try:
                 check(t, r)

@@ -45,7 +45,7 @@ assert "Traceback" not in out, out
 verdicts = {line.split()[1]: line.split()[0] for line in run.stdout.splitlines()
             if line.startswith("  ") and line.split()[0] in ("ok", "warn", "FAIL", "skip")}
 steps = ["from-identity", "account-sending", "configuration-set", "token", "simulator-delivery", "simulator-bounce",
-         "console", "alarms", "stack-order", "secrets", "proxy"]
+         "console", "alarms", "schedules", "stack-order", "secrets", "proxy"]
 assert sorted(verdicts) == sorted(steps), verdicts
 # moto's ID token leaves out email_verified, which Cognito's carries: the
 # step signed in, read the claims, and refuses a token the API would refuse.
