@@ -347,7 +347,7 @@ where
 }
 
 /// PUTs `response` as JSON to `url`, CloudFormation's pre-signed
-/// `ResponseURL` ([`respond::put`]).
+/// `ResponseURL` (no content type, which its signature does not cover).
 pub async fn respond(url: &str, response: &CustomResourceResponse) -> Result<(), RespondError> {
     respond::put(url, serde_json::to_vec(response).expect("response serialises")).await.map_err(RespondError)
 }
