@@ -194,10 +194,12 @@ async fn the_from_addresss_domain_verifies_it_and_an_identity_of_another_region_
 
 /// The SES sandbox sends at most 200 messages in 24 hours; the 201st is
 /// SES's throttling error (docs: "Daily message quota exceeded"), which the
-/// poller reads as throttled (released, nothing FAILED); and `GetAccount`
-/// says the account is in the sandbox with that quota.
+/// poller reads as sending paused (released, nothing FAILED, no attempt
+/// used, the run stops and the next tries one send after the pause), not a
+/// throttle retried at once all day; `GetAccount` says the account is in
+/// the sandbox with that quota.
 #[tokio::test]
-async fn the_sandbox_sends_200_messages_a_day_and_refuses_the_201st_as_ses_does() {
+async fn the_sandbox_sends_200_messages_a_day_and_the_201st_pauses_sending_as_ses_advises() {
     let sender = unique_sender();
     let standin = SesStandIn::start(standin_limits(Identities {
         verified: vec![sender.clone()],
@@ -230,7 +232,7 @@ async fn the_sandbox_sends_200_messages_a_day_and_refuses_the_201st_as_ses_does(
     let refused = send().await.expect_err("the 201st message of the day");
     let outcome = shared::notify::mailer::ses::classify(&refused, &sender);
     assert!(
-        matches!(&outcome, SendOutcome::Throttled { reason } if reason.contains("Daily message quota exceeded")),
+        matches!(&outcome, SendOutcome::Paused { reason } if reason.contains("Daily message quota exceeded")),
         "{outcome:?}"
     );
     assert_eq!(standin.accepted().len(), SANDBOX_DAILY_QUOTA);

@@ -65,7 +65,20 @@ pub enum SendOutcome {
     Unknown { reason: String },
 }
 
+/// SES's words when the account's 24-hour quota is spent, through the API
+/// (a throttling error) and the SMTP interface (454)
+/// (<https://docs.aws.amazon.com/ses/latest/dg/manage-sending-quotas-errors.html>).
+pub const DAILY_QUOTA_SPENT: &str = "Daily message quota exceeded";
+
 impl SendOutcome {
+    /// A refusal for the account's spent daily quota: no send can go until
+    /// the 24-hour window moves, so sending pauses (each run tries one send,
+    /// after `OUTBOX_PAUSE_DELAY_SECS`; SES advises waiting up to 10 minutes)
+    /// instead of a throttle's quick retry, which would hammer SES all day.
+    pub fn daily_quota_spent(reason: String) -> Self {
+        SendOutcome::Paused { reason: format!("{reason} (the account's 24-hour sending quota is spent)") }
+    }
+
     /// The same outcome with every address in its reason masked: provider
     /// errors can quote the recipient, and reasons are logged and stored.
     pub fn masked(self) -> Self {

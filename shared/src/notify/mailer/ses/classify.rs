@@ -6,7 +6,7 @@ use aws_sdk_sesv2::config::http::HttpResponse;
 use aws_sdk_sesv2::error::{ProvideErrorMetadata, SdkError};
 use aws_sdk_sesv2::operation::send_email::SendEmailError;
 
-use crate::notify::mailer::SendOutcome;
+use crate::notify::mailer::{SendOutcome, DAILY_QUOTA_SPENT};
 
 /// Error codes of throttling that SES may return outside the modelled
 /// variants: the request was refused for the send rate, so nothing was sent.
@@ -43,6 +43,7 @@ const AUTH_CODES: &[&str] = &[
 pub fn classify(err: &SdkError<SendEmailError, HttpResponse>, from: &str) -> SendOutcome {
     let reason = format!("{}", aws_sdk_sesv2::error::DisplayErrorContext(err));
     match err {
+        SdkError::ServiceError(_) if reason.contains(DAILY_QUOTA_SPENT) => SendOutcome::daily_quota_spent(reason),
         SdkError::ServiceError(ctx) => {
             let status = ctx.raw().status().as_u16();
             match ctx.err() {

@@ -3,7 +3,7 @@
 
 use lettre::transport::smtp::Error as SmtpError;
 
-use crate::notify::mailer::SendOutcome;
+use crate::notify::mailer::{SendOutcome, DAILY_QUOTA_SPENT};
 
 /// Where in the SMTP exchange a failure happened.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -51,6 +51,9 @@ pub fn classify(stage: Stage, failure: Failure) -> SendOutcome {
     };
     match failure {
         Failure::Reply(421, text) => SendOutcome::Paused { reason: format!("SMTP 421 at {at}: {text}") },
+        Failure::Reply(code, text) if text.contains(DAILY_QUOTA_SPENT) => {
+            SendOutcome::daily_quota_spent(format!("SMTP {code} at {at}: {text}"))
+        }
         // Only the handshake is configuration: a TLS error later (an alert,
         // a bad record) is a connection lost, placed like one below.
         Failure::Tls(text) if matches!(stage, Stage::Connect | Stage::StartTls) => {
@@ -170,6 +173,11 @@ mod tests {
         let throttled = Failure::Reply(454, "454 Throttling failure: Maximum sending rate exceeded".into());
         assert_eq!(kind(classify(Stage::Mail, throttled.clone())), "throttled");
         assert_eq!(kind(classify(Stage::AfterDot, throttled)), "throttled");
+        // SES's SMTP interface when the 24-hour quota is spent: no send can
+        // go for a while, so sending pauses rather than retrying at once.
+        let spent = Failure::Reply(454, "454 Throttling failure: Daily message quota exceeded".into());
+        assert_eq!(kind(classify(Stage::Mail, spent.clone())), "paused");
+        assert_eq!(kind(classify(Stage::AfterDot, spent)), "paused");
         assert_eq!(kind(classify(Stage::Rcpt, reply(530))), "configuration");
     }
 
