@@ -237,3 +237,21 @@ async fn the_sandbox_sends_200_messages_a_day_and_the_201st_pauses_sending_as_se
     );
     assert_eq!(standin.accepted().len(), SANDBOX_DAILY_QUOTA);
 }
+
+/// The question runs in the cold start, which Lambda cuts at 10 s: an SES
+/// that does not answer within the budget (here 5 s late, past the SDK's
+/// own read timeout too) gives no verdict, and stops nothing: a send's own
+/// answer still classifies a refusal.
+#[tokio::test]
+async fn a_from_identity_question_ses_does_not_answer_in_time_stops_nothing() {
+    let sender = unique_sender();
+    let mut limits = standin_limits(Identities { pending: vec![sender.clone()], ..Default::default() });
+    limits.latency = Duration::from_secs(10);
+    let standin = SesStandIn::start(limits).await;
+    let mut config = ses_config(&standin.endpoint, &sender);
+    config.read_timeout = Duration::from_secs(30);
+    let started = std::time::Instant::now();
+    let verdict = ses_mailer(config).check_identity().await;
+    assert!(matches!(&verdict, Verdict::Unknown(why) if why.contains("did not answer within 3s")), "{verdict:?}");
+    println!("no verdict after {:?} (budget {:?})", started.elapsed(), shared::notify::mailer::ses::identity::BUDGET);
+}

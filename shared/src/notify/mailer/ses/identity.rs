@@ -20,6 +20,10 @@ use aws_sdk_sesv2::operation::get_email_identity::GetEmailIdentityError;
 /// How often a stopped poller asks again.
 pub const RECHECK: Duration = Duration::from_secs(60);
 
+/// How long the question may take, both identities together: it runs in
+/// the cold start, which Lambda cuts at 10 s. No answer stops nothing.
+pub const BUDGET: Duration = Duration::from_secs(3);
+
 /// What SES says of the From address.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Verdict {
@@ -41,8 +45,15 @@ pub fn candidates(from: &str) -> Vec<String> {
     out
 }
 
-/// Asks SES about each candidate identity of `from` in the client's region.
+/// Asks SES about each candidate identity of `from` in the client's region,
+/// within [`BUDGET`].
 pub async fn check(client: &aws_sdk_sesv2::Client, from: &str, region: &str) -> Verdict {
+    tokio::time::timeout(BUDGET, ask(client, from, region))
+        .await
+        .unwrap_or_else(|_| Verdict::Unknown(format!("SES GetEmailIdentity did not answer within {BUDGET:?}")))
+}
+
+async fn ask(client: &aws_sdk_sesv2::Client, from: &str, region: &str) -> Verdict {
     let mut seen = Vec::new();
     for identity in candidates(from) {
         match client.get_email_identity().email_identity(&identity).send().await {
