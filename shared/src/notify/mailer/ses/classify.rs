@@ -43,7 +43,10 @@ const AUTH_CODES: &[&str] = &[
 pub fn classify(err: &SdkError<SendEmailError, HttpResponse>, from: &str) -> SendOutcome {
     let reason = format!("{}", aws_sdk_sesv2::error::DisplayErrorContext(err));
     match err {
-        SdkError::ServiceError(_) if reason.contains(DAILY_QUOTA_SPENT) => SendOutcome::daily_quota_spent(reason),
+        // SES's own words, whichever error carries them.
+        SdkError::ServiceError(ctx) if ctx.err().message().is_some_and(|said| said.contains(DAILY_QUOTA_SPENT)) => {
+            SendOutcome::daily_quota_spent(reason)
+        }
         SdkError::ServiceError(ctx) => {
             let status = ctx.raw().status().as_u16();
             match ctx.err() {
