@@ -311,8 +311,25 @@ def console(t, r):
                "the console must refuse whoever is not an operator: check the route's authorizer and CONSOLE_OPERATORS_GROUP")
         return
     who = "an operator gets the overview" if t.local else "a signed-in user outside the operators group 403"
-    r.ok(step, f"the page answers; its API refuses a caller without {'the group' if t.local else 'a token'} "
-               f"({expect[0]}), {who}")
+    text = f"the page answers; its API refuses a caller without {'the group' if t.local else 'a token'} " \
+           f"({expect[0]}), {who}"
+    if t.local:
+        r.ok(step, text)
+        return
+    # The function logs to the group the stack made for it (LoggingConfig),
+    # not to one Lambda would make with no retention.
+    group, logs, streams = f"/aws/lambda/{t.stack}/operator-console", t.client("logs"), []
+    for _ in range(15):
+        streams = logs.describe_log_streams(logGroupName=group, orderBy="LastEventTime", descending=True,
+                                            limit=1)["logStreams"]
+        if streams:
+            break
+        time.sleep(2)
+    if streams:
+        r.ok(step, f"{text}; it logs to {group}")
+    else:
+        r.fail(step, f"{text}; but nothing reached {group} within 30 s",
+               "the function's LoggingConfig must name the stack's OperatorConsoleLogGroup (make deploy again)")
 
 
 def alarms(t, r):
